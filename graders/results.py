@@ -1,0 +1,130 @@
+"""What the grading engine hands back: plain dataclasses, JSON-ready through `to_dict`.
+
+This is the contract between `graders/` and the service in `app/`: the worker stores these
+fields and the pages show them. Keep it free of NumPy/CuPy types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class CompileResult:
+    """The outcome of compiling one submission with NVRTC."""
+
+    ok: bool
+    # One sentence for the student: "Compiled for sm_90.", "The compiler reported 2 errors.",
+    # "No kernel named `matmul` was found; the file defines: matmul_kernel. ..."
+    message: str
+    log: str = ""  # the compiler's log, file names shown as the student's file name
+    arch: str = ""  # e.g. "sm_90"
+    kernel: str = ""  # the kernel's name as the lab expects it
+    declarations: dict[str, int] = field(default_factory=dict)  # e.g. {"TILE": 16}
+    warnings: list[str] = field(default_factory=list)  # static findings, e.g. barrier problem
+    seconds: float = 0.0
+    # Machine code for the run stage: a cubin for `arch`. Not stored in the database.
+    cubin: bytes | None = field(default=None, repr=False)
+    # Why compiling did not happen or stopped: "", "compile_error", "missing_kernel",
+    # "bad_declaration", "forbidden_include", "timeout", "resource_limit", "internal".
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("cubin")
+        return d
+
+
+@dataclass
+class TimingStats:
+    """Kernel time over repetitions, in milliseconds, L2 flushed before each."""
+
+    median_ms: float
+    min_ms: float
+    mean_ms: float
+    stdev_ms: float
+    reps: int
+    rse: float  # relative standard error of the mean
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class GpuInfo:
+    name: str = ""
+    arch: str = ""
+    sm_clock_mhz: int | None = None
+    max_sm_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    driver: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Finding:
+    """A compute-sanitizer or static finding, named for a student."""
+
+    tool: str  # "memcheck", "racecheck", "synccheck", "static"
+    kind: str  # "out_of_bounds", "shared_memory_race", "divergent_barrier", ...
+    message: str  # plain words
+    line: int | None = None  # line in the student's file
+    count: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CaseResult:
+    """One test case of one grading: verdict, the evidence for it, and its timing."""
+
+    name: str
+    sizes: dict[str, int]
+    hidden: bool
+    passed: bool
+    # "pass", "wrong_answer", "no_output", "out_of_bounds_write", "input_modified",
+    # "timeout", "kernel_error", "launch_error", "not_run"
+    verdict: str
+    message: str  # a sentence: which index, expected and got, or what the kernel did
+    points: float = 0.0
+    max_points: float = 0.0
+    seed: int = 0
+    wrong_count: int = 0
+    first_wrong_index: list[int] | None = None  # (row, col) for 2-D outputs
+    expected: float | None = None
+    got: float | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    timing: TimingStats | None = None
+    reference_timings: dict[str, TimingStats] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class GradeReport:
+    """Everything the run stage produced for one submission."""
+
+    lab: str
+    cases: list[CaseResult]
+    score: float
+    max_score: float
+    correctness_points: float = 0.0
+    performance_points: float = 0.0
+    max_performance_points: float = 0.0
+    # A sentence for the student, e.g. "All 9 cases passed; 1.8x faster than the naive kernel."
+    summary: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    gpu: GpuInfo | None = None
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # compile, run, sanitizer
+    stdout: str = ""  # the kernel's printf output, capped
+    # "" when the run finished; otherwise why it stopped early ("timeout", "crashed", ...).
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

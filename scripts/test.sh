@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Install everything the tests need into .venv, then lint, check migrations and run pytest.
+# Extra arguments go to pytest, e.g. scripts/test.sh -m gpu
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh dev
+export PATH="$PWD/.venv/bin:$PATH"
+ruff check app graders tests bench
+ruff format --check app graders tests bench
+KERNELGRADER_DATABASE_URL="sqlite:///$(mktemp -d)/alembic-check.db" scripts/alembic-check.sh
+exec pytest "$@"
