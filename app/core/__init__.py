@@ -1,0 +1,1 @@
+"""Settings, database and security shared by every feature."""

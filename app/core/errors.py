@@ -1,0 +1,43 @@
+"""Domain errors raised by services; one handler in app.main maps them to HTTP."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """An error whose message is a sentence a user can act on."""
+
+    status_code = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(DomainError):
+    status_code = 404
+
+
+class Forbidden(DomainError):
+    status_code = 403
+
+
+class NotAuthenticated(DomainError):
+    status_code = 401
+
+
+class Invalid(DomainError):
+    status_code = 422
+
+
+class Conflict(DomainError):
+    status_code = 409
+
+
+class TooLarge(DomainError):
+    status_code = 413
+
+
+class Closed(DomainError):
+    """The lab does not accept submissions now (not released yet, or past due and refusing)."""
+
+    status_code = 403

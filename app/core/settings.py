@@ -1,0 +1,68 @@
+"""Settings from the environment (prefix KERNELGRADER_) and an optional `.env` file."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Literal
+
+from pydantic import model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEV_SECRET_KEY = "dev-insecure-secret-change-me"
+DEV_GRADING_SECRET = "dev-grading-secret"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="KERNELGRADER_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    env: Literal["development", "production", "test"] = "development"
+    data_dir: Path = Path("./var")
+    # Empty means "a file under data_dir"; filled in by the validator below.
+    database_url: str = ""
+    broker_url: str = ""
+    secret_key: str = DEV_SECRET_KEY
+    # Mixed into the seeds of hidden cases so students cannot reproduce them offline.
+    grading_secret: str = DEV_GRADING_SECRET
+    max_upload_bytes: int = 256 * 1024
+    default_arch: str = "sm_90"
+    # A worker beats every heartbeat_seconds; a job silent for heartbeat_timeout_seconds is lost.
+    heartbeat_seconds: float = 5.0
+    heartbeat_timeout_seconds: float = 60.0
+    # A submission still queued this long after it was committed, never sent, is sent again.
+    resend_after_seconds: float = 10.0
+    sweep_seconds: float = 5.0
+    max_attempts: int = 3
+    # How often the SQLite broker is polled for new messages.
+    broker_polling_seconds: float = 0.5
+    session_max_age_seconds: int = 14 * 24 * 3600
+
+    @model_validator(mode="after")
+    def _fill_defaults_and_refuse_dev_secrets(self) -> Settings:
+        data_dir = self.data_dir.resolve()
+        if not self.database_url:
+            self.database_url = f"sqlite:///{data_dir / 'kernelgrader.sqlite'}"
+        if not self.broker_url:
+            self.broker_url = f"sqla+sqlite:///{data_dir / 'broker.sqlite'}"
+        if self.env != "development":
+            if self.secret_key == DEV_SECRET_KEY:
+                raise ValueError(
+                    "KERNELGRADER_SECRET_KEY is still the development default; set it to a long "
+                    "random string, or run with KERNELGRADER_ENV=development."
+                )
+            if self.grading_secret == DEV_GRADING_SECRET:
+                raise ValueError(
+                    "KERNELGRADER_GRADING_SECRET is still the development default; set it to a "
+                    "long random string, or run with KERNELGRADER_ENV=development."
+                )
+        return self
+
+    def ensure_data_dir(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+
+
+@functools.cache
+def get_settings() -> Settings:
+    return Settings()

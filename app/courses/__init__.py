@@ -1,0 +1,1 @@
+"""Courses, their labs and who is enrolled with which role."""

@@ -1,0 +1,71 @@
+"""Courses, enrolments and labs."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.database import Base, utcnow
+
+
+class Role(enum.StrEnum):
+    student = "student"
+    ta = "ta"
+    instructor = "instructor"
+
+    @property
+    def is_staff(self) -> bool:
+        return self is not Role.student
+
+
+class ScorePolicy(enum.StrEnum):
+    best = "best"
+    last = "last"
+
+
+class LatePolicy(enum.StrEnum):
+    accept = "accept"
+    refuse = "refuse"
+
+
+class Course(Base):
+    __tablename__ = "courses"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    title: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Enrollment(Base):
+    __tablename__ = "enrollments"
+    __table_args__ = (UniqueConstraint("user_id", "course_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Lab(Base):
+    __tablename__ = "labs"
+    __table_args__ = (UniqueConstraint("course_id", "slug"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    slug: Mapped[str] = mapped_column(String(64))  # the lab id from its spec
+    title: Mapped[str] = mapped_column(String(200))
+    # Either a built-in lab id (reference_kernels/<id>) or an absolute folder path.
+    builtin_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    folder: Mapped[str | None] = mapped_column(String(1000), default=None)
+    release_at: Mapped[datetime | None] = mapped_column(default=None)
+    due_at: Mapped[datetime | None] = mapped_column(default=None)
+    score_policy: Mapped[str] = mapped_column(String(10), default=ScorePolicy.best.value)
+    late_policy: Mapped[str] = mapped_column(String(10), default=LatePolicy.accept.value)
+    # Cached from the spec so the gradebook does not parse every lab folder.
+    max_score: Mapped[float] = mapped_column(default=0.0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,1 @@
+"""Intake of student source files and their status history."""

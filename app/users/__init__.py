@@ -1,0 +1,1 @@
+"""People and their API tokens."""
