@@ -1,0 +1,168 @@
+"""Targets for testing the sandbox itself: each misbehaves in one way a grading step might.
+
+They live in `graders` (not in tests/) because the sandboxed child imports its target with
+only the package root on PYTHONPATH; tests/ is not a package. Nothing in grading uses them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+
+def echo(payload: dict[str, Any]) -> dict[str, Any]:
+    """Hand the payload back, with the pid, so a round trip can be checked."""
+    return {"echo": payload, "pid": os.getpid()}
+
+
+def sleep_with_grandchild(payload: dict[str, Any]) -> dict[str, Any]:
+    """Start a long-sleeping grandchild, say its pid on stdout, then hang."""
+    grandchild = subprocess.Popen(["sleep", "300"])
+    print(f"grandchild-pid={grandchild.pid}", flush=True)
+    time.sleep(300)
+    return {}
+
+
+def burn_cpu(payload: dict[str, Any]) -> dict[str, Any]:
+    """Spin on the CPU until something stops us."""
+    x = 0
+    while True:
+        x += 1
+
+
+def allocate_memory(payload: dict[str, Any]) -> dict[str, Any]:
+    """Keep 64 MiB blocks alive until the memory limit ends it."""
+    blocks = []
+    for _ in range(10_000):
+        blocks.append(bytearray(64 * 1024 * 1024))
+    return {"allocated_mb": 64 * len(blocks)}
+
+
+def write_big_file(payload: dict[str, Any]) -> dict[str, Any]:
+    """Write `mb` MiB into a file in the working directory."""
+    chunk = b"x" * (1024 * 1024)
+    with open("big.bin", "wb") as f:
+        for _ in range(int(payload.get("mb", 1024))):
+            f.write(chunk)
+    return {"written_mb": payload.get("mb")}
+
+
+def print_flood(payload: dict[str, Any]) -> dict[str, Any]:
+    """Print a fake result, then far more than the stdout cap, then answer for real."""
+    fake = {"status": "ok", "value": {"forged": True}}
+    print(json.dumps(fake), flush=True)
+    line = "A" * 1023
+    for _ in range(int(payload.get("lines", 4096))):
+        print(line)
+    sys.stdout.flush()
+    return {"real": True}
+
+
+def forge_on_stdout_only(payload: dict[str, Any]) -> dict[str, Any]:
+    """Print a well-formed result on stdout and exit without answering on the private pipe."""
+    print(json.dumps({"status": "ok", "value": {"forged": True}}), flush=True)
+    os._exit(0)
+
+
+def garbage_answer(payload: dict[str, Any]) -> dict[str, Any]:
+    """Write something that is not JSON on the answer pipe (fd from our command line)."""
+    os.write(int(sys.argv[2]), b"\xff not json {")
+    os._exit(0)
+
+
+def raise_error(payload: dict[str, Any]) -> dict[str, Any]:
+    """Fail the way a bug in our own grading code would."""
+    raise ValueError("selftest: a bug in the grader")
+
+
+def crash(payload: dict[str, Any]) -> dict[str, Any]:
+    """Die of a segmentation fault."""
+    os.kill(os.getpid(), signal.SIGSEGV)
+    time.sleep(5)
+    return {}
+
+
+def try_network(payload: dict[str, Any]) -> dict[str, Any]:
+    """Try to connect to each address in `targets` ([host, port] pairs); report what happened."""
+    results: dict[str, str] = {}
+    for host, port in payload.get("targets", []):
+        try:
+            with socket.create_connection((host, int(port)), timeout=2):
+                results[f"{host}:{port}"] = "connected"
+        except OSError as exc:
+            results[f"{host}:{port}"] = f"{type(exc).__name__}: {exc}"
+    return {"results": results}
+
+
+def environment(payload: dict[str, Any]) -> dict[str, Any]:
+    """Report the environment the child sees."""
+    return {"env": dict(os.environ)}
+
+
+def workdir_info(payload: dict[str, Any]) -> dict[str, Any]:
+    """Report the working directory: path, contents, permissions; then write a file in it."""
+    cwd = os.getcwd()
+    before = sorted(os.listdir(cwd))
+    mode = os.stat(cwd).st_mode & 0o777
+    with open("scratch.txt", "w") as f:
+        f.write("scratch")
+    return {"cwd": cwd, "entries": before, "mode": mode, "home": os.environ.get("HOME")}
+
+
+def cuda_probe(payload: dict[str, Any]) -> dict[str, Any]:
+    """Use the GPU through CuPy: a small reduction and a raw kernel, compiled in the child."""
+    import cupy
+
+    n = int(payload.get("n", 1 << 20))
+    a = cupy.arange(n, dtype=cupy.float64)
+    total = float(a.sum())
+    kernel = cupy.RawKernel(
+        r"""extern "C" __global__ void twice(float* x, int n) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) x[i] = 2.0f * x[i];
+        }""",
+        "twice",
+    )
+    x = cupy.ones(1000, dtype=cupy.float32)
+    kernel((4,), (256,), (x, cupy.int32(1000)))
+    cupy.cuda.Device().synchronize()
+    return {
+        "sum": total,
+        "expected": n * (n - 1) / 2,
+        "twice_ok": bool((x == 2).all()),
+        "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+    }
+
+
+def cuda_spin(payload: dict[str, Any]) -> dict[str, Any]:
+    """Launch a kernel that never ends and wait for it."""
+    import cupy
+
+    kernel = cupy.RawKernel(
+        r"""extern "C" __global__ void spin(int* flag) {
+            while (atomicAdd(flag, 0) == 0) { }
+        }""",
+        "spin",
+    )
+    flag = cupy.zeros(1, dtype=cupy.int32)
+    kernel((1,), (1,), (flag,))
+    print("launched", flush=True)
+    cupy.cuda.Device().synchronize()
+    return {"finished": True}
+
+
+def nvrtc_probe(payload: dict[str, Any]) -> dict[str, Any]:
+    """Compile a tiny kernel with NVRTC (no GPU needed) and report the PTX size."""
+    from cupy.cuda import nvrtc
+
+    src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }'
+    prog = nvrtc.createProgram(src, "k.cu", [], [])
+    nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90"])
+    ptx = nvrtc.getPTX(prog)
+    return {"ptx_bytes": len(ptx)}
