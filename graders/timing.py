@@ -1,0 +1,133 @@
+"""Kernel timing you can trust: CUDA events, L2 flushed, repeated until the mean is tight.
+
+The statistics are pure Python (tested without a GPU); `time_repetitions` drives the GPU
+through callables the harness supplies, so it knows nothing about labs.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from graders.results import TimingStats
+
+
+def stats_from_samples(samples_ms: list[float]) -> TimingStats:
+    if not samples_ms:
+        raise ValueError("no timing samples")
+    mean = statistics.fmean(samples_ms)
+    stdev = statistics.stdev(samples_ms) if len(samples_ms) > 1 else 0.0
+    return TimingStats(
+        median_ms=statistics.median(samples_ms),
+        min_ms=min(samples_ms),
+        mean_ms=mean,
+        stdev_ms=stdev,
+        reps=len(samples_ms),
+        rse=relative_standard_error(samples_ms),
+    )
+
+
+def relative_standard_error(samples: list[float]) -> float:
+    """Standard error of the mean over the mean; inf with fewer than two samples."""
+    if len(samples) < 2:
+        return math.inf
+    mean = statistics.fmean(samples)
+    if mean <= 0:
+        return math.inf
+    return statistics.stdev(samples) / math.sqrt(len(samples)) / mean
+
+
+@dataclass
+class TimingPlan:
+    budget_seconds: float = 3.0
+    target_rse: float = 0.01
+    min_reps: int = 10
+    max_reps: int = 500
+    warmup_reps: int = 2
+
+    def done(self, samples: list[float], elapsed_s: float) -> bool:
+        """Stop at max_reps, or once min_reps are in and the mean is tight or time is up."""
+        n = len(samples)
+        if n >= self.max_reps:
+            return True
+        if n < self.min_reps:
+            # The budget still stops a kernel so slow that min_reps would take minutes.
+            return n >= 2 and elapsed_s > 4 * self.budget_seconds
+        return (
+            elapsed_s >= self.budget_seconds or relative_standard_error(samples) < self.target_rse
+        )
+
+
+class KernelHung(RuntimeError):
+    """A timed launch did not finish within its limit."""
+
+
+def wait_event(event: object, deadline: float) -> None:
+    """Poll a CUDA event until it completes; raise KernelHung past the deadline.
+
+    Polling (instead of a blocking synchronize) lets the grader give up on a kernel that
+    never ends and report it, rather than hanging with it.
+    """
+    while not event.done:  # type: ignore[attr-defined]
+        if time.monotonic() > deadline:
+            raise KernelHung("the kernel did not finish in time")
+        time.sleep(0.0002)
+
+
+class L2Flusher:
+    """Overwrites a buffer twice the L2's size, evicting whatever the last rep left there."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        self.nbytes = max(int(props.get("l2CacheSize", 0)) * 2, 8 << 20)
+        self.buffer = cupy.empty(self.nbytes, dtype=cupy.uint8)
+        self._value = 0
+
+    def flush(self) -> None:
+        import cupy
+
+        self._value = (self._value + 1) % 251
+        cupy.cuda.runtime.memsetAsync(
+            self.buffer.data.ptr, self._value, self.nbytes, cupy.cuda.get_current_stream().ptr
+        )
+
+
+def time_repetitions(
+    run: Callable[[], None],
+    prepare: Callable[[], None],
+    *,
+    plan: TimingPlan,
+    flusher: L2Flusher,
+    launch_timeout_s: float,
+) -> TimingStats:
+    """Time `run` (all of one case's launches) between CUDA events, after warm-up.
+
+    Before each repetition `prepare` refills the outputs with the sentinel, so the output
+    checked after the last repetition is that repetition's own work.
+    """
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    for _ in range(plan.warmup_reps):
+        prepare()
+        flusher.flush()
+        run()
+        end.record(stream)
+        wait_event(end, time.monotonic() + launch_timeout_s)
+    samples: list[float] = []
+    began = time.monotonic()
+    while not plan.done(samples, time.monotonic() - began):
+        prepare()
+        flusher.flush()
+        start.record(stream)
+        run()
+        end.record(stream)
+        wait_event(end, time.monotonic() + launch_timeout_s)
+        samples.append(cupy.cuda.get_elapsed_time(start, end))
+    return stats_from_samples(samples)
