@@ -28,6 +28,16 @@ its JSON answer from another private pipe. The child gets:
 Its stdout and stderr are merged, captured and capped at `stdout_limit_bytes`; the rest is
 read and dropped so a `printf` flood cannot stall the child. Whatever it prints is only text:
 the answer comes from the private pipe alone.
+
+For callers (measured on an H200 host, CuPy 14.2, Python 3.12):
+- Compiling (gpu=False, RLIMIT_AS): `import cupy` on a GPU host preloads cuTENSOR/cuBLASLt and
+  fails under a 1 GiB address-space limit ("failed to map segment from shared object").
+  Import `cupy_backends.cuda.libs.nvrtc` directly (it does not import `cupy`), or allow more.
+- Running (gpu=True): give memory_mb >= 4096; at 1024 MiB of RLIMIT_DATA CuPy's own NVRTC
+  compile of a reduction ran out of memory. The host thread spin-waits while a kernel runs, and
+  CuPy uses several threads, so a spinning kernel burned 3 s of CPU in 1.2 s of wall time: set
+  cpu_seconds to several times wall_seconds, or a hung kernel reads as a CPU-time verdict
+  instead of a timeout.
 """
 
 from __future__ import annotations
