@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     max_attempts: int = 3
     # How often the SQLite broker is polled for new messages.
     broker_polling_seconds: float = 0.5
+    # false: workers only compile, even where a GPU is present (CI, web-only hosts).
+    run_on_gpu: bool = True
     session_max_age_seconds: int = 14 * 24 * 3600
 
     @model_validator(mode="after")

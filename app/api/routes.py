@@ -1,0 +1,185 @@
+"""REST endpoints: thin handlers that fetch, check access and delegate to services."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, File, Query, UploadFile
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel
+from sqlalchemy import select, text
+
+from app import __version__
+from app.core.database import utcnow
+from app.core.deps import ApiUser, SessionDep
+from app.core.errors import NotFound
+from app.core.settings import get_settings
+from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
+from app.gradebook.service import gradebook_csv
+from app.grading.queue import send_job
+from app.submissions.models import Status
+from app.submissions.schemas import SubmissionCreated, SubmissionRead, submission_read
+from app.submissions.service import (
+    create_submission,
+    get_visible_submission,
+    is_staff_for,
+    submissions_of,
+)
+from app.users.models import User
+from app.users.service import find_user
+
+router = APIRouter(prefix="/api/v1")
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+    database: str
+
+
+class LabRead(BaseModel):
+    slug: str
+    title: str
+    release_at: datetime | None
+    due_at: datetime | None
+    score_policy: str
+    late_policy: str
+    max_score: float
+    open: bool
+    submit_url: str
+
+
+class SubmissionListItem(BaseModel):
+    id: int
+    url: str
+    lab: str
+    user: str
+    status: Status
+    score: float | None
+    max_score: float | None
+    late: bool
+    created_at: datetime
+
+
+@router.get("/health", tags=["meta"])
+def health(session: SessionDep) -> Health:
+    session.execute(text("SELECT 1"))
+    return Health(status="ok", version=__version__, database="ok")
+
+
+@router.get("/courses/{course}/labs", tags=["courses"])
+def list_labs(course: str, session: SessionDep, user: ApiUser) -> list[LabRead]:
+    found = get_course(session, slug=course)
+    require_member(session, user=user, course=found)
+    now = utcnow()
+    return [
+        LabRead(
+            slug=lab.slug,
+            title=lab.title,
+            release_at=lab.release_at,
+            due_at=lab.due_at,
+            score_policy=lab.score_policy,
+            late_policy=lab.late_policy,
+            max_score=lab.max_score,
+            open=(lab.release_at is None or lab.release_at <= now)
+            and not (lab.due_at and now > lab.due_at and lab.late_policy == "refuse"),
+            submit_url=f"/api/v1/courses/{found.slug}/labs/{lab.slug}/submissions",
+        )
+        for lab in labs_of(session, course=found)
+    ]
+
+
+@router.post("/courses/{course}/labs/{lab}/submissions", status_code=202, tags=["submissions"])
+async def submit(
+    course: str,
+    lab: str,
+    file: Annotated[UploadFile, File(description="the .cu source file")],
+    session: SessionDep,
+    user: ApiUser,
+) -> SubmissionCreated:
+    limit = get_settings().max_upload_bytes
+    # Read one byte past the limit: enough to refuse, without holding a huge upload.
+    data = await file.read(limit + 1)
+    found = get_course(session, slug=course)
+    intake = create_submission(
+        session,
+        user=user,
+        course=found,
+        lab=get_lab(session, course=found, slug=lab),
+        filename=file.filename,
+        data=data,
+        now=utcnow(),
+    )
+    # The row must exist before the worker can be told about it.
+    session.commit()
+    send_job(submission_id=intake.submission.id, job_id=intake.job.id)
+    return SubmissionCreated(
+        id=intake.submission.id, status=Status.queued, url=f"/submissions/{intake.submission.id}"
+    )
+
+
+@router.get("/submissions/{submission_id}", tags=["submissions"])
+def get_submission(submission_id: int, session: SessionDep, user: ApiUser) -> SubmissionRead:
+    submission = get_visible_submission(session, user=user, submission_id=submission_id)
+    return submission_read(
+        session, submission=submission, viewer_is_staff=is_staff_for(session, user, submission)
+    )
+
+
+@router.get("/courses/{course}/submissions", tags=["submissions"])
+def list_submissions(
+    course: str,
+    session: SessionDep,
+    user: ApiUser,
+    lab: Annotated[str | None, Query(description="a lab slug")] = None,
+    student: Annotated[str | None, Query(alias="user", description="a student's email")] = None,
+) -> list[SubmissionListItem]:
+    found = get_course(session, slug=course)
+    require_staff(session, user=user, course=found)
+    labs = labs_of(session, course=found)
+    if lab is not None:
+        labs = [get_lab(session, course=found, slug=lab)]
+    user_id = None
+    if student is not None:
+        owner = find_user(session, email=student)
+        if owner is None:
+            raise NotFound(f"There is no user with email {student}.")
+        user_id = owner.id
+    slugs = {item.id: item.slug for item in labs}
+    rows = submissions_of(session, lab_ids=list(slugs), user_id=user_id)
+    emails = dict(
+        session.execute(
+            select(User.id, User.email).where(User.id.in_({r.user_id for r in rows}))
+        ).tuples()
+    )
+    return [
+        SubmissionListItem(
+            id=r.id,
+            url=f"/submissions/{r.id}",
+            lab=slugs[r.lab_id],
+            user=emails[r.user_id],
+            status=Status(r.status),
+            score=r.score,
+            max_score=r.max_score,
+            late=r.late,
+            created_at=r.created_at,
+        )
+        for r in rows
+    ]
+
+
+@router.get(
+    "/courses/{course}/gradebook.csv",
+    tags=["gradebook"],
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/csv": {}}}},
+)
+def export_gradebook(course: str, session: SessionDep, user: ApiUser) -> PlainTextResponse:
+    found = get_course(session, slug=course)
+    require_staff(session, user=user, course=found)
+    return PlainTextResponse(
+        gradebook_csv(session, course=found),
+        media_type="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{found.slug}-gradebook.csv"'},
+    )

@@ -1,0 +1,158 @@
+"""Courses, enrolments and labs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.errors import Conflict, Forbidden, Invalid, NotFound
+from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
+from app.courses.specs import resolve_lab_ref
+from app.users.models import User
+from app.users.service import ensure_user
+
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def create_course(session: Session, *, slug: str, title: str) -> Course:
+    if not _SLUG.match(slug):
+        raise Invalid(
+            f"'{slug}' is not a course slug; use lower-case letters, digits, '-' and '_'."
+        )
+    if session.scalar(select(Course).where(Course.slug == slug)) is not None:
+        raise Conflict(f"A course named {slug} already exists; pick another slug.")
+    course = Course(slug=slug, title=title.strip() or slug)
+    session.add(course)
+    session.flush()
+    return course
+
+
+def get_course(session: Session, *, slug: str) -> Course:
+    course = session.scalar(select(Course).where(Course.slug == slug))
+    if course is None:
+        raise NotFound(f"There is no course named {slug}.")
+    return course
+
+
+def role_in(session: Session, *, user: User, course: Course) -> Role | None:
+    value = session.scalar(
+        select(Enrollment.role).where(
+            Enrollment.user_id == user.id, Enrollment.course_id == course.id
+        )
+    )
+    return Role(value) if value else None
+
+
+def require_member(session: Session, *, user: User, course: Course) -> Role:
+    role = role_in(session, user=user, course=course)
+    if role is None:
+        raise Forbidden(
+            f"You are not enrolled in {course.slug}; ask the course's instructor to add you."
+        )
+    return role
+
+
+def require_staff(session: Session, *, user: User, course: Course) -> Role:
+    role = require_member(session, user=user, course=course)
+    if not role.is_staff:
+        raise Forbidden(f"Only the staff of {course.slug} (TAs and instructors) may see this.")
+    return role
+
+
+def enroll(session: Session, *, user: User, course: Course, role: Role) -> Enrollment:
+    row = session.scalar(
+        select(Enrollment).where(Enrollment.user_id == user.id, Enrollment.course_id == course.id)
+    )
+    if row is None:
+        row = Enrollment(user_id=user.id, course_id=course.id, role=role.value)
+        session.add(row)
+    else:
+        row.role = role.value
+    session.flush()
+    return row
+
+
+def courses_of(session: Session, *, user: User) -> list[tuple[Course, Role]]:
+    rows = session.execute(
+        select(Course, Enrollment.role)
+        .join(Enrollment, Enrollment.course_id == Course.id)
+        .where(Enrollment.user_id == user.id)
+        .order_by(Course.slug)
+    ).all()
+    return [(course, Role(role)) for course, role in rows]
+
+
+def import_roster(session: Session, *, course: Course, text: str) -> list[User]:
+    """Enrol everyone in a CSV with a header: email (required), name, role (default student)."""
+    reader = csv.DictReader(io.StringIO(text))
+    fields = [f.strip().lower() for f in reader.fieldnames or []]
+    if "email" not in fields:
+        raise Invalid("The roster has no 'email' column; its header must name email, name, role.")
+    users = []
+    for number, raw in enumerate(reader, start=2):
+        row = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
+        if not row.get("email"):
+            continue
+        try:
+            role = Role(row.get("role") or "student")
+        except ValueError:
+            raise Invalid(
+                f"Roster line {number}: role '{row.get('role')}' is not student, ta or instructor."
+            ) from None
+        user = ensure_user(session, email=row["email"], name=row.get("name", ""))
+        enroll(session, user=user, course=course, role=role)
+        users.append(user)
+    return users
+
+
+def add_lab(
+    session: Session,
+    *,
+    course: Course,
+    ref: str,
+    release_at: datetime | None = None,
+    due_at: datetime | None = None,
+    score_policy: ScorePolicy = ScorePolicy.best,
+    late_policy: LatePolicy = LatePolicy.accept,
+) -> Lab:
+    builtin_id, folder, spec = resolve_lab_ref(ref)
+    if session.scalar(select(Lab).where(Lab.course_id == course.id, Lab.slug == spec.id)):
+        raise Conflict(f"The course {course.slug} already has a lab {spec.id}.")
+    if release_at and due_at and due_at < release_at:
+        raise Invalid("The due date is before the release date; swap them or fix one.")
+    lab = Lab(
+        course_id=course.id,
+        slug=spec.id,
+        title=spec.title,
+        builtin_id=builtin_id,
+        folder=folder,
+        release_at=release_at,
+        due_at=due_at,
+        score_policy=score_policy.value,
+        late_policy=late_policy.value,
+        max_score=float(spec.max_score),
+    )
+    session.add(lab)
+    session.flush()
+    return lab
+
+
+def labs_of(session: Session, *, course: Course) -> list[Lab]:
+    """The course's labs in the gradebook's fixed order: due date (none last), then slug."""
+    labs = session.scalars(select(Lab).where(Lab.course_id == course.id)).all()
+    far = datetime.max.replace(tzinfo=None)
+    return sorted(
+        labs, key=lambda lab: (lab.due_at.replace(tzinfo=None) if lab.due_at else far, lab.slug)
+    )
+
+
+def get_lab(session: Session, *, course: Course, slug: str) -> Lab:
+    lab = session.scalar(select(Lab).where(Lab.course_id == course.id, Lab.slug == slug))
+    if lab is None:
+        raise NotFound(f"The course {course.slug} has no lab {slug}.")
+    return lab

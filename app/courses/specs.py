@@ -1,0 +1,60 @@
+"""Finding a lab's spec: a built-in lab id or a lab folder, through graders.specs."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.core.errors import Invalid, NotFound
+
+if TYPE_CHECKING:
+    from app.courses.models import Lab
+    from graders.specs import LabSpec
+
+
+def list_builtin_labs() -> list[str]:
+    from graders.specs import list_builtin_labs as _list
+
+    return _list()
+
+
+@functools.cache
+def _load(builtin_id: str | None, folder: str | None) -> LabSpec:
+    from graders.specs import LabSpecError, load_builtin_lab, load_lab
+
+    try:
+        if builtin_id:
+            return load_builtin_lab(builtin_id)
+        assert folder is not None
+        return load_lab(Path(folder))
+    except LabSpecError as exc:
+        raise Invalid(f"The lab spec is malformed: {exc}") from exc
+    except (FileNotFoundError, KeyError) as exc:
+        raise NotFound(
+            f"The lab {builtin_id or folder} was not found ({exc}); "
+            "check the built-in lab id or the folder."
+        ) from exc
+
+
+def resolve_lab_ref(ref: str) -> tuple[str | None, str | None, LabSpec]:
+    """A lab reference is a built-in id (`matmul-tiled`) or a path to a lab folder."""
+    path = Path(ref)
+    if path.is_dir():
+        folder = str(path.resolve())
+        return None, folder, _load(None, folder)
+    if ref not in list_builtin_labs():
+        raise NotFound(
+            f"'{ref}' is neither a lab folder nor a built-in lab; built-in labs are: "
+            + ", ".join(list_builtin_labs())
+            + "."
+        )
+    return ref, None, _load(ref, None)
+
+
+def spec_for(lab: Lab) -> LabSpec:
+    return _load(lab.builtin_id, lab.folder)
+
+
+def forget_cached_specs() -> None:
+    _load.cache_clear()

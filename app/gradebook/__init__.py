@@ -1,0 +1,1 @@
+"""The gradebook: one counted score per student and lab, exported as CSV."""

@@ -1,0 +1,38 @@
+"""The Celery application: the queue only says "grade job J of submission S"."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from app.core.settings import get_settings
+
+GRADE_TASK = "grading.grade"
+# Every worker takes jobs from the main queue; only workers with a GPU take the GPU queue,
+# which holds compiled submissions that were waiting for one.
+QUEUE = "grading"
+GPU_QUEUE = "grading.gpu"
+
+
+def make_celery() -> Celery:
+    settings = get_settings()
+    if settings.broker_url.startswith("sqla+sqlite"):
+        settings.ensure_data_dir()
+    app = Celery("kernelgrader", broker=settings.broker_url, include=["app.grading.tasks"])
+    app.conf.update(
+        task_default_queue=QUEUE,
+        task_ignore_result=True,
+        # A job is acknowledged only when done, so a worker that dies mid-job loses nothing;
+        # the database makes the second delivery harmless.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        worker_hijack_root_logger=False,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"polling_interval": settings.broker_polling_seconds},
+        task_serializer="json",
+        accept_content=["json"],
+    )
+    return app
+
+
+celery_app = make_celery()

@@ -1,0 +1,88 @@
+"""Writing compile results and grade reports into the database."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete
+from sqlalchemy.orm import Session
+
+from app.core.database import utcnow
+from app.grading.models import CaseResult, GradingJob, JobState
+from app.submissions.models import Status, Submission
+from app.submissions.service import set_status
+
+if TYPE_CHECKING:
+    from graders.results import CompileResult, GradeReport
+
+
+def record_compile(
+    session: Session, *, submission: Submission, job: GradingJob, result: CompileResult
+) -> None:
+    submission.compile_ok = result.ok
+    submission.compile_reason = result.reason
+    submission.compile_message = result.message
+    submission.compile_log = result.log
+    submission.compile_arch = result.arch
+    submission.compile_warnings = list(result.warnings)
+    submission.declarations = dict(result.declarations)
+    job.compiled_at = utcnow()
+    if not result.ok:
+        job.state = JobState.failed.value
+        job.finished_at = utcnow()
+        submission.score = 0.0
+        submission.graded_at = job.finished_at
+        set_status(session, submission, Status.compile_error, result.message)
+
+
+def _case_row(job_id: int, position: int, case: Any) -> CaseResult:
+    timing = case.timing.to_dict() if case.timing is not None else None
+    return CaseResult(
+        job_id=job_id,
+        position=position,
+        name=case.name,
+        sizes=dict(case.sizes),
+        hidden=case.hidden,
+        passed=case.passed,
+        verdict=case.verdict,
+        message=case.message,
+        points=float(case.points),
+        max_points=float(case.max_points),
+        seed=str(case.seed),
+        wrong_count=case.wrong_count,
+        first_wrong_index=list(case.first_wrong_index) if case.first_wrong_index else None,
+        expected=case.expected,
+        got=case.got,
+        max_abs_error=case.max_abs_error,
+        max_rel_error=case.max_rel_error,
+        timing=timing,
+        reference_timings={k: v.to_dict() for k, v in case.reference_timings.items()},
+    )
+
+
+def record_report(
+    session: Session, *, submission: Submission, job: GradingJob, report: GradeReport
+) -> None:
+    """Store one job's cases, score and status; earlier rows of the same job are replaced."""
+    session.execute(delete(CaseResult).where(CaseResult.job_id == job.id))
+    session.flush()
+    for position, case in enumerate(report.cases):
+        session.add(_case_row(job.id, position, case))
+    job.report = {
+        "summary": report.summary,
+        "error": report.error,
+        "findings": [f.to_dict() for f in report.findings],
+        "gpu": report.gpu.to_dict() if report.gpu else None,
+        "stage_seconds": dict(report.stage_seconds),
+        "stdout": report.stdout,
+        "correctness_points": report.correctness_points,
+        "performance_points": report.performance_points,
+        "max_performance_points": report.max_performance_points,
+    }
+    job.state = JobState.done.value
+    job.finished_at = utcnow()
+    submission.score = float(report.score)
+    submission.max_score = float(report.max_score)
+    submission.summary = report.summary
+    submission.graded_at = job.finished_at
+    set_status(session, submission, Status.graded, report.summary)

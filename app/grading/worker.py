@@ -1,0 +1,157 @@
+"""The worker's side of one job: claim it, compile, run where a GPU is, record.
+
+Each phase opens its own short transaction, so the web process sees progress and a worker that
+dies leaves a job that the sweeper can recognise by its stale heartbeat.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import socket
+from datetime import timedelta
+
+from sqlalchemy import or_, update
+
+from app.core.database import session_scope, utcnow
+from app.core.settings import get_settings
+from app.courses.models import Lab
+from app.courses.specs import spec_for
+from app.grading.gpu_probe import run_unavailable_reason, worker_arch
+from app.grading.heartbeat import Heartbeat
+from app.grading.models import GradingJob, JobState
+from app.grading.record import record_compile, record_report
+from app.submissions.models import Status, Submission
+from app.submissions.service import set_status
+
+log = logging.getLogger(__name__)
+
+NOT_YOUR_FAULT = (
+    "Grading stopped because of a problem on our side, not because of your code; "
+    "please submit the same file again."
+)
+
+
+class Outcome(enum.StrEnum):
+    missing = "missing"  # no such job, or it belongs to another submission
+    duplicate = "duplicate"  # already finished, or held by a live worker
+    compile_error = "compile_error"
+    compiled = "compiled"  # waiting for a GPU worker
+    graded = "graded"
+    lost = "lost"  # another worker took the job over while this one worked
+    error = "error"
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _claim(submission_id: int, job_id: int, me: str) -> bool:
+    """Take the job if it is queued, or held by a worker whose heartbeat went stale."""
+    settings = get_settings()
+    now = utcnow()
+    stale = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
+    with session_scope() as session:
+        taken = session.execute(
+            update(GradingJob)
+            .where(
+                GradingJob.id == job_id,
+                GradingJob.submission_id == submission_id,
+                or_(
+                    GradingJob.state == JobState.queued.value,
+                    (GradingJob.state == JobState.started.value)
+                    & (GradingJob.heartbeat_at < stale),
+                ),
+            )
+            .values(
+                state=JobState.started.value,
+                worker_id=me,
+                attempt=GradingJob.attempt + 1,
+                started_at=now,
+                heartbeat_at=now,
+                error="",
+            )
+        )
+        if taken.rowcount != 1:  # type: ignore[attr-defined]
+            return False
+        submission = session.get_one(Submission, submission_id)
+        set_status(session, submission, Status.compiling, "A worker is compiling it.")
+    return True
+
+
+def _still_mine(job: GradingJob, me: str) -> bool:
+    return job.worker_id == me and job.state == JobState.started.value
+
+
+def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outcome:
+    """Grade one job; running it twice, or after another worker, still gives one result set."""
+    from graders.compile import compile_submission
+
+    me = me or worker_id()
+    settings = get_settings()
+    if not _claim(submission_id, job_id, me):
+        with session_scope() as session:
+            exists = session.get(GradingJob, job_id)
+            return Outcome.missing if exists is None else Outcome.duplicate
+    with Heartbeat(job_id=job_id, worker_id=me, every_seconds=settings.heartbeat_seconds):
+        try:
+            with session_scope() as session:
+                submission = session.get_one(Submission, submission_id)
+                lab = session.get_one(Lab, submission.lab_id)
+                source, filename = submission.source_text, submission.filename
+            spec = spec_for(lab)
+            compiled = compile_submission(
+                spec, source, arch=worker_arch(), filename=_compile_name(filename)
+            )
+            reason = run_unavailable_reason() if compiled.ok else None
+            with session_scope() as session:
+                job = session.get_one(GradingJob, job_id)
+                submission = session.get_one(Submission, submission_id)
+                if not _still_mine(job, me):
+                    return Outcome.lost
+                record_compile(session, submission=submission, job=job, result=compiled)
+                if not compiled.ok:
+                    return Outcome.compile_error
+                if reason is not None:
+                    job.state = JobState.waiting_gpu.value
+                    set_status(
+                        session,
+                        submission,
+                        Status.compiled,
+                        f"{compiled.message} Running it waits for a GPU worker: {reason}",
+                    )
+                    return Outcome.compiled
+                set_status(session, submission, Status.running, "Running on the GPU.")
+            from graders.grade import run_submission
+
+            report = run_submission(spec, source, compiled=compiled, secret=settings.grading_secret)
+            with session_scope() as session:
+                job = session.get_one(GradingJob, job_id)
+                submission = session.get_one(Submission, submission_id)
+                if not _still_mine(job, me):
+                    return Outcome.lost
+                record_report(session, submission=submission, job=job, report=report)
+            return Outcome.graded
+        except Exception as exc:
+            log.exception("job %s of submission %s failed", job_id, submission_id)
+            _fail(submission_id, job_id, me, f"{type(exc).__name__}: {exc}")
+            return Outcome.error
+
+
+def _compile_name(filename: str) -> str:
+    # The compiler shows this name in its log; keep it a plain name that ends in .cu.
+    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in filename)[:80]
+    return name if name.endswith(".cu") else "submission.cu"
+
+
+def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
+    with session_scope() as session:
+        job = session.get_one(GradingJob, job_id)
+        if not _still_mine(job, me):
+            return
+        job.state = JobState.failed.value
+        job.finished_at = utcnow()
+        job.error = error
+        submission = session.get_one(Submission, submission_id)
+        set_status(session, submission, Status.error, NOT_YOUR_FAULT)

@@ -1,0 +1,179 @@
+"""What the API and pages show of a submission, with hidden cases hidden from students."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.database import utcnow
+from app.courses.models import Course, Lab
+from app.grading.models import CaseResult, GradingJob, JobState
+from app.submissions.models import Status, Submission
+from app.submissions.service import queue_position
+from app.users.models import User
+
+
+class CaseErrors(BaseModel):
+    wrong_count: int
+    first_wrong_index: list[int] | None
+    expected: float | None
+    got: float | None
+    max_abs_error: float | None
+    max_rel_error: float | None
+
+
+class CaseRead(BaseModel):
+    name: str
+    hidden: bool
+    passed: bool
+    # None where a hidden case's details stay hidden from a student until the due date.
+    sizes: dict[str, int] | None
+    verdict: str | None
+    message: str | None
+    points: float | None
+    max_points: float | None
+    seed: str | None
+    errors: CaseErrors | None
+    timings: dict[str, Any] | None
+
+
+class SubmissionRead(BaseModel):
+    id: int
+    url: str
+    course: str
+    lab: str
+    user: str
+    filename: str
+    sha256: str
+    status: Status
+    status_message: str
+    queue_position: int | None
+    late: bool
+    score: float | None
+    max_score: float | None
+    summary: str
+    created_at: datetime
+    graded_at: datetime | None
+    compile_ok: bool | None
+    compile_message: str
+    compile_log: str
+    compile_arch: str
+    compile_warnings: list[Any]
+    declarations: dict[str, Any]
+    findings: list[dict[str, Any]]
+    attempts: int
+    cases: list[CaseRead]
+
+
+class SubmissionCreated(BaseModel):
+    id: int
+    status: Status
+    url: str
+
+
+def result_job(session: Session, *, submission: Submission) -> GradingJob | None:
+    return session.scalar(
+        select(GradingJob)
+        .where(GradingJob.submission_id == submission.id, GradingJob.state == JobState.done.value)
+        .order_by(GradingJob.finished_at.desc(), GradingJob.id.desc())
+        .limit(1)
+    )
+
+
+def _case_read(row: CaseResult, *, show_hidden: bool) -> CaseRead:
+    if row.hidden and not show_hidden:
+        return CaseRead(
+            name=row.name,
+            hidden=True,
+            passed=row.passed,
+            sizes=None,
+            verdict=None,
+            message=None,
+            points=None,
+            max_points=None,
+            seed=None,
+            errors=None,
+            timings=None,
+        )
+    timings: dict[str, Any] = {}
+    if row.timing:
+        timings["kernel"] = row.timing
+    if row.reference_timings:
+        timings["references"] = row.reference_timings
+    return CaseRead(
+        name=row.name,
+        hidden=row.hidden,
+        passed=row.passed,
+        sizes=row.sizes,
+        verdict=row.verdict,
+        message=row.message,
+        points=row.points,
+        max_points=row.max_points,
+        seed=row.seed,
+        errors=CaseErrors(
+            wrong_count=row.wrong_count,
+            first_wrong_index=row.first_wrong_index,
+            expected=row.expected,
+            got=row.got,
+            max_abs_error=row.max_abs_error,
+            max_rel_error=row.max_rel_error,
+        ),
+        timings=timings or None,
+    )
+
+
+def hidden_details_visible(lab: Lab, *, viewer_is_staff: bool) -> bool:
+    return viewer_is_staff or (lab.due_at is not None and utcnow() >= lab.due_at)
+
+
+def submission_read(
+    session: Session, *, submission: Submission, viewer_is_staff: bool
+) -> SubmissionRead:
+    lab = session.get_one(Lab, submission.lab_id)
+    course = session.get_one(Course, lab.course_id)
+    owner = session.get_one(User, submission.user_id)
+    job = result_job(session, submission=submission)
+    rows: list[CaseResult] = []
+    if job is not None:
+        rows = list(
+            session.scalars(
+                select(CaseResult).where(CaseResult.job_id == job.id).order_by(CaseResult.position)
+            )
+        )
+    attempts = sum(
+        session.scalars(
+            select(GradingJob.attempt).where(GradingJob.submission_id == submission.id)
+        ).all()
+    )
+    show_hidden = hidden_details_visible(lab, viewer_is_staff=viewer_is_staff)
+    return SubmissionRead(
+        id=submission.id,
+        url=f"/submissions/{submission.id}",
+        course=course.slug,
+        lab=lab.slug,
+        user=owner.email,
+        filename=submission.filename,
+        sha256=submission.sha256,
+        status=Status(submission.status),
+        status_message=submission.status_message,
+        queue_position=queue_position(session, submission=submission),
+        late=submission.late,
+        score=submission.score,
+        max_score=submission.max_score,
+        summary=submission.summary,
+        created_at=submission.created_at,
+        graded_at=submission.graded_at,
+        compile_ok=submission.compile_ok,
+        compile_message=submission.compile_message,
+        compile_log=submission.compile_log,
+        compile_arch=submission.compile_arch,
+        compile_warnings=submission.compile_warnings or [],
+        declarations=submission.declarations or {},
+        findings=(job.report or {}).get("findings", []) if job else [],
+        attempts=attempts,
+        cases=[_case_read(row, show_hidden=show_hidden) for row in rows],
+    )

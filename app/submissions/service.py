@@ -1,0 +1,162 @@
+"""Intake checks, status changes and who may see which submission."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core.errors import Closed, Invalid, NotFound, TooLarge
+from app.core.settings import get_settings
+from app.courses.models import Course, Lab, LatePolicy
+from app.courses.service import require_member, role_in
+from app.grading.models import GradingJob, JobState
+from app.submissions.models import Status, Submission, SubmissionEvent
+from app.users.models import User
+
+
+def set_status(session: Session, submission: Submission, status: Status, message: str = "") -> None:
+    """Change a submission's status and record the change with its time."""
+    submission.status = status.value
+    submission.status_message = message
+    session.add(SubmissionEvent(submission_id=submission.id, status=status.value, message=message))
+
+
+def display_filename(filename: str | None) -> str:
+    # Only the last path component, printable and short: it is shown, never opened.
+    name = (filename or "").replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(c for c in name if c.isprintable()).strip()[:100]
+    return name or "submission.cu"
+
+
+def check_source(data: bytes, *, limit: int) -> str:
+    if len(data) > limit:
+        raise TooLarge(
+            f"The file is {len(data)} bytes, over the limit of {limit} bytes; "
+            "submit only the kernel source."
+        )
+    if not data.strip():
+        raise Invalid("The file is empty; choose the .cu file that holds your kernel.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Invalid(
+            f"The file is not UTF-8 text (byte {exc.start} cannot be decoded); "
+            "submit the .cu source file, not a binary."
+        ) from None
+    if "\x00" in text:
+        raise Invalid("The file contains NUL bytes, so it is not source text; submit the .cu file.")
+    return text
+
+
+@dataclass
+class Intake:
+    submission: Submission
+    job: GradingJob
+
+
+def create_submission(
+    session: Session,
+    *,
+    user: User,
+    course: Course,
+    lab: Lab,
+    filename: str | None,
+    data: bytes,
+    now: datetime,
+) -> Intake:
+    """Check and store a submission with a queued grading job; the caller commits, then sends."""
+    require_member(session, user=user, course=course)
+    if lab.release_at and now < lab.release_at:
+        raise Closed(
+            f"{lab.slug} opens for submissions at {lab.release_at:%Y-%m-%d %H:%M} UTC; "
+            "submit again after that."
+        )
+    late = bool(lab.due_at and now > lab.due_at)
+    if late and lab.late_policy == LatePolicy.refuse.value:
+        raise Closed(
+            f"{lab.slug} was due at {lab.due_at:%Y-%m-%d %H:%M} UTC and does not accept late "
+            "submissions; ask your instructor if you need an extension."
+        )
+    text = check_source(data, limit=get_settings().max_upload_bytes)
+    submission = Submission(
+        user_id=user.id,
+        lab_id=lab.id,
+        source_text=text,
+        sha256=hashlib.sha256(data).hexdigest(),
+        filename=display_filename(filename),
+        created_at=now,
+        late=late,
+        max_score=lab.max_score,
+    )
+    session.add(submission)
+    session.flush()
+    set_status(session, submission, Status.queued, "Waiting for a worker to compile it.")
+    job = GradingJob(submission_id=submission.id, queued_at=now)
+    session.add(job)
+    session.flush()
+    return Intake(submission=submission, job=job)
+
+
+def is_staff_for(session: Session, user: User, submission: Submission) -> bool:
+    lab = session.get_one(Lab, submission.lab_id)
+    course = session.get_one(Course, lab.course_id)
+    role = role_in(session, user=user, course=course)
+    return role is not None and role.is_staff
+
+
+def get_visible_submission(session: Session, *, user: User, submission_id: int) -> Submission:
+    """A student sees their own submissions; staff see every submission of their course."""
+    submission = session.get(Submission, submission_id)
+    if submission is not None and (
+        submission.user_id == user.id or is_staff_for(session, user, submission)
+    ):
+        return submission
+    raise NotFound(f"There is no submission {submission_id} that you may see.")
+
+
+def latest_job(session: Session, *, submission: Submission) -> GradingJob | None:
+    return session.scalar(
+        select(GradingJob)
+        .where(GradingJob.submission_id == submission.id)
+        .order_by(GradingJob.id.desc())
+        .limit(1)
+    )
+
+
+def queue_position(session: Session, *, submission: Submission) -> int | None:
+    """1 for the next job a worker takes; None when this submission is not waiting."""
+    job = latest_job(session, submission=submission)
+    if job is None or job.state != JobState.queued.value:
+        return None
+    ahead = session.scalar(
+        select(func.count())
+        .select_from(GradingJob)
+        .where(
+            GradingJob.state == JobState.queued.value,
+            GradingJob.queued_at < job.queued_at,
+        )
+    )
+    return int(ahead or 0) + 1
+
+
+def submissions_of(
+    session: Session, *, lab_ids: list[int], user_id: int | None = None, limit: int = 500
+) -> list[Submission]:
+    query = select(Submission).where(Submission.lab_id.in_(lab_ids))
+    if user_id is not None:
+        query = query.where(Submission.user_id == user_id)
+    return list(session.scalars(query.order_by(Submission.id.desc()).limit(limit)))
+
+
+def events_of(session: Session, *, submission: Submission) -> list[SubmissionEvent]:
+    return list(
+        session.scalars(
+            select(SubmissionEvent)
+            .where(SubmissionEvent.submission_id == submission.id)
+            .order_by(SubmissionEvent.id)
+        )
+    )

@@ -1,0 +1,75 @@
+"""Accounts, passwords and API tokens."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.database import utcnow
+from app.core.errors import Invalid, NotFound
+from app.core.security import hash_api_token, hash_password, new_api_token, verify_password
+from app.users.models import ApiToken, User
+
+
+def normalize_email(email: str) -> str:
+    email = email.strip().lower()
+    if "@" not in email or len(email) > 320 or any(c.isspace() for c in email):
+        raise Invalid(f"'{email}' is not an email address; give one like ada@example.edu.")
+    return email
+
+
+def find_user(session: Session, *, email: str) -> User | None:
+    return session.scalar(select(User).where(User.email == email.strip().lower()))
+
+
+def get_user(session: Session, *, email: str) -> User:
+    user = find_user(session, email=email)
+    if user is None:
+        raise NotFound(f"No user with email {email} exists; add one with `kernelgrader user add`.")
+    return user
+
+
+def ensure_user(
+    session: Session, *, email: str, name: str = "", password: str | None = None
+) -> User:
+    """Return the user with this email, creating it if needed; a given password is (re)set."""
+    email = normalize_email(email)
+    user = find_user(session, email=email)
+    if user is None:
+        user = User(email=email, name=name.strip())
+        session.add(user)
+    elif name and not user.name:
+        user.name = name.strip()
+    if password is not None:
+        if len(password) < 8:
+            raise Invalid("The password is shorter than 8 characters; choose a longer one.")
+        user.password_hash = hash_password(password)
+    session.flush()
+    return user
+
+
+def authenticate(session: Session, *, email: str, password: str) -> User | None:
+    user = find_user(session, email=email)
+    if user is None or not verify_password(user.password_hash, password):
+        return None
+    return user
+
+
+def create_api_token(session: Session, *, user: User, name: str = "") -> str:
+    """Store a new token's hash and return the token itself, which is never stored."""
+    token = new_api_token()
+    session.add(ApiToken(user_id=user.id, token_hash=hash_api_token(token), name=name))
+    session.flush()
+    return token
+
+
+def user_for_token(session: Session, *, token: str) -> User | None:
+    row = session.scalar(
+        select(ApiToken).where(
+            ApiToken.token_hash == hash_api_token(token), ApiToken.revoked_at.is_(None)
+        )
+    )
+    if row is None:
+        return None
+    row.last_used_at = utcnow()
+    return session.get(User, row.user_id)

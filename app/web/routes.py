@@ -1,0 +1,213 @@
+"""The pages: thin handlers that fetch, check access and render."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
+
+from app.core.database import utcnow
+from app.core.deps import SessionDep, session_user
+from app.core.errors import DomainError, NotAuthenticated
+from app.core.settings import get_settings
+from app.courses.service import (
+    courses_of,
+    get_course,
+    get_lab,
+    labs_of,
+    require_member,
+    require_staff,
+)
+from app.courses.specs import spec_for
+from app.gradebook.service import best_scores, gradebook
+from app.grading.queue import send_job
+from app.submissions.schemas import submission_read
+from app.submissions.service import (
+    create_submission,
+    get_visible_submission,
+    is_staff_for,
+    submissions_of,
+)
+from app.users.models import User
+from app.users.service import authenticate
+from app.web.templating import check_csrf, render
+
+router = APIRouter(include_in_schema=False)
+
+
+def web_user(request: Request, session: SessionDep) -> User:
+    user = session_user(request, session)
+    if user is None:
+        raise NotAuthenticated("Log in to see this page.")
+    request.state.user = user
+    return user
+
+
+WebUser = Annotated[User, Depends(web_user)]
+
+
+def _safe_next(target: str | None) -> str:
+    # Only local paths, so the login form cannot bounce a user to another site.
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return "/"
+    parts = urlsplit(target)
+    return "/" if parts.scheme or parts.netloc else target
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, next: str = "/") -> Response:
+    return render(request, "login.html", {"next": _safe_next(next), "error": None})
+
+
+@router.post("/login", response_class=HTMLResponse)
+def login(
+    request: Request,
+    session: SessionDep,
+    email: Annotated[str, Form()],
+    password: Annotated[str, Form()],
+    csrf_token: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/",
+) -> Response:
+    check_csrf(request, csrf_token)
+    user = authenticate(session, email=email, password=password)
+    if user is None:
+        return render(
+            request,
+            "login.html",
+            {"next": _safe_next(next), "error": "That email and password do not match; try again."},
+            status_code=401,
+        )
+    request.session.clear()  # a fresh session (and CSRF token) at every login
+    request.session["user_id"] = user.id
+    return RedirectResponse(_safe_next(next), status_code=303)
+
+
+@router.post("/logout")
+def logout(request: Request, csrf_token: Annotated[str, Form()] = "") -> Response:
+    check_csrf(request, csrf_token)
+    request.session.clear()
+    return RedirectResponse("/login", status_code=303)
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request, session: SessionDep, user: WebUser) -> Response:
+    courses = courses_of(session, user=user)
+    if len(courses) == 1:
+        return RedirectResponse(f"/courses/{courses[0][0].slug}", status_code=303)
+    return render(request, "home.html", {"courses": courses})
+
+
+@router.get("/courses/{course}", response_class=HTMLResponse)
+def course_page(request: Request, course: str, session: SessionDep, user: WebUser) -> Response:
+    found = get_course(session, slug=course)
+    role = require_member(session, user=user, course=found)
+    labs = labs_of(session, course=found)
+    return render(
+        request,
+        "course.html",
+        {
+            "course": found,
+            "role": role,
+            "labs": labs,
+            "scores": best_scores(session, user=user, labs=labs),
+            "now": utcnow(),
+        },
+    )
+
+
+def _lab_context(session: SessionDep, user: User, course: str, lab: str) -> dict[str, object]:
+    found = get_course(session, slug=course)
+    role = require_member(session, user=user, course=found)
+    lab_row = get_lab(session, course=found, slug=lab)
+    return {
+        "course": found,
+        "role": role,
+        "lab": lab_row,
+        "spec": spec_for(lab_row),
+        "submissions": submissions_of(session, lab_ids=[lab_row.id], user_id=user.id, limit=50),
+        "max_upload_bytes": get_settings().max_upload_bytes,
+        "now": utcnow(),
+        "error": None,
+    }
+
+
+@router.get("/courses/{course}/labs/{lab}", response_class=HTMLResponse)
+def lab_page(
+    request: Request, course: str, lab: str, session: SessionDep, user: WebUser
+) -> Response:
+    return render(request, "lab.html", _lab_context(session, user, course, lab))
+
+
+@router.post("/courses/{course}/labs/{lab}/submissions", response_class=HTMLResponse)
+async def submit_form(
+    request: Request,
+    course: str,
+    lab: str,
+    session: SessionDep,
+    user: WebUser,
+    file: Annotated[UploadFile, File()],
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    limit = get_settings().max_upload_bytes
+    data = await file.read(limit + 1)
+    context = _lab_context(session, user, course, lab)
+    try:
+        intake = create_submission(
+            session,
+            user=user,
+            course=context["course"],  # type: ignore[arg-type]
+            lab=context["lab"],  # type: ignore[arg-type]
+            filename=file.filename,
+            data=data,
+            now=utcnow(),
+        )
+    except DomainError as exc:
+        session.rollback()
+        context["error"] = exc.message
+        return render(request, "lab.html", context, status_code=exc.status_code)
+    session.commit()
+    send_job(submission_id=intake.submission.id, job_id=intake.job.id)
+    return RedirectResponse(f"/submissions/{intake.submission.id}", status_code=303)
+
+
+@router.get("/submissions/{submission_id}", response_class=HTMLResponse)
+def submission_page(
+    request: Request, submission_id: int, session: SessionDep, user: WebUser
+) -> Response:
+    submission = get_visible_submission(session, user=user, submission_id=submission_id)
+    staff = is_staff_for(session, user, submission)
+    view = submission_read(session, submission=submission, viewer_is_staff=staff)
+    return render(
+        request,
+        "submission.html",
+        {"s": view, "source_lines": submission.source_text.splitlines(), "staff": staff},
+    )
+
+
+@router.get("/courses/{course}/labs/{lab}/submissions", response_class=HTMLResponse)
+def lab_submissions_page(
+    request: Request, course: str, lab: str, session: SessionDep, user: WebUser
+) -> Response:
+    found = get_course(session, slug=course)
+    require_staff(session, user=user, course=found)
+    lab_row = get_lab(session, course=found, slug=lab)
+    rows = submissions_of(session, lab_ids=[lab_row.id])
+    ids = {row.user_id for row in rows}
+    users = {u.id: u for u in session.scalars(select(User).where(User.id.in_(ids)))}
+    return render(
+        request,
+        "lab_submissions.html",
+        {"course": found, "lab": lab_row, "rows": rows, "users": users},
+    )
+
+
+@router.get("/courses/{course}/gradebook", response_class=HTMLResponse)
+def gradebook_page(request: Request, course: str, session: SessionDep, user: WebUser) -> Response:
+    found = get_course(session, slug=course)
+    require_staff(session, user=user, course=found)
+    labs, rows = gradebook(session, course=found)
+    return render(request, "gradebook.html", {"course": found, "labs": labs, "rows": rows})

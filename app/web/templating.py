@@ -1,0 +1,75 @@
+"""Jinja2 templates, Markdown for lab pages, and CSRF tokens for every form."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+
+from app.core.errors import Forbidden
+from app.core.security import csrf_tokens_match, new_csrf_token
+
+templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+# Raw HTML in a lab page is escaped, not passed through: lab folders can come from anyone.
+_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+
+
+def markdown(text: str) -> Markup:
+    return Markup(_markdown.render(text))
+
+
+def when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
+
+
+_LOG_LINE = re.compile(r"\((\d+)\)\s*:\s*(error|warning)", re.IGNORECASE)
+
+
+def log_lines(log: str) -> list[tuple[str, int | None]]:
+    """Each compile-log line with the source line it points at, if any, for links."""
+    out = []
+    for line in log.splitlines():
+        match = _LOG_LINE.search(line)
+        out.append((line, int(match.group(1)) if match else None))
+    return out
+
+
+def flagged_lines(log: str) -> set[int]:
+    return {number for _, number in log_lines(log) if number is not None}
+
+
+templates.env.filters["markdown"] = markdown
+templates.env.filters["when"] = when
+templates.env.globals["log_lines"] = log_lines
+templates.env.globals["flagged_lines"] = flagged_lines
+
+
+def csrf_token(request: Request) -> str:
+    token = request.session.get("csrf")
+    if not isinstance(token, str):
+        token = new_csrf_token()
+        request.session["csrf"] = token
+    return token
+
+
+def check_csrf(request: Request, given: str | None) -> None:
+    if not csrf_tokens_match(request.session.get("csrf"), given):
+        raise Forbidden(
+            "The form expired or did not come from this site; reload the page and try again."
+        )
+
+
+def render(
+    request: Request, name: str, context: dict[str, Any], *, status_code: int = 200
+) -> HTMLResponse:
+    context = {"csrf_token": csrf_token(request), **context}
+    context.setdefault("user", getattr(request.state, "user", None))
+    return templates.TemplateResponse(request, name, context, status_code=status_code)

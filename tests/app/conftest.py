@@ -1,0 +1,167 @@
+"""Service test fixtures: one real SQLite database (and broker file) per test session,
+migrated with Alembic; httpx against the app through ASGITransport; rows built by factories.
+
+The environment is set before any `app` module is imported, because the Celery app and the
+settings are read once per process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+_DATA_DIR = Path(tempfile.mkdtemp(prefix="kernelgrader-tests-"))
+os.environ.update(
+    {
+        "KERNELGRADER_ENV": "test",
+        "KERNELGRADER_DATA_DIR": str(_DATA_DIR),
+        "KERNELGRADER_DATABASE_URL": f"sqlite:///{_DATA_DIR / 'test.sqlite'}",
+        "KERNELGRADER_BROKER_URL": f"sqla+sqlite:///{_DATA_DIR / 'broker.sqlite'}",
+        "KERNELGRADER_SECRET_KEY": "test-secret-key-not-for-production",
+        "KERNELGRADER_GRADING_SECRET": "test-grading-secret",
+        # Deterministic on any machine: the service tests check the compile-only path.
+        "KERNELGRADER_RUN_ON_GPU": "false",
+        "KERNELGRADER_BROKER_POLLING_SECONDS": "0.1",
+        "KERNELGRADER_SWEEP_SECONDS": "0.5",
+    }
+)
+
+import httpx  # noqa: E402
+import pytest  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
+
+from app.cli import upgrade_database  # noqa: E402
+from app.core.database import new_session  # noqa: E402
+from app.core.settings import get_settings  # noqa: E402
+from app.courses.models import Course, Lab, LatePolicy, Role, ScorePolicy  # noqa: E402
+from app.courses.service import add_lab, create_course, enroll  # noqa: E402
+from app.main import create_app  # noqa: E402
+from app.users.models import User  # noqa: E402
+from app.users.service import create_api_token, ensure_user  # noqa: E402
+
+TEST_LAB = Path(__file__).parent / "labs" / "scale-test"
+PASSWORD = "correct horse battery"
+
+GOOD_KERNEL = """\
+extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, float factor)
+{
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = factor * src[i];
+}
+"""
+
+_counter = itertools.count(1)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{next(_counter)}-{os.getpid()}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def database() -> Iterator[Path]:
+    get_settings.cache_clear()
+    upgrade_database()
+    yield _DATA_DIR
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def session() -> Iterator[Session]:
+    s = new_session()
+    try:
+        yield s
+    finally:
+        s.rollback()
+        s.close()
+
+
+@dataclass
+class Member:
+    user: User
+    token: str
+    role: Role
+
+    @property
+    def email(self) -> str:
+        return self.user.email
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+@dataclass
+class World:
+    """A course with one lab, a student, another student, a TA and an instructor."""
+
+    course: Course
+    lab: Lab
+    student: Member
+    other_student: Member
+    ta: Member
+    instructor: Member
+    outsider: Member
+
+
+def make_member(session: Session, course: Course | None, role: Role) -> Member:
+    user = ensure_user(
+        session,
+        email=f"{unique(role.value)}@example.edu",
+        name=f"A {role.value}",
+        password=PASSWORD,
+    )
+    if course is not None:
+        enroll(session, user=user, course=course, role=role)
+    token = create_api_token(session, user=user)
+    return Member(user=user, token=token, role=role)
+
+
+def make_world(
+    session: Session,
+    *,
+    score_policy: ScorePolicy = ScorePolicy.best,
+    late_policy: LatePolicy = LatePolicy.accept,
+    release_at=None,
+    due_at=None,
+) -> World:
+    course = create_course(session, slug=unique("course"), title="Test course")
+    lab = add_lab(
+        session,
+        course=course,
+        ref=str(TEST_LAB),
+        score_policy=score_policy,
+        late_policy=late_policy,
+        release_at=release_at,
+        due_at=due_at,
+    )
+    world = World(
+        course=course,
+        lab=lab,
+        student=make_member(session, course, Role.student),
+        other_student=make_member(session, course, Role.student),
+        ta=make_member(session, course, Role.ta),
+        instructor=make_member(session, course, Role.instructor),
+        outsider=make_member(session, None, Role.student),
+    )
+    session.commit()
+    return world
+
+
+@pytest.fixture
+def world(session: Session) -> World:
+    return make_world(session)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        yield c
