@@ -1,0 +1,76 @@
+"""`python -m graders grade LAB FILE.cu`: grade one file on this machine and print the report.
+
+LAB is a built-in lab id or a lab folder. Useful on a GPU host that has no web service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from graders.results import GradeReport
+
+
+def _print_report(report: GradeReport) -> None:
+    print(f"lab {report.lab}: {report.score:g} / {report.max_score:g} points")
+    print(report.summary)
+    for case in report.cases:
+        mark = "PASS" if case.passed else case.verdict.upper()
+        sizes = " ".join(f"{k}={v}" for k, v in case.sizes.items())
+        print(f"  [{mark:>18}] {case.name} ({sizes}): {case.message}")
+        if case.timing:
+            t = case.timing
+            print(
+                f"      time: median {t.median_ms:.4f} ms, min {t.min_ms:.4f} ms, "
+                f"{t.reps} reps, rse {t.rse:.3%}"
+            )
+            for name, r in case.reference_timings.items():
+                print(f"      {name}: median {r.median_ms:.4f} ms ({r.reps} reps)")
+    for f in report.findings:
+        where = f" line {f.line}" if f.line else ""
+        print(f"  finding [{f.tool}] {f.kind}{where}: {f.message}")
+    if report.gpu:
+        g = report.gpu
+        print(
+            f"  gpu: {g.name} {g.arch} sm clock {g.sm_clock_mhz}/{g.max_sm_clock_mhz} MHz, "
+            f"{g.temperature_c} C"
+        )
+    print("  stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in report.stage_seconds.items()))
+    if report.error:
+        print(f"  stopped early: {report.error}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m graders")
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grade", help="compile and run one .cu file against a lab")
+    g.add_argument("lab", help="a built-in lab id or a lab folder")
+    g.add_argument("file", type=Path)
+    g.add_argument("--secret", default=os.environ.get("KERNELGRADER_SECRET_KEY", "dev-secret"))
+    g.add_argument("--sanitizer", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument("--json", action="store_true", help="print the report as JSON")
+    sub.add_parser("labs", help="list the built-in labs")
+    args = parser.parse_args(argv)
+
+    from graders.specs import list_builtin_labs, load_builtin_lab, load_lab
+
+    if args.command == "labs":
+        print("\n".join(list_builtin_labs()))
+        return 0
+    from graders.grade import grade_source
+
+    lab = load_lab(args.lab) if Path(args.lab).is_dir() else load_builtin_lab(args.lab)
+    source = args.file.read_text(encoding="utf-8")
+    report = grade_source(lab, source, secret=args.secret, sanitizer=args.sanitizer)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        _print_report(report)
+    return 0 if all(c.passed for c in report.cases) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
