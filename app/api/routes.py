@@ -148,11 +148,8 @@ def list_submissions(
         user_id = owner.id
     slugs = {item.id: item.slug for item in labs}
     rows = submissions_of(session, lab_ids=list(slugs), user_id=user_id)
-    emails = dict(
-        session.execute(
-            select(User.id, User.email).where(User.id.in_({r.user_id for r in rows}))
-        ).tuples()
-    )
+    owners = select(User.id, User.email).where(User.id.in_({r.user_id for r in rows}))
+    emails = {uid: email for uid, email in session.execute(owners)}
     return [
         SubmissionListItem(
             id=r.id,

@@ -17,6 +17,12 @@ def make_celery() -> Celery:
     settings = get_settings()
     if settings.broker_url.startswith("sqla+sqlite"):
         settings.ensure_data_dir()
+    if settings.broker_url.startswith("sqla+"):
+        # kombu hands every transport option of this transport to create_engine(), which
+        # refuses `polling_interval`; the class attribute is the one place it can be set.
+        from kombu.transport import sqlalchemy as kombu_sqlalchemy
+
+        kombu_sqlalchemy.Transport.polling_interval = settings.broker_polling_seconds
     app = Celery("kernelgrader", broker=settings.broker_url, include=["app.grading.tasks"])
     app.conf.update(
         task_default_queue=QUEUE,
@@ -28,7 +34,6 @@ def make_celery() -> Celery:
         worker_prefetch_multiplier=1,
         worker_hijack_root_logger=False,
         broker_connection_retry_on_startup=True,
-        broker_transport_options={"polling_interval": settings.broker_polling_seconds},
         task_serializer="json",
         accept_content=["json"],
     )

@@ -86,8 +86,6 @@ def _still_mine(job: GradingJob, me: str) -> bool:
 
 def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outcome:
     """Grade one job; running it twice, or after another worker, still gives one result set."""
-    from graders.compile import compile_submission
-
     me = me or worker_id()
     settings = get_settings()
     if not _claim(submission_id, job_id, me):
@@ -96,6 +94,8 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
             return Outcome.missing if exists is None else Outcome.duplicate
     with Heartbeat(job_id=job_id, worker_id=me, every_seconds=settings.heartbeat_seconds):
         try:
+            from graders.compile import compile_submission
+
             with session_scope() as session:
                 submission = session.get_one(Submission, submission_id)
                 lab = session.get_one(Lab, submission.lab_id)

@@ -7,6 +7,7 @@ settings are read once per process.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import tempfile
@@ -36,6 +37,7 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from app.cli import upgrade_database  # noqa: E402
 from app.core.database import new_session  # noqa: E402
+from app.core.security import hash_password  # noqa: E402
 from app.core.settings import get_settings  # noqa: E402
 from app.courses.models import Course, Lab, LatePolicy, Role, ScorePolicy  # noqa: E402
 from app.courses.service import add_lab, create_course, enroll  # noqa: E402
@@ -111,13 +113,15 @@ class World:
     outsider: Member
 
 
+@functools.cache
+def password_hash() -> str:
+    # argon2 is slow on purpose; hash the shared test password once per session.
+    return hash_password(PASSWORD)
+
+
 def make_member(session: Session, course: Course | None, role: Role) -> Member:
-    user = ensure_user(
-        session,
-        email=f"{unique(role.value)}@example.edu",
-        name=f"A {role.value}",
-        password=PASSWORD,
-    )
+    user = ensure_user(session, email=f"{unique(role.value)}@example.edu", name=f"A {role.value}")
+    user.password_hash = password_hash()
     if course is not None:
         enroll(session, user=user, course=course, role=role)
     token = create_api_token(session, user=user)

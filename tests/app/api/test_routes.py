@@ -1,0 +1,253 @@
+"""The REST API: who may call what, and the intake checks on uploads."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.database import utcnow
+from app.courses.models import LatePolicy
+from app.grading.models import GradingJob, JobState
+from app.submissions.models import Submission, SubmissionEvent
+from tests.app.conftest import GOOD_KERNEL, Member, World, make_world
+
+pytestmark = pytest.mark.anyio
+
+
+def submit_url(world: World) -> str:
+    return f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions"
+
+
+async def submit(
+    client: httpx.AsyncClient,
+    world: World,
+    member: Member,
+    body: bytes = GOOD_KERNEL.encode(),
+    filename: str = "scale.cu",
+) -> httpx.Response:
+    return await client.post(
+        submit_url(world), headers=member.auth, files={"file": (filename, body, "text/plain")}
+    )
+
+
+async def test_health_needs_no_login(client: httpx.AsyncClient) -> None:
+    r = await client.get("/api/v1/health")
+    assert r.status_code == 200
+    assert r.json() == {"status": "ok", "version": "0.1.0", "database": "ok"}
+
+
+async def test_openapi_docs_list_the_endpoints(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/docs")).status_code == 200
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    assert "/api/v1/courses/{course}/labs/{lab}/submissions" in paths
+    assert "/api/v1/courses/{course}/gradebook.csv" in paths
+
+
+async def test_submit_returns_202_and_stores_the_row_before_the_job(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    r = await submit(client, world, world.student)
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["status"] == "queued"
+    assert body["url"] == f"/submissions/{body['id']}"
+    row = session.get_one(Submission, body["id"])
+    assert row.source_text == GOOD_KERNEL
+    assert row.filename == "scale.cu"
+    assert len(row.sha256) == 64
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == row.id)).one()
+    assert job.state == JobState.queued.value
+    assert job.sent_at is not None  # the broker took it after the commit
+    events = session.scalars(
+        select(SubmissionEvent.status).where(SubmissionEvent.submission_id == row.id)
+    ).all()
+    assert events == ["queued"]
+
+
+async def test_submission_detail_has_the_documented_fields(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    sid = (await submit(client, world, world.student)).json()["id"]
+    r = await client.get(f"/api/v1/submissions/{sid}", headers=world.student.auth)
+    assert r.status_code == 200
+    body = r.json()
+    for key in ("id", "lab", "status", "score", "max_score", "compile_log", "cases"):
+        assert key in body
+    assert body["created_at"] and body["graded_at"] is None
+    assert body["lab"] == world.lab.slug
+    assert body["max_score"] == 10.0
+    assert body["queue_position"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [("student", 200), ("ta", 200), ("instructor", 200), ("outsider", 403), (None, 401)],
+)
+async def test_access_to_course_labs(
+    client: httpx.AsyncClient, world: World, who: str | None, expected: int
+) -> None:
+    headers = getattr(world, who).auth if who else {}
+    r = await client.get(f"/api/v1/courses/{world.course.slug}/labs", headers=headers)
+    assert r.status_code == expected, r.text
+    if expected == 200:
+        assert [lab["slug"] for lab in r.json()] == ["scale-test"]
+    else:
+        assert isinstance(r.json()["detail"], str) and r.json()["detail"].endswith(".")
+
+
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [("student", 202), ("ta", 202), ("instructor", 202), ("outsider", 403)],
+)
+async def test_access_to_submit(
+    client: httpx.AsyncClient, world: World, who: str, expected: int
+) -> None:
+    r = await submit(client, world, getattr(world, who))
+    assert r.status_code == expected, r.text
+
+
+async def test_submit_without_a_token_is_401(client: httpx.AsyncClient, world: World) -> None:
+    r = await client.post(submit_url(world), files={"file": ("a.cu", b"x", "text/plain")})
+    assert r.status_code == 401
+    assert "Bearer" in r.json()["detail"]
+
+
+async def test_a_bad_token_is_401(client: httpx.AsyncClient, world: World) -> None:
+    r = await client.get(
+        f"/api/v1/courses/{world.course.slug}/labs", headers={"Authorization": "Bearer kg_nope"}
+    )
+    assert r.status_code == 401
+    assert "not valid" in r.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [
+        ("student", 200),
+        ("other_student", 404),
+        ("ta", 200),
+        ("instructor", 200),
+        ("outsider", 404),
+    ],
+)
+async def test_access_to_a_submission(
+    client: httpx.AsyncClient, world: World, who: str, expected: int
+) -> None:
+    sid = (await submit(client, world, world.student)).json()["id"]
+    r = await client.get(f"/api/v1/submissions/{sid}", headers=getattr(world, who).auth)
+    assert r.status_code == expected
+    if expected == 404:
+        assert r.json() == {"detail": f"There is no submission {sid} that you may see."}
+
+
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [("student", 403), ("ta", 200), ("instructor", 200), ("outsider", 403)],
+)
+async def test_access_to_course_submissions(
+    client: httpx.AsyncClient, world: World, who: str, expected: int
+) -> None:
+    await submit(client, world, world.student)
+    await submit(client, world, world.other_student)
+    r = await client.get(
+        f"/api/v1/courses/{world.course.slug}/submissions", headers=getattr(world, who).auth
+    )
+    assert r.status_code == expected
+    if expected == 200:
+        assert {item["user"] for item in r.json()} == {
+            world.student.email,
+            world.other_student.email,
+        }
+    else:
+        assert "detail" in r.json()
+
+
+async def test_course_submissions_filter_by_lab_and_user(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    await submit(client, world, world.student)
+    await submit(client, world, world.other_student)
+    url = f"/api/v1/courses/{world.course.slug}/submissions"
+    r = await client.get(
+        url, params={"lab": world.lab.slug, "user": world.student.email}, headers=world.ta.auth
+    )
+    assert [item["user"] for item in r.json()] == [world.student.email]
+    r = await client.get(url, params={"lab": "no-such-lab"}, headers=world.ta.auth)
+    assert r.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [("student", 403), ("ta", 200), ("instructor", 200), ("outsider", 403)],
+)
+async def test_access_to_gradebook_csv(
+    client: httpx.AsyncClient, world: World, who: str, expected: int
+) -> None:
+    r = await client.get(
+        f"/api/v1/courses/{world.course.slug}/gradebook.csv", headers=getattr(world, who).auth
+    )
+    assert r.status_code == expected
+    if expected == 200:
+        assert r.headers["content-type"].startswith("text/csv")
+        assert r.text.splitlines()[0] == "student_id,name,email,scale-test,scale-test_late,total"
+
+
+async def test_unknown_course_is_404(client: httpx.AsyncClient, world: World) -> None:
+    r = await client.get("/api/v1/courses/nope/labs", headers=world.student.auth)
+    assert r.status_code == 404
+    assert r.json() == {"detail": "There is no course named nope."}
+
+
+async def test_too_large_upload_is_413(client: httpx.AsyncClient, world: World) -> None:
+    r = await submit(client, world, world.student, body=b"/" * (256 * 1024 + 1))
+    assert r.status_code == 413
+    assert "over the limit of 262144 bytes" in r.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [(b"", "empty"), (b"  \n", "empty"), (b"\xff\xfe\x00k", "not UTF-8"), (b"a\x00b", "NUL")],
+)
+async def test_unreadable_uploads_are_refused_with_a_reason(
+    client: httpx.AsyncClient, world: World, body: bytes, words: str
+) -> None:
+    r = await submit(client, world, world.student, body=body)
+    assert r.status_code == 422
+    assert words in r.json()["detail"]
+
+
+async def test_the_filename_is_never_a_path(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    r = await submit(client, world, world.student, filename="../../etc/passwd")
+    assert r.status_code == 202
+    assert session.get_one(Submission, r.json()["id"]).filename == "passwd"
+
+
+async def test_a_lab_not_yet_released_refuses(client: httpx.AsyncClient, session: Session) -> None:
+    world = make_world(session, release_at=utcnow() + timedelta(days=1))
+    r = await submit(client, world, world.student)
+    assert r.status_code == 403
+    assert "opens for submissions" in r.json()["detail"]
+
+
+async def test_after_the_due_date_a_submission_is_marked_late(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session, due_at=utcnow() - timedelta(hours=1))
+    r = await submit(client, world, world.student)
+    assert r.status_code == 202
+    assert session.get_one(Submission, r.json()["id"]).late is True
+
+
+async def test_after_the_due_date_a_refusing_lab_refuses(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session, due_at=utcnow() - timedelta(hours=1), late_policy=LatePolicy.refuse)
+    r = await submit(client, world, world.student)
+    assert r.status_code == 403
+    assert "does not accept late submissions" in r.json()["detail"]
