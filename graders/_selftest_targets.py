@@ -166,3 +166,16 @@ def nvrtc_probe(payload: dict[str, Any]) -> dict[str, Any]:
     nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90"])
     ptx = nvrtc.getPTX(prog)
     return {"ptx_bytes": len(ptx)}
+
+
+def nvrtc_source(payload: dict[str, Any]) -> dict[str, Any]:
+    """Compile `source` for sm_90 with NVRTC; report success and the log."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    prog = nvrtc.createProgram(payload["source"], "submission.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, ["--gpu-architecture=sm_90"])
+        ok = True
+    except nvrtc.NVRTCError:
+        ok = False
+    return {"ok": ok, "log": nvrtc.getProgramLog(prog)}
