@@ -33,7 +33,7 @@ from app.submissions.service import (
 )
 from app.users.models import User
 from app.users.service import authenticate
-from app.web.templating import check_csrf, render
+from app.web.templating import Viewer, check_csrf, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -42,7 +42,8 @@ def web_user(request: Request, session: SessionDep) -> User:
     user = session_user(request, session)
     if user is None:
         raise NotAuthenticated("Log in to see this page.")
-    request.state.user = user
+    # A plain copy for the page header: error pages render after the session has closed.
+    request.state.viewer = Viewer(id=user.id, email=user.email)
     return user
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,13 @@ from markupsafe import Markup
 
 from app.core.errors import Forbidden
 from app.core.security import csrf_tokens_match, new_csrf_token
+
+
+@dataclass(frozen=True)
+class Viewer:
+    id: int
+    email: str
+
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
@@ -71,5 +79,5 @@ def render(
     request: Request, name: str, context: dict[str, Any], *, status_code: int = 200
 ) -> HTMLResponse:
     context = {"csrf_token": csrf_token(request), **context}
-    context.setdefault("user", getattr(request.state, "user", None))
+    context.setdefault("user", getattr(request.state, "viewer", None))
     return templates.TemplateResponse(request, name, context, status_code=status_code)

@@ -1,0 +1,79 @@
+"""Recording a grade report: one result set per job, however often it is recorded."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.grading.models import CaseResult, GradingJob, JobState
+from app.grading.record import record_report
+from app.submissions.models import Status, Submission
+from graders.results import CaseResult as GradedCase
+from graders.results import GradeReport, TimingStats
+from tests.app.conftest import make_world
+from tests.app.factories import make_submission
+
+
+def _report(passed_second: bool) -> GradeReport:
+    timing = TimingStats(median_ms=0.5, min_ms=0.4, mean_ms=0.5, stdev_ms=0.01, reps=10, rse=0.01)
+    return GradeReport(
+        lab="scale-test",
+        cases=[
+            GradedCase(
+                name="n-1000",
+                sizes={"n": 1000},
+                hidden=False,
+                passed=True,
+                verdict="pass",
+                message="All 1000 values match.",
+                points=6,
+                max_points=6,
+                seed=2**64 - 1,  # seeds may use all 64 bits
+                timing=timing,
+            ),
+            GradedCase(
+                name="n-1048579",
+                sizes={"n": 1048579},
+                hidden=True,
+                passed=passed_second,
+                verdict="pass" if passed_second else "wrong_answer",
+                message="" if passed_second else "dst[1048578]: expected 1.0, got 0.0.",
+                points=4 if passed_second else 0,
+                max_points=4,
+                first_wrong_index=None if passed_second else [1048578],
+            ),
+        ],
+        score=10 if passed_second else 6,
+        max_score=10,
+        summary="summary",
+    )
+
+
+def test_recording_the_same_job_twice_leaves_one_result_set(session: Session) -> None:
+    world = make_world(session)
+    submission, job = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.running,
+        job_state=JobState.started,
+    )
+    session.commit()
+    record_report(session, submission=submission, job=job, report=_report(False))
+    session.commit()
+    # The job is delivered again (a worker died before acknowledging it) and graded again.
+    record_report(session, submission=submission, job=job, report=_report(True))
+    session.commit()
+    rows = session.scalars(
+        select(CaseResult).where(CaseResult.job_id == job.id).order_by(CaseResult.position)
+    ).all()
+    assert [(r.name, r.passed) for r in rows] == [("n-1000", True), ("n-1048579", True)]
+    assert rows[0].seed == str(2**64 - 1)
+    assert rows[0].timing is not None and rows[0].timing["median_ms"] == 0.5
+    session.expire_all()
+    assert session.get_one(Submission, submission.id).score == 10
+    assert session.get_one(GradingJob, job.id).state == JobState.done.value
+    count = session.scalar(
+        select(func.count()).select_from(CaseResult).where(CaseResult.job_id == job.id)
+    )
+    assert count == 2

@@ -1,0 +1,160 @@
+"""The pages: log in with CSRF, upload through the form, see the submission, staff pages."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+from sqlalchemy.orm import Session
+
+from app.submissions.models import Submission
+from tests.app.conftest import GOOD_KERNEL, PASSWORD, Member, World
+
+pytestmark = pytest.mark.anyio
+
+
+def csrf_of(html: str) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert match, "the page has no CSRF token"
+    return match.group(1)
+
+
+async def login(client: httpx.AsyncClient, member: Member) -> None:
+    page = await client.get("/login")
+    r = await client.post(
+        "/login",
+        data={"email": member.email, "password": PASSWORD, "csrf_token": csrf_of(page.text)},
+    )
+    assert r.status_code == 303, r.text
+
+
+async def upload(client: httpx.AsyncClient, world: World, body: bytes) -> httpx.Response:
+    lab_url = f"/courses/{world.course.slug}/labs/{world.lab.slug}"
+    page = await client.get(lab_url)
+    assert page.status_code == 200
+    return await client.post(
+        f"{lab_url}/submissions",
+        data={"csrf_token": csrf_of(page.text)},
+        files={"file": ("my kernel.cu", body, "text/plain")},
+    )
+
+
+async def test_pages_need_a_login(client: httpx.AsyncClient, world: World) -> None:
+    r = await client.get(f"/courses/{world.course.slug}")
+    assert r.status_code == 303
+    assert r.headers["location"] == f"/login?next=/courses/{world.course.slug}"
+
+
+async def test_a_wrong_password_is_refused(client: httpx.AsyncClient, world: World) -> None:
+    page = await client.get("/login")
+    r = await client.post(
+        "/login",
+        data={"email": world.student.email, "password": "nope", "csrf_token": csrf_of(page.text)},
+    )
+    assert r.status_code == 401
+    assert "do not match" in r.text
+
+
+async def test_login_without_csrf_is_refused(client: httpx.AsyncClient, world: World) -> None:
+    await client.get("/login")
+    r = await client.post("/login", data={"email": world.student.email, "password": PASSWORD})
+    assert r.status_code == 403
+    assert "reload the page" in r.text
+
+
+async def test_login_never_redirects_off_site(client: httpx.AsyncClient, world: World) -> None:
+    page = await client.get("/login")
+    r = await client.post(
+        "/login",
+        data={
+            "email": world.student.email,
+            "password": PASSWORD,
+            "csrf_token": csrf_of(page.text),
+            "next": "//evil.example/",
+        },
+    )
+    assert r.headers["location"] == "/"
+
+
+async def test_course_and_lab_pages(client: httpx.AsyncClient, world: World) -> None:
+    await login(client, world.student)
+    course = await client.get(f"/courses/{world.course.slug}")
+    assert course.status_code == 200
+    assert "Scale a vector (test lab)" in course.text
+    assert "Gradebook" not in course.text  # students get no staff links
+    lab = await client.get(f"/courses/{world.course.slug}/labs/{world.lab.slug}")
+    assert lab.status_code == 200
+    assert "<h1>Scale a vector</h1>" in lab.text  # the Markdown lab text
+    # Raw HTML in a lab page is shown as text, never run.
+    assert "<script>alert" not in lab.text
+    assert "&lt;script&gt;alert" in lab.text
+
+
+async def test_upload_through_the_form(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    await login(client, world.student)
+    r = await upload(client, world, GOOD_KERNEL.encode())
+    assert r.status_code == 303
+    sid = int(r.headers["location"].rsplit("/", 1)[1])
+    row = session.get_one(Submission, sid)
+    assert row.user_id == world.student.user.id and row.filename == "my kernel.cu"
+    page = await client.get(r.headers["location"])
+    assert page.status_code == 200
+    assert "queued" in page.text
+    assert "Place in the queue" in page.text
+    assert "/api/v1/submissions/" in page.text  # the page polls the API for live status
+
+
+async def test_upload_without_csrf_is_refused(client: httpx.AsyncClient, world: World) -> None:
+    await login(client, world.student)
+    r = await client.post(
+        f"/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        files={"file": ("k.cu", GOOD_KERNEL.encode(), "text/plain")},
+    )
+    assert r.status_code == 403
+
+
+async def test_an_empty_upload_shows_the_reason_on_the_lab_page(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    await login(client, world.student)
+    r = await upload(client, world, b"")
+    assert r.status_code == 422
+    assert "The file is empty" in r.text
+
+
+async def test_a_student_cannot_open_staff_pages(client: httpx.AsyncClient, world: World) -> None:
+    await login(client, world.student)
+    for url in (
+        f"/courses/{world.course.slug}/gradebook",
+        f"/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+    ):
+        r = await client.get(url)
+        assert r.status_code == 403
+        assert "Only the staff" in r.text
+
+
+async def test_staff_pages(client: httpx.AsyncClient, world: World) -> None:
+    await login(client, world.student)
+    await upload(client, world, GOOD_KERNEL.encode())
+    client.cookies.clear()
+    await login(client, world.ta)
+    listing = await client.get(f"/courses/{world.course.slug}/labs/{world.lab.slug}/submissions")
+    assert listing.status_code == 200
+    assert world.student.email in listing.text
+    book = await client.get(f"/courses/{world.course.slug}/gradebook")
+    assert book.status_code == 200
+    assert f"/api/v1/courses/{world.course.slug}/gradebook.csv" in book.text
+    # The CSV link works with the login cookie (reads only).
+    csv = await client.get(f"/api/v1/courses/{world.course.slug}/gradebook.csv")
+    assert csv.status_code == 200 and world.student.email in csv.text
+
+
+async def test_logout_ends_the_session(client: httpx.AsyncClient, world: World) -> None:
+    await login(client, world.student)
+    page = await client.get(f"/courses/{world.course.slug}")
+    r = await client.post("/logout", data={"csrf_token": csrf_of(page.text)})
+    assert r.status_code == 303
+    assert (await client.get(f"/courses/{world.course.slug}")).status_code == 303
