@@ -8,8 +8,11 @@ from starlette.middleware.sessions import SessionMiddleware
 
 from app import __version__
 from app.api.routes import router as api_router
-from app.core.errors import DomainError, NotAuthenticated
+from app.api.tokens import router as tokens_router
+from app.core.errors import DomainError, NotAuthenticated, RateLimited
+from app.core.http_security import SecurityHeadersMiddleware
 from app.core.settings import get_settings
+from app.core.throttle import FailureThrottle
 from app.web.routes import router as web_router
 from app.web.templating import render
 
@@ -29,18 +32,33 @@ def create_app() -> FastAPI:
         same_site="lax",
         https_only=settings.env == "production",
     )
+    # Outside the session middleware, so it sees (and marks Secure over HTTPS) its cookie.
+    app.add_middleware(SecurityHeadersMiddleware)
+    app.state.login_throttle = FailureThrottle(
+        max_failures=settings.login_max_failures, window_seconds=settings.login_window_seconds
+    )
+    app.state.login_address_throttle = FailureThrottle(
+        max_failures=settings.login_max_failures * 5, window_seconds=settings.login_window_seconds
+    )
 
     @app.exception_handler(DomainError)
     async def domain_error(request: Request, exc: DomainError) -> Response:
+        headers: dict[str, str] | None = None
+        if isinstance(exc, RateLimited):
+            headers = {"Retry-After": str(exc.retry_after), "X-RateLimit-Remaining": "0"}
         if request.url.path.startswith("/api/"):
-            headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, NotAuthenticated) else None
+            if isinstance(exc, NotAuthenticated):
+                headers = {"WWW-Authenticate": "Bearer"}
             return JSONResponse(
                 {"detail": exc.message}, status_code=exc.status_code, headers=headers
             )
         if isinstance(exc, NotAuthenticated):
             return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
-        return render(request, "error.html", {"message": exc.message}, status_code=exc.status_code)
+        page = render(request, "error.html", {"message": exc.message}, status_code=exc.status_code)
+        page.headers.update(headers or {})
+        return page
 
     app.include_router(api_router)
+    app.include_router(tokens_router)
     app.include_router(web_router)
     return app

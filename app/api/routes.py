@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, File, Query, UploadFile
+from fastapi import APIRouter, File, Query, Response, UploadFile
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 from sqlalchemy import select, text
@@ -15,10 +15,12 @@ from app.core.database import utcnow
 from app.core.deps import ApiUser, SessionDep
 from app.core.errors import NotFound
 from app.core.settings import get_settings
+from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
 from app.gradebook.service import gradebook_csv
 from app.grading.queue import send_job
 from app.submissions.models import Status
+from app.submissions.quota import submission_quota
 from app.submissions.schemas import SubmissionCreated, SubmissionRead, submission_read
 from app.submissions.service import (
     create_submission,
@@ -48,6 +50,8 @@ class LabRead(BaseModel):
     max_score: float
     open: bool
     submit_url: str
+    # Submissions this user may still make to the lab in the current window; None: no limit.
+    submissions_remaining: int | None = None
 
 
 class SubmissionListItem(BaseModel):
@@ -85,6 +89,7 @@ def list_labs(course: str, session: SessionDep, user: ApiUser) -> list[LabRead]:
             open=(lab.release_at is None or lab.release_at <= now)
             and not (lab.due_at and now > lab.due_at and lab.late_policy == "refuse"),
             submit_url=f"/api/v1/courses/{found.slug}/labs/{lab.slug}/submissions",
+            submissions_remaining=submission_quota(session, user=user, lab=lab, now=now).remaining,
         )
         for lab in labs_of(session, course=found)
     ]
@@ -97,6 +102,7 @@ async def submit(
     file: Annotated[UploadFile, File(description="the .cu source file")],
     session: SessionDep,
     user: ApiUser,
+    response: Response,
 ) -> SubmissionCreated:
     limit = get_settings().max_upload_bytes
     # Read one byte past the limit: enough to refuse, without holding a huge upload.
@@ -114,6 +120,10 @@ async def submit(
     # The row must exist before the worker can be told about it.
     session.commit()
     send_job(submission_id=intake.submission.id, job_id=intake.job.id)
+    now = utcnow()
+    lab_row = session.get_one(Lab, intake.submission.lab_id)
+    quota = submission_quota(session, user=user, lab=lab_row, now=now)
+    response.headers.update(quota.headers(now))
     return SubmissionCreated(
         id=intake.submission.id, status=Status.queued, url=f"/submissions/{intake.submission.id}"
     )

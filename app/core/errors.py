@@ -37,6 +37,16 @@ class TooLarge(DomainError):
     status_code = 413
 
 
+class RateLimited(DomainError):
+    """Too many requests; `retry_after` says how many seconds to wait."""
+
+    status_code = 429
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class Closed(DomainError):
     """The lab does not accept submissions now (not released yet, or past due and refusing)."""
 

@@ -40,6 +40,13 @@ class Settings(BaseSettings):
     # false: workers only compile, even where a GPU is present (CI, web-only hosts).
     run_on_gpu: bool = True
     session_max_age_seconds: int = 14 * 24 * 3600
+    # Submissions one student may make to one lab per window (0: no limit); staff are exempt.
+    submission_rate_limit: int = 30
+    submission_rate_window_seconds: int = 3600
+    # Failed logins for one account within the window before it must wait; an address gets
+    # five times as many, since a classroom may share one.
+    login_max_failures: int = 5
+    login_window_seconds: int = 900
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_dev_secrets(self) -> Settings:

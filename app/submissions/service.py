@@ -15,6 +15,7 @@ from app.courses.models import Course, Lab, LatePolicy
 from app.courses.service import require_member, role_in
 from app.grading.models import GradingJob, JobState
 from app.submissions.models import Status, Submission, SubmissionEvent
+from app.submissions.quota import enforce_submission_quota
 from app.users.models import User
 
 
@@ -82,6 +83,7 @@ def create_submission(
             "submissions; ask your instructor if you need an extension."
         )
     text = check_source(data, limit=get_settings().max_upload_bytes)
+    enforce_submission_quota(session, user=user, lab=lab, now=now)
     submission = Submission(
         user_id=user.id,
         lab_id=lab.id,

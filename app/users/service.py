@@ -73,3 +73,30 @@ def user_for_token(session: Session, *, token: str) -> User | None:
         return None
     row.last_used_at = utcnow()
     return session.get(User, row.user_id)
+
+
+def revoke_token(session: Session, *, token: str) -> bool:
+    """Revoke one token by its value; False when it is unknown or already revoked."""
+    row = session.scalar(
+        select(ApiToken).where(
+            ApiToken.token_hash == hash_api_token(token), ApiToken.revoked_at.is_(None)
+        )
+    )
+    if row is None:
+        return False
+    row.revoked_at = utcnow()
+    session.flush()
+    return True
+
+
+def revoke_tokens(session: Session, *, user: User, name: str | None = None) -> int:
+    """Revoke a user's live tokens (only those with this label, if given); return how many."""
+    query = select(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+    if name is not None:
+        query = query.where(ApiToken.name == name)
+    rows = list(session.scalars(query))
+    now = utcnow()
+    for row in rows:
+        row.revoked_at = now
+    session.flush()
+    return len(rows)

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from app.core.database import utcnow
 from app.core.deps import SessionDep, session_user
-from app.core.errors import DomainError, NotAuthenticated
+from app.core.errors import DomainError, NotAuthenticated, RateLimited
 from app.core.settings import get_settings
 from app.courses.service import (
     courses_of,
@@ -24,6 +24,7 @@ from app.courses.service import (
 from app.courses.specs import spec_for
 from app.gradebook.service import best_scores, gradebook
 from app.grading.queue import send_job
+from app.submissions.quota import submission_quota
 from app.submissions.schemas import submission_read
 from app.submissions.service import (
     create_submission,
@@ -73,14 +74,37 @@ def login(
     next: Annotated[str, Form()] = "/",
 ) -> Response:
     check_csrf(request, csrf_token)
+    # Throttle guessing per account and per address, before spending time on the hash.
+    account = "account:" + email.strip().lower()
+    address = "address:" + (request.client.host if request.client else "unknown")
+    throttle, address_throttle = (
+        request.app.state.login_throttle,
+        request.app.state.login_address_throttle,
+    )
+    wait = max(throttle.retry_after(account), address_throttle.retry_after(address))
+    if wait:
+        page = render(
+            request,
+            "login.html",
+            {
+                "next": _safe_next(next),
+                "error": f"Too many failed logins; wait {wait} seconds, then try again.",
+            },
+            status_code=429,
+        )
+        page.headers["Retry-After"] = str(wait)
+        return page
     user = authenticate(session, email=email, password=password)
     if user is None:
+        throttle.failed(account)
+        address_throttle.failed(address)
         return render(
             request,
             "login.html",
             {"next": _safe_next(next), "error": "That email and password do not match; try again."},
             status_code=401,
         )
+    throttle.succeeded(account)
     request.session.clear()  # a fresh session (and CSRF token) at every login
     request.session["user_id"] = user.id
     return RedirectResponse(_safe_next(next), status_code=303)
@@ -123,7 +147,9 @@ def _lab_context(session: SessionDep, user: User, course: str, lab: str) -> dict
     found = get_course(session, slug=course)
     role = require_member(session, user=user, course=found)
     lab_row = get_lab(session, course=found, slug=lab)
+    now = utcnow()
     return {
+        "quota": submission_quota(session, user=user, lab=lab_row, now=now).sentence(now),
         "course": found,
         "role": role,
         "lab": lab_row,
@@ -169,7 +195,10 @@ async def submit_form(
     except DomainError as exc:
         session.rollback()
         context["error"] = exc.message
-        return render(request, "lab.html", context, status_code=exc.status_code)
+        page = render(request, "lab.html", context, status_code=exc.status_code)
+        if isinstance(exc, RateLimited):
+            page.headers["Retry-After"] = str(exc.retry_after)
+        return page
     session.commit()
     send_job(submission_id=intake.submission.id, job_id=intake.job.id)
     return RedirectResponse(f"/submissions/{intake.submission.id}", status_code=303)

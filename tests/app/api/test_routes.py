@@ -251,3 +251,65 @@ async def test_after_the_due_date_a_refusing_lab_refuses(
     r = await submit(client, world, world.student)
     assert r.status_code == 403
     assert "does not accept late submissions" in r.json()["detail"]
+
+
+async def test_hidden_cases_show_only_pass_or_fail_to_students_until_the_due_date(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    from app.grading.record import record_report
+    from graders.results import CaseResult as GradedCase
+    from graders.results import GradeReport
+
+    world = make_world(session, due_at=utcnow() + timedelta(days=1))
+    sid = (await submit(client, world, world.student)).json()["id"]
+    submission = session.get_one(Submission, sid)
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == sid)).one()
+    cases = [
+        GradedCase(
+            name="n-1000",
+            sizes={"n": 1000},
+            hidden=False,
+            passed=True,
+            verdict="pass",
+            message="ok",
+            points=6,
+            max_points=6,
+        ),
+        GradedCase(
+            name="n-1048579",
+            sizes={"n": 1048579},
+            hidden=True,
+            passed=False,
+            verdict="wrong_answer",
+            message="dst[1048578]: expected 1, got 0.",
+            max_points=4,
+        ),
+    ]
+    report = GradeReport(lab="scale-test", cases=cases, score=6, max_score=10)
+    record_report(session, submission=submission, job=job, report=report)
+    session.commit()
+
+    mine = (await client.get(f"/api/v1/submissions/{sid}", headers=world.student.auth)).json()
+    assert mine["status"] == "graded" and mine["score"] == 6
+    visible, hidden = mine["cases"]
+    assert visible["message"] == "ok" and visible["sizes"] == {"n": 1000}
+    assert hidden == {
+        "name": "n-1048579",
+        "hidden": True,
+        "passed": False,
+        "sizes": None,
+        "verdict": None,
+        "message": None,
+        "points": None,
+        "max_points": None,
+        "seed": None,
+        "errors": None,
+        "timings": None,
+    }
+    staff = (await client.get(f"/api/v1/submissions/{sid}", headers=world.ta.auth)).json()
+    assert staff["cases"][1]["message"] == "dst[1048578]: expected 1, got 0."
+    # After the due date the student sees the details too.
+    world.lab.due_at = utcnow() - timedelta(seconds=1)
+    session.commit()
+    after = (await client.get(f"/api/v1/submissions/{sid}", headers=world.student.auth)).json()
+    assert after["cases"][1]["verdict"] == "wrong_answer"

@@ -1,0 +1,29 @@
+"""Settings: defaults under the data folder, and no development secrets outside development."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.core.settings import DEV_SECRET_KEY, Settings
+
+
+def test_defaults_put_the_database_and_broker_under_the_data_dir(tmp_path: Path) -> None:
+    settings = Settings(env="development", data_dir=tmp_path, database_url="", broker_url="")
+    assert settings.database_url == f"sqlite:///{tmp_path.resolve() / 'kernelgrader.sqlite'}"
+    assert settings.broker_url == f"sqla+sqlite:///{tmp_path.resolve() / 'broker.sqlite'}"
+    assert settings.max_upload_bytes == 256 * 1024
+    assert settings.default_arch == "sm_90"
+
+
+@pytest.mark.parametrize("env", ["production", "test"])
+def test_the_development_secret_is_refused_outside_development(env: str) -> None:
+    with pytest.raises(ValidationError, match="KERNELGRADER_SECRET_KEY is still the development"):
+        Settings(env=env, secret_key=DEV_SECRET_KEY, grading_secret="x" * 32)
+
+
+def test_production_starts_with_real_secrets() -> None:
+    settings = Settings(env="production", secret_key="s" * 40, grading_secret="g" * 40)
+    assert settings.env == "production"

@@ -1,0 +1,116 @@
+"""The worker's compile stage with the real NVRTC compiler (no GPU needed)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.grading.models import CaseResult, GradingJob, JobState
+from app.grading.worker import Outcome, grade_job
+from app.submissions.models import Status, Submission, SubmissionEvent
+from tests.app.conftest import GOOD_KERNEL, World
+
+pytestmark = pytest.mark.anyio
+
+SYNTAX_ERROR = GOOD_KERNEL.replace("factor * src[i];", "factor * src[i]\n")
+NO_EXTERN_C = GOOD_KERNEL.replace('extern "C" ', "")
+WRONG_NAME = GOOD_KERNEL.replace("void scale(", "void scale_kernel(")
+
+
+async def submit_and_grade(
+    client: httpx.AsyncClient, world: World, session: Session, source: str
+) -> tuple[Submission, Outcome]:
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        headers=world.student.auth,
+        files={"file": ("scale.cu", source.encode(), "text/plain")},
+    )
+    assert r.status_code == 202, r.text
+    sid = r.json()["id"]
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    outcome = grade_job(sid, job_id, me="test-worker:1")
+    session.expire_all()
+    return session.get_one(Submission, sid), outcome
+
+
+def history(session: Session, submission: Submission) -> list[str]:
+    return list(
+        session.scalars(
+            select(SubmissionEvent.status)
+            .where(SubmissionEvent.submission_id == submission.id)
+            .order_by(SubmissionEvent.id)
+        )
+    )
+
+
+async def test_a_good_kernel_compiles_and_waits_for_a_gpu_worker(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    submission, outcome = await submit_and_grade(client, world, session, GOOD_KERNEL)
+    assert outcome is Outcome.compiled
+    assert submission.status == Status.compiled.value
+    assert submission.compile_ok is True
+    assert submission.compile_arch == "sm_90"
+    assert "waits for a GPU worker" in submission.status_message
+    assert history(session, submission) == ["queued", "compiling", "compiled"]
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id)).one()
+    assert job.state == JobState.waiting_gpu.value and job.attempt == 1
+    assert job.started_at and job.compiled_at and job.heartbeat_at
+    page = await client.get(f"/api/v1/submissions/{submission.id}", headers=world.student.auth)
+    assert page.json()["status"] == "compiled"
+
+
+async def test_a_compile_error_is_a_result_with_line_numbers(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    submission, outcome = await submit_and_grade(client, world, session, SYNTAX_ERROR)
+    assert outcome is Outcome.compile_error
+    assert submission.status == Status.compile_error.value
+    assert submission.compile_ok is False and submission.score == 0
+    # The log points into the student's file by its own name and line (line 4 here).
+    assert "scale.cu(4)" in submission.compile_log
+    assert history(session, submission) == ["queued", "compiling", "compile_error"]
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id)).one()
+    assert job.state == JobState.failed.value and job.finished_at is not None
+    # The page links the log line to the source line and marks it.
+    from tests.app.web.test_routes import login
+
+    await login(client, world.student)
+    page = await client.get(f"/submissions/{submission.id}")
+    assert 'href="#L4"' in page.text
+    assert '<tr id="L4" class="flag">' in page.text
+
+
+async def test_a_missing_kernel_names_what_the_lab_expects_and_what_was_found(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    submission, _ = await submit_and_grade(client, world, session, WRONG_NAME)
+    assert submission.status == Status.compile_error.value
+    assert submission.compile_reason == "missing_kernel"
+    assert "scale" in submission.compile_message
+    assert "scale_kernel" in submission.compile_message
+
+
+async def test_a_missing_extern_c_gets_a_hint(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    submission, _ = await submit_and_grade(client, world, session, NO_EXTERN_C)
+    assert submission.compile_reason == "missing_kernel"
+    assert 'extern "C"' in submission.compile_message
+
+
+async def test_grading_the_same_job_twice_gives_one_result(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    submission, first = await submit_and_grade(client, world, session, GOOD_KERNEL)
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id)).one()
+    # The broker delivers the same message again: the worker sees the job is taken and stops.
+    assert grade_job(submission.id, job.id, me="another-worker:2") is Outcome.duplicate
+    session.expire_all()
+    assert history(session, submission) == ["queued", "compiling", "compiled"]
+    assert session.get_one(GradingJob, job.id).attempt == 1
+    rows = session.scalars(select(CaseResult).where(CaseResult.job_id == job.id)).all()
+    assert rows == []  # no run stage here, so no case rows; and none duplicated
+    assert grade_job(submission.id, 10**9, me="x:1") is Outcome.missing

@@ -1,0 +1,100 @@
+"""The `kernelgrader` command, through Typer's CliRunner against the test database."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+from tests.app.conftest import TEST_LAB, unique
+
+runner = CliRunner()
+
+
+def run(*args: str) -> str:
+    result = runner.invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def fails(*args: str) -> str:
+    result = runner.invoke(cli, list(args))
+    assert result.exit_code == 1, result.output
+    return result.output
+
+
+@pytest.fixture
+def course() -> str:
+    slug = unique("cli")
+    assert f"Created course {slug}" in run("course", "create", slug, "--title", "CLI course")
+    return slug
+
+
+def test_db_upgrade_is_repeatable() -> None:
+    assert "newest schema" in run("db", "upgrade")
+    assert "newest schema" in run("db", "upgrade")
+
+
+def test_course_create_refuses_a_duplicate(course: str) -> None:
+    assert "already exists" in fails("course", "create", course)
+
+
+def test_lab_add_takes_a_folder_or_a_builtin_id(course: str) -> None:
+    out = run("lab", "add", course, str(TEST_LAB), "--due", "2030-01-01T12:00", "--policy", "last")
+    assert "Added lab scale-test" in out and "max score 10" in out
+    assert "Added lab vector-scale" in run("lab", "add", course, "vector-scale")
+    assert "neither a lab folder nor a built-in lab" in fails("lab", "add", course, "no-such-lab")
+    assert "already has a lab scale-test" in fails("lab", "add", course, str(TEST_LAB))
+    assert "is not a date" in fails("lab", "add", course, "matmul-naive", "--due", "friday")
+
+
+def test_user_add_and_roster_import(course: str, tmp_path: Path) -> None:
+    email = f"{unique('ada')}@example.edu"
+    assert f"{email} is a ta in {course}" in run(
+        "user", "add", email, "--role", "ta", "--course", course, "--password", "long enough pw"
+    )
+    assert "student, ta or instructor" in fails(
+        "user", "add", email, "--role", "dean", "--course", course
+    )
+    roster = tmp_path / "roster.csv"
+    roster.write_text(
+        "email,name,role\n"
+        f"{unique('s')}@example.edu,Student One,\n"
+        f"{unique('s')}@example.edu,Student Two,student\n"
+        f"{unique('t')}@example.edu,Tutor,ta\n",
+        encoding="utf-8",
+    )
+    assert f"Enrolled 3 users in {course}" in run("roster", "import", course, str(roster))
+    roster.write_text("name\nNobody\n", encoding="utf-8")
+    assert "no 'email' column" in fails("roster", "import", course, str(roster))
+    export = run("gradebook", "export", course)
+    names = [row[1] for row in csv.reader(io.StringIO(export))][1:]
+    assert sorted(names) == ["Student One", "Student Two"]  # students only
+
+
+@pytest.mark.anyio
+async def test_token_create_prints_a_working_token_last(course: str) -> None:
+    from app.main import create_app
+
+    email = f"{unique('tok')}@example.edu"
+    run("user", "add", email, "--role", "student", "--course", course)
+    token = run("token", "create", email).strip().splitlines()[-1]
+    transport = httpx.ASGITransport(app=create_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        r = await client.get(
+            f"/api/v1/courses/{course}/labs", headers={"Authorization": f"Bearer {token}"}
+        )
+    assert r.status_code == 200
+    assert "No user with email" in fails("token", "create", "nobody@example.edu")
+
+
+def test_gradebook_export_to_a_file(course: str, tmp_path: Path) -> None:
+    out = tmp_path / "book.csv"
+    assert "Wrote" in run("gradebook", "export", course, "--output", str(out))
+    assert out.read_text(encoding="utf-8").startswith("student_id,name,email,")
+    assert "There is no course named nope." in fails("gradebook", "export", "nope")
