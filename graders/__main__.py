@@ -41,6 +41,9 @@ def _print_report(report: GradeReport) -> None:
     print("  stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in report.stage_seconds.items()))
     if report.error:
         print(f"  stopped early: {report.error}")
+    if report.stdout.strip():
+        print("  output and grader log (tail):")
+        print("    " + report.stdout.strip()[-3000:].replace("\n", "\n    "))
 
 
 def main(argv: list[str] | None = None) -> int:

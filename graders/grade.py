@@ -282,6 +282,7 @@ def _run_stage(
                 for d in done:
                     results[d["name"]] = _case_from_dict(d)
                 if outcome.reason == "internal":
+                    report.stdout += "\n[grader] " + "\n".join(outcome.log)[-4000:]
                     report.error = "internal"
                     report.summary = f"The grader failed (not your fault): {outcome.message}"
                     break

@@ -77,10 +77,31 @@ class KernelFailure(Exception):
         return self.message
 
 
+# The runtime API (event queries, copies) names the same errors differently.
+RUNTIME_NAMES = {
+    "cudaErrorIllegalAddress": "CUDA_ERROR_ILLEGAL_ADDRESS",
+    "cudaErrorLaunchFailure": "CUDA_ERROR_LAUNCH_FAILED",
+    "cudaErrorIllegalInstruction": "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "cudaErrorAssert": "CUDA_ERROR_ASSERT",
+    "cudaErrorMisalignedAddress": "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "cudaErrorHardwareStackError": "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    "cudaErrorInvalidPc": "CUDA_ERROR_INVALID_PC",
+    "cudaErrorLaunchTimeout": "CUDA_ERROR_LAUNCH_TIMEOUT",
+    "cudaErrorUnknown": "CUDA_ERROR_UNKNOWN",
+    "cudaErrorLaunchOutOfResources": "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+    "cudaErrorInvalidValue": "CUDA_ERROR_INVALID_VALUE",
+    "cudaErrorInvalidConfiguration": "CUDA_ERROR_INVALID_VALUE",
+    "cudaErrorMemoryAllocation": "CUDA_ERROR_OUT_OF_MEMORY",
+}
+
+
 def cuda_error_name(exc: BaseException) -> str:
     text = str(exc)
     for name in (*STICKY_ERRORS, *LAUNCH_ERRORS, "CUDA_ERROR_OUT_OF_MEMORY"):
         if name in text:
+            return name
+    for runtime, name in RUNTIME_NAMES.items():
+        if runtime in text:
             return name
     return text.split(":")[0].strip()
 
@@ -214,14 +235,16 @@ class DeviceArrays:
         self.arrays.clear()
 
 
+_MODULES: list[Any] = []  # loaded modules stay alive as long as the process: a child grades one
+
+
 def load_kernel(cubin: bytes, kernel: str) -> Any:
     from cupy.cuda import function
 
     module = function.Module()
     module.load(cubin)
-    func = module.get_function(kernel)
-    func._kernelgrader_module = module  # keep the module alive as long as the function
-    return func
+    _MODULES.append(module)  # a Function does not keep its module alive by itself
+    return module.get_function(kernel)
 
 
 def kernel_attributes(func: Any) -> dict[str, int]:
@@ -294,10 +317,28 @@ def launch_all(func: Any, plan: LaunchPlan) -> None:
     """Queue every launch of the case on the current stream (no waiting)."""
     for grid, block, shared, args in plan.steps:
         try:
-            func(grid, block, args, shared_mem=shared)
+            func(grid, block, tuple(args), shared_mem=shared)
         except Exception as exc:
             threads = block[0] * block[1] * block[2]
             raise classify_cuda_error(exc, threads=threads, shared=shared) from exc
+
+
+def hang_failure(timeout_s: float) -> KernelFailure:
+    return KernelFailure(
+        "timeout",
+        f"Killed after {timeout_s:g} s: the kernel did not finish (an endless loop, or a "
+        "__syncthreads() in divergent code that some threads never reach, can cause this).",
+        sticky=True,
+    )
+
+
+def as_failure(exc: BaseException, timeout_s: float) -> KernelFailure:
+    """Any exception from running a kernel, as a KernelFailure with a plain message."""
+    if isinstance(exc, KernelFailure):
+        return exc
+    if isinstance(exc, KernelHung):
+        return hang_failure(timeout_s)
+    return classify_cuda_error(exc)
 
 
 def run_and_wait(func: Any, plan: LaunchPlan, timeout_s: float) -> float:
@@ -312,12 +353,7 @@ def run_and_wait(func: Any, plan: LaunchPlan, timeout_s: float) -> float:
         wait_event(done, began + timeout_s)
         done.synchronize()  # surfaces a kernel's error
     except KernelHung as exc:
-        raise KernelFailure(
-            "timeout",
-            f"Killed after {timeout_s:g} s: the kernel did not finish (an endless loop, or a "
-            "__syncthreads() in divergent code that some threads never reach, can cause this).",
-            sticky=True,
-        ) from exc
+        raise hang_failure(timeout_s) from exc
     except Exception as exc:
         raise classify_cuda_error(exc) from exc
     return time.monotonic() - began

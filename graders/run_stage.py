@@ -24,6 +24,7 @@ from graders.harness import (
     DeviceArrays,
     KernelFailure,
     LaunchPlan,
+    as_failure,
     check_launchable,
     launch_all,
     load_kernel,
@@ -234,11 +235,12 @@ def _time_case(
                 flusher=flusher,
                 launch_timeout_s=timeout,
             )
-        except KernelFailure as exc:
+        except Exception as raw:
+            exc = as_failure(raw, timeout)
             result.passed, result.verdict = False, exc.verdict
             result.message = f"The first launch passed, but a timed launch failed: {exc.message}"
             if exc.sticky:
-                raise
+                raise KernelFailure(exc.verdict, result.message, sticky=True) from raw
             return
         again = judge(ctx, arrays, expected, names)
         if not again.passed:
@@ -289,10 +291,11 @@ def _time_reference(
             ctx.log.append(f"reference {ref.name} gave a wrong answer when timed: {check.message}")
             return None
         return stats
-    except KernelFailure as exc:
+    except Exception as raw:
+        exc = as_failure(raw, lab.limits.case_seconds)
         ctx.log.append(f"reference {ref.name} failed when timed: {exc.message}")
         if exc.sticky:
-            raise
+            raise exc from raw
         return None
     finally:
         arrays.release()

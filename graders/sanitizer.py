@@ -165,6 +165,10 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     tools = [t for t in payload.get("tools", TOOLS) if t in TOOLS]
     timeout = float(payload.get("timeout_s", TOOL_TIMEOUT_S))
     began = time.monotonic()
+    env = dict(os.environ)
+    # The sanitized program is a fresh interpreter in another directory: it must find graders.
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     procs = {}
     for tool in tools:
         cmd = ["compute-sanitizer", "--tool", tool, "--print-limit", "20"]
@@ -177,7 +181,7 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
-            env=dict(os.environ),
+            env=env,
         )
     findings: list[Finding] = []
     notes: list[str] = []
