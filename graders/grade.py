@@ -354,11 +354,14 @@ def _sanitizer_stage(
 
 
 def _static_findings(compiled: CompileResult) -> list[Finding]:
+    import re
+
     out = []
     for text in compiled.warnings:
         low = text.lower()
         kind = "divergent_barrier" if "barrier" in low or "__syncthreads" in low else "warning"
-        out.append(Finding(tool="static", kind=kind, message=text))
+        m = re.match(r"\s*line (\d+)", text, re.IGNORECASE)
+        out.append(Finding("static", kind, text, line=int(m.group(1)) if m else None))
     return out
 
 
