@@ -28,6 +28,13 @@ SCALAR_DTYPES: dict[str, str] = {
     "float32": "float",
     "float64": "double",
 }
+DTYPE_BYTES: dict[str, int] = {
+    "float32": 4,
+    "float64": 8,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+}
 FLOAT_DTYPES = frozenset({"float32", "float64"})
 PARAM_KINDS = ("in", "out", "inout", "scratch", "scalar")
 BUILTIN_ORACLES = ("scale", "hadamard", "sum", "dot", "matmul", "conv1d", "conv2d")
@@ -249,6 +256,15 @@ class LabSpec:
         """The kernel's parameters in order, as the first launch passes them."""
         by_name = {p.name: p for p in self.params}
         return [by_name[str(a)] for a in self.launches[0].args]
+
+    def c_signature(self) -> str:
+        """The kernel as a student declares it: `extern "C" __global__ void matmul(...)`."""
+        args = ", ".join(f"{p.c_type} {p.name}" for p in self.signature)
+        return f'extern "C" __global__ void {self.kernel}({args})'
+
+    def signature_sizes(self) -> list[int]:
+        """Bytes of each kernel argument as the grader passes it (pointers are 8 bytes)."""
+        return [8 if p.is_array else DTYPE_BYTES[p.dtype] for p in self.signature]
 
     def param(self, name: str) -> ParamSpec:
         for p in self.params:

@@ -1,0 +1,128 @@
+"""Read a cubin's kernels and their parameter sizes from its ELF tables (stdlib `struct` only).
+
+Kernels are the FUNC symbols flagged STO_CUDA_ENTRY in `.symtab`; each kernel's parameters
+are the EIATTR_KPARAM_INFO records of its `.nv.info.<name>` section. Reading the machine code's
+own tables is more robust than guessing from the source: macros, templates and `extern "C"`
+blocks all end up here as the loader will see them.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+
+_STT_FUNC = 2
+_STO_CUDA_ENTRY = 0x10
+_EIATTR_KPARAM_INFO = 0x17
+_EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
+
+
+class CubinError(ValueError):
+    """The bytes are not a cubin this reader understands."""
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    ordinal: int
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class _Section:
+    name: str
+    type: int
+    offset: int
+    size: int
+    link: int
+    entsize: int
+
+
+def _sections(data: bytes) -> list[_Section]:
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise CubinError("not a 64-bit little-endian ELF file")
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if shentsize < 64 or shoff + shnum * shentsize > len(data) or shstrndx >= shnum:
+        raise CubinError("the section table is out of range")
+    raw = []
+    for i in range(shnum):
+        name, typ, _flags, _addr, off, size, link, _info, _align, entsize = struct.unpack_from(
+            "<IIQQQQIIQQ", data, shoff + i * shentsize
+        )
+        if off + size > len(data) and typ != 8:  # SHT_NOBITS occupies no file space
+            raise CubinError(f"section {i} is out of range")
+        raw.append((name, typ, off, size, link, entsize))
+    strtab = raw[shstrndx]
+    names = data[strtab[2] : strtab[2] + strtab[3]]
+    return [
+        _Section(_cstr(names, n), typ, off, size, link, entsize)
+        for n, typ, off, size, link, entsize in raw
+    ]
+
+
+def _cstr(table: bytes, offset: int) -> str:
+    end = table.find(b"\x00", offset)
+    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
+
+
+def kernel_names(cubin: bytes) -> list[str]:
+    """The kernel (entry) symbols of a cubin, mangled names as they are, in table order."""
+    sections = _sections(cubin)
+    symtab = next((s for s in sections if s.type == 2), None)  # SHT_SYMTAB
+    if symtab is None:
+        return []
+    strtab = sections[symtab.link]
+    names = cubin[strtab.offset : strtab.offset + strtab.size]
+    entsize = symtab.entsize or 24
+    found = []
+    for pos in range(symtab.offset, symtab.offset + symtab.size - entsize + 1, entsize):
+        st_name, st_info, st_other, _shndx, _value, _size = struct.unpack_from(
+            "<IBBHQQ", cubin, pos
+        )
+        if st_info & 0xF == _STT_FUNC and st_other & _STO_CUDA_ENTRY:
+            found.append(_cstr(names, st_name))
+    return found
+
+
+def kernel_params(cubin: bytes, kernel: str) -> list[KernelParam] | None:
+    """The kernel's parameters in order (ordinal, offset, size); None where the table is absent
+    or in a layout this reader does not know, so callers skip the check rather than guess."""
+    sections = _sections(cubin)
+    info = next((s for s in sections if s.name == f".nv.info.{kernel}"), None)
+    if info is None:
+        return None
+    data = cubin[info.offset : info.offset + info.size]
+    params: list[KernelParam] = []
+    pos = 0
+    while pos + 2 <= len(data):
+        fmt, attr = data[pos], data[pos + 1]
+        if fmt == _EIFMT_SVAL:
+            if pos + 4 > len(data):
+                return None
+            (size,) = struct.unpack_from("<H", data, pos + 2)
+            if attr == _EIATTR_KPARAM_INFO and size >= 12 and pos + 4 + size <= len(data):
+                _index, ordinal, offset, flags = struct.unpack_from("<IHHI", data, pos + 4)
+                params.append(KernelParam(ordinal, offset, (flags >> 18) & 0x3FFF))
+            pos += 4 + size
+        elif fmt in (_EIFMT_HVAL, _EIFMT_BVAL):
+            pos += 4
+        elif fmt == _EIFMT_NVAL:
+            pos += 2
+        else:
+            return None
+    return sorted(params, key=lambda p: p.ordinal)
+
+
+_MANGLED = re.compile(r"^_Z(?:N\d*)?(\d+)([A-Za-z_]\w*)")
+
+
+def demangled_base(name: str) -> str:
+    """The plain function name inside an Itanium-mangled name (`_Z6matmulPKfS0_Pfiii` ->
+    `matmul`); the name itself when it is not mangled."""
+    match = _MANGLED.match(name)
+    if not match:
+        return name
+    length, rest = int(match.group(1)), match.group(2)
+    return rest[:length] if len(rest) >= length else name
