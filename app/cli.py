@@ -185,6 +185,32 @@ def token_create(
     typer.echo(token)
 
 
+@token_cli.command("revoke")
+def token_revoke(
+    email: Annotated[str | None, typer.Argument(help="revoke this user's tokens")] = None,
+    token: Annotated[str | None, typer.Option(help="revoke this one token")] = None,
+    name: Annotated[str | None, typer.Option(help="only the user's tokens with this label")] = None,
+) -> None:
+    """Revoke API tokens: one token by its value, or a user's (labelled) tokens."""
+    from app.core.database import session_scope
+    from app.users.service import get_user, revoke_token, revoke_tokens
+
+    if (email is None) == (token is None):
+        raise _fail("Give either an EMAIL or --token TOKEN (not both).")
+    try:
+        with session_scope() as session:
+            if token is not None:
+                if not revoke_token(session, token=token.strip()):
+                    raise _fail("That token is unknown or already revoked; nothing was changed.")
+                typer.echo("Revoked 1 token.")
+                return
+            assert email is not None
+            count = revoke_tokens(session, user=get_user(session, email=email), name=name)
+    except DomainError as exc:
+        raise _fail(exc.message) from None
+    typer.echo(f"Revoked {count} token{'s' if count != 1 else ''} of {email}.")
+
+
 @gradebook_cli.command("export")
 def gradebook_export(
     course: str,

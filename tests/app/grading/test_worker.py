@@ -14,7 +14,7 @@ from tests.app.conftest import GOOD_KERNEL, World
 
 pytestmark = pytest.mark.anyio
 
-SYNTAX_ERROR = GOOD_KERNEL.replace("factor * src[i];", "factor * src[i]\n")
+SYNTAX_ERROR = GOOD_KERNEL.replace("factor * src[i]", "factr * src[i]")
 NO_EXTERN_C = GOOD_KERNEL.replace('extern "C" ', "")
 WRONG_NAME = GOOD_KERNEL.replace("void scale(", "void scale_kernel(")
 
