@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     heartbeat_timeout_seconds: float = 60.0
     # A submission still queued this long after it was committed, never sent, is sent again.
     resend_after_seconds: float = 10.0
+    # A job sent this long ago and still not taken is sent once more, in case the broker lost
+    # it; a second copy is harmless, since the worker that takes a job first holds it.
+    resend_sent_after_seconds: float = 900.0
     sweep_seconds: float = 5.0
     max_attempts: int = 3
     # How often the SQLite broker is polled for new messages.

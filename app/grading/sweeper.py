@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
@@ -35,15 +35,19 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
     now = now or utcnow()
     report = SweepReport()
     unsent_before = now - timedelta(seconds=settings.resend_after_seconds)
+    lost_send_before = now - timedelta(seconds=settings.resend_sent_after_seconds)
     stale_before = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
     sends: list[tuple[int, int, str]] = []
     with session_scope() as session:
-        # Committed but never sent: the send after the commit failed or the process died.
+        # Committed but never sent (the send after the commit failed or the process died), or
+        # sent long ago and never taken (the broker lost it).
         for job in session.scalars(
             select(GradingJob).where(
                 GradingJob.state == JobState.queued.value,
-                GradingJob.sent_at.is_(None),
-                GradingJob.queued_at < unsent_before,
+                or_(
+                    GradingJob.sent_at.is_(None) & (GradingJob.queued_at < unsent_before),
+                    GradingJob.sent_at < lost_send_before,
+                ),
             )
         ).all():
             sends.append((job.submission_id, job.id, QUEUE))

@@ -116,3 +116,22 @@ def test_compiled_jobs_go_to_a_gpu_worker_only_when_one_sweeps(session: Session)
     assert job.id in sweep(has_gpu=True).to_gpu
     session.expire_all()
     assert session.get_one(GradingJob, job.id).state == JobState.queued.value
+
+
+def test_a_job_sent_long_ago_and_never_taken_is_sent_once_more(session: Session) -> None:
+    world = make_world(session)
+    long_ago = utcnow() - timedelta(hours=2)
+    _, job = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.queued,
+        job_state=JobState.queued,
+        created_at=long_ago,
+    )
+    job.sent_at = long_ago
+    session.commit()
+    assert job.id in sweep().resent
+    session.expire_all()
+    assert session.get_one(GradingJob, job.id).sent_at > long_ago
+    assert job.id not in sweep().resent
