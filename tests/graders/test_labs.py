@@ -1,0 +1,270 @@
+"""The built-in labs (reference_kernels/<lab-id>/): specs load, kernels compile, faults labelled.
+
+Runs without a GPU (NVRTC compiles here). Running the kernels is the GPU tests' job; these
+tests make sure that what they will run is well-formed: every lab of the catalogue exists
+with the exact signature of the catalogue, every reference and every known-faulty kernel
+compiles for sm_90 (or, for a compile-stage fault, gets its verdict), and every faulty
+kernel's header says what it must get in terms the GPU tests can check.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from graders.compile import compile_submission
+from graders.results import CompileResult
+from graders.specs import LabSpec, builtin_labs_dir, list_builtin_labs, load_builtin_lab
+
+# The catalogue (shared/LABS.md): lab id -> the kernel's exact extern "C" signature.
+CATALOGUE: dict[str, str] = {
+    "vector-scale": "void scale(const float* src, float* dst, unsigned int n, float factor)",
+    "hadamard": "void hadamard(const float* a, const float* b, float* c, unsigned int n)",
+    "array-sum": "void block_sum(const float* src, float* partial, unsigned int n)",
+    "array-sum-atomic": "void atomic_sum(const float* src, float* out, unsigned int n)",
+    "dot-product": "void dot(const double* a, const double* b, double* partial, int n)",
+    "matmul-naive": ("void matmul(const float* A, const float* B, float* C, int M, int N, int K)"),
+    "matmul-tiled": ("void matmul(const float* A, const float* B, float* C, int M, int N, int K)"),
+    "matmul-tiled-int": "void matmul(const int* A, const int* B, int* C, int M, int N, int K)",
+    "matmul-tiled-f64": (
+        "void matmul(const double* A, const double* B, double* C, int M, int N, int K)"
+    ),
+    "matmul-coarsened": (
+        "void matmul(const float* A, const float* B, float* C, int M, int N, int K)"
+    ),
+    "conv2d": "void conv2d(const float* in, const float* mask, float* out, int H, int W, int R)",
+    "conv1d-tiled": "void conv1d(const float* in, const float* mask, float* out, int n, int R)",
+}
+LAB_IDS = sorted(CATALOGUE)
+
+# Sizes the catalogue names for each lab; each must be a case of that lab.
+CATALOGUE_CASES: dict[str, list[str]] = {
+    "vector-scale": ["n-1", "n-1000", "n-1048579", "n-67108864"],
+    "hadamard": ["n-1", "n-1000", "n-1048579", "n-67108864"],
+    "array-sum": ["n-1", "n-1000", "n-1048579", "n-8388608"],
+    "array-sum-atomic": ["n-1", "n-1000", "n-1048579", "n-8388608"],
+    "dot-product": ["n-1", "n-10000", "n-1048583"],
+    **{
+        lab: [
+            "square-1",
+            "square-64",
+            "square-1023",
+            "square-1024",
+            "square-2048",
+            "rect-4x2x3",
+            "rect-64x62x64",
+            "rect-1000x777x1025",
+        ]
+        for lab in (
+            "matmul-naive",
+            "matmul-tiled",
+            "matmul-tiled-int",
+            "matmul-tiled-f64",
+            "matmul-coarsened",
+        )
+    },
+    "conv2d": ["1x1-r1", "31x33-r2", "1023x1023-r3", "2048x2048-r1"],
+    "conv1d-tiled": ["n-1-r1", "n-1000-r3", "n-1048579-r8"],
+}
+
+# Verdicts a faulty kernel may expect: a case verdict, or the reason the compile stage stopped.
+CASE_VERDICTS = {
+    "pass",
+    "wrong_answer",
+    "no_output",
+    "out_of_bounds_write",
+    "input_modified",
+    "timeout",
+    "kernel_error",
+    "launch_error",
+}
+COMPILE_VERDICTS = {"compile_error", "missing_kernel", "bad_declaration", "forbidden_include"}
+FINDING_KINDS = {"out_of_bounds", "shared_memory_race", "divergent_barrier"}
+HEADER_KEYS = {
+    "expect-verdict",
+    "expect-fail-case",
+    "expect-pass-case",
+    "expect-finding",
+    "expect-message",
+    "why",
+}
+HEADER_LINE = re.compile(r"^//\s*(?P<key>[a-z-]+):\s*(?P<value>.+?)\s*$")
+ARCH = "sm_90"
+
+
+@dataclass(frozen=True)
+class FaultHeader:
+    verdict: str
+    fields: dict[str, str]
+
+
+def read_header(path: Path) -> FaultHeader:
+    """The `// key: value` lines at the top of a faulty kernel (interfaces.md's format)."""
+    fields: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        match = HEADER_LINE.match(line)
+        if not match:
+            break
+        key = match["key"]
+        assert key in HEADER_KEYS, f"{path.name}: unknown header key {key!r}"
+        assert key not in fields, f"{path.name}: header key {key!r} appears twice"
+        fields[key] = match["value"]
+    assert "expect-verdict" in fields, f"{path.name}: the header has no expect-verdict line"
+    assert "why" in fields, f"{path.name}: the header has no why line"
+    return FaultHeader(fields["expect-verdict"], fields)
+
+
+def reference_files(lab_id: str) -> list[tuple[str, str]]:
+    if not (builtin_labs_dir() / lab_id / "lab.toml").is_file():
+        return []  # test_lab_folder_exists reports it; collection must not break
+    return [(lab_id, r.file) for r in load_builtin_lab(lab_id).references if r.file]
+
+
+def faulty_files(lab_id: str) -> list[tuple[str, str]]:
+    folder = builtin_labs_dir() / lab_id / "faulty"
+    return [(lab_id, p.name) for p in sorted(folder.glob("*.cu"))] if folder.is_dir() else []
+
+
+ALL_REFERENCES = [pair for lab in LAB_IDS for pair in reference_files(lab)]
+ALL_FAULTY = [pair for lab in LAB_IDS for pair in faulty_files(lab)]
+
+
+def compile_for_test(lab: LabSpec, source: str, filename: str) -> CompileResult:
+    """Compile exactly as a submission is compiled (sandboxed NVRTC, declarations, checks)."""
+    return compile_submission(lab, source, arch=ARCH, filename=filename)
+
+
+def test_the_catalogue_has_twelve_labs() -> None:
+    assert len(LAB_IDS) == 12
+
+
+@pytest.mark.parametrize("lab_id", LAB_IDS)
+def test_lab_folder_exists(lab_id: str) -> None:
+    folder = builtin_labs_dir() / lab_id
+    assert (folder / "lab.toml").is_file()
+    assert (folder / "lab.md").is_file()
+    assert any(folder.glob("*.cu")), f"{lab_id} has no reference kernel"
+
+
+def test_builtin_labs_are_the_catalogue() -> None:
+    assert list_builtin_labs() == LAB_IDS
+
+
+@pytest.mark.parametrize("lab_id", LAB_IDS)
+def test_spec_has_the_catalogue_signature(lab_id: str) -> None:
+    lab = load_builtin_lab(lab_id)
+    params = ", ".join(f"{p.c_type} {p.name}" for p in lab.signature)
+    assert f"void {lab.kernel}({params})" == CATALOGUE[lab_id]
+
+
+@pytest.mark.parametrize("lab_id", LAB_IDS)
+def test_spec_cases(lab_id: str) -> None:
+    lab = load_builtin_lab(lab_id)
+    names = {c.name for c in lab.cases}
+    missing = [c for c in CATALOGUE_CASES[lab_id] if c not in names]
+    assert not missing, f"{lab_id} lacks the catalogue's cases {missing}"
+    hidden = [c for c in lab.cases if c.hidden]
+    assert 1 <= len(hidden) <= 3
+    assert all(c.points > 0 for c in lab.cases)
+    assert lab.timing is not None
+    # The timed case is the largest one, so the time means something.
+    largest = max(lab.cases, key=lambda c: _elements(lab, c.name))
+    assert _elements(lab, lab.timing.case) == _elements(lab, largest.name)
+
+
+def _elements(lab: LabSpec, case: str) -> int:
+    names = lab.sizes_for(case)
+    return sum(p.numel_for(names) for p in lab.params if p.is_array)
+
+
+@pytest.mark.parametrize("lab_id", LAB_IDS)
+def test_page_states_the_signature_and_hides_hidden_sizes(lab_id: str) -> None:
+    lab = load_builtin_lab(lab_id)
+    page = lab.page_markdown
+    assert 'extern "C" __global__' in page
+    assert f"void {lab.kernel}(" in page
+    visible = {v for c in lab.cases if not c.hidden for v in c.sizes.values()}
+    for case in (c for c in lab.cases if c.hidden):
+        assert case.name not in page
+        for value in case.sizes.values():
+            if value >= 100 and value not in visible:
+                assert not re.search(rf"\b{value}\b", page), (
+                    f"{lab_id}: the page shows {value}, a size of hidden case {case.name}"
+                )
+
+
+@pytest.mark.parametrize("lab_id", LAB_IDS)
+def test_tiled_labs_run_the_sanitizer(lab_id: str) -> None:
+    lab = load_builtin_lab(lab_id)
+    tiled = lab_id.startswith("matmul-") and lab_id != "matmul-naive"
+    if tiled:
+        assert lab.sanitizer
+        assert "__shared__" in lab.requires
+    if lab.sanitizer:
+        assert lab.sanitizer_case is not None
+        assert _elements(lab, lab.sanitizer_case) < 100_000, "the sanitizer case must be small"
+
+
+@pytest.mark.parametrize("lab_id", [lab for lab in LAB_IDS if lab.startswith("matmul-")])
+def test_matmul_labs_score_against_naive_tiled_and_cublas(lab_id: str) -> None:
+    lab = load_builtin_lab(lab_id)
+    assert lab.scoring.performance_points > 0
+    assert lab.scoring.baseline == "naive"
+    assert {r.name for r in lab.references} >= {"naive", "tiled", "cublas"}
+    assert lab.timing is not None and lab.timing.case == "square-2048"
+
+
+@pytest.mark.parametrize(("lab_id", "file"), ALL_REFERENCES)
+def test_reference_compiles(lab_id: str, file: str) -> None:
+    lab = load_builtin_lab(lab_id)
+    source = (lab.folder / file).read_text(encoding="utf-8")
+    result = compile_for_test(lab, source, file)
+    assert result.ok, f"{lab_id}/{file} did not compile: {result.message}\n{result.log}"
+    # A reference is what students are told to write: no static warning may fire on it.
+    assert not result.warnings, result.warnings
+    for name, spec in lab.declares.items():
+        assert spec.min <= result.declarations.get(name, spec.default) <= spec.max
+
+
+@pytest.mark.parametrize(("lab_id", "file"), ALL_FAULTY)
+def test_faulty_header_is_well_formed(lab_id: str, file: str) -> None:
+    lab = load_builtin_lab(lab_id)
+    header = read_header(lab.folder / "faulty" / file)
+    assert header.verdict in CASE_VERDICTS | COMPILE_VERDICTS, header.verdict
+    assert header.verdict != "pass", "a faulty kernel must fail somewhere"
+    case_names = {c.name for c in lab.cases}
+    for key in ("expect-fail-case", "expect-pass-case"):
+        if key in header.fields:
+            assert header.fields[key] in case_names, f"{file}: {key} names no case of {lab_id}"
+    if "expect-finding" in header.fields:
+        assert header.fields["expect-finding"] in FINDING_KINDS
+        # Sanitizer findings need the sanitizer to run on this lab by default.
+        assert lab.sanitizer or header.fields["expect-finding"] == "divergent_barrier"
+    if header.verdict in COMPILE_VERDICTS:
+        assert "expect-fail-case" not in header.fields, "a compile-stage fault runs no case"
+
+
+@pytest.mark.parametrize(("lab_id", "file"), ALL_FAULTY)
+def test_faulty_kernel_compiles_or_gets_its_compile_verdict(lab_id: str, file: str) -> None:
+    lab = load_builtin_lab(lab_id)
+    path = lab.folder / "faulty" / file
+    header = read_header(path)
+    result = compile_for_test(lab, path.read_text(encoding="utf-8"), file)
+    if header.verdict in COMPILE_VERDICTS:
+        assert not result.ok
+        assert result.reason == header.verdict, result.message
+        if "expect-message" in header.fields:
+            assert header.fields["expect-message"] in f"{result.message}\n{result.log}"
+    else:
+        assert result.ok, f"{lab_id}/faulty/{file} must compile: {result.message}\n{result.log}"
+    if header.fields.get("expect-finding") == "divergent_barrier":
+        # The compile stage names the barrier problem before anything runs.
+        assert any("__syncthreads()" in w for w in result.warnings), result.warnings
+
+
+def test_every_lab_has_a_faulty_kernel() -> None:
+    without = [lab for lab in LAB_IDS if not faulty_files(lab)]
+    assert not without, f"labs without a known-faulty kernel: {without}"
