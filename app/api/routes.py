@@ -12,7 +12,7 @@ from sqlalchemy import select, text
 
 from app import __version__
 from app.core.database import utcnow
-from app.core.deps import ApiUser, SessionDep
+from app.core.deps import ApiUser, RowId, SessionDep
 from app.core.errors import NotFound
 from app.core.settings import get_settings
 from app.courses.models import Lab
@@ -130,7 +130,7 @@ async def submit(
 
 
 @router.get("/submissions/{submission_id}", tags=["submissions"])
-def get_submission(submission_id: int, session: SessionDep, user: ApiUser) -> SubmissionRead:
+def get_submission(submission_id: RowId, session: SessionDep, user: ApiUser) -> SubmissionRead:
     submission = get_visible_submission(session, user=user, submission_id=submission_id)
     return submission_read(
         session, submission=submission, viewer_is_staff=is_staff_for(session, user, submission)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from sqlalchemy.orm import Session
 
 from app.core.database import new_session
@@ -58,3 +58,6 @@ def api_user(request: Request, session: SessionDep) -> User:
 
 
 ApiUser = Annotated[User, Depends(api_user)]
+
+# Database ids are 64-bit; a bigger number in a URL is a 422, not an overflow deep in the driver.
+RowId = Annotated[int, Path(ge=1, le=2**63 - 1)]

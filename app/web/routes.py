@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 
 from app.core.database import utcnow
-from app.core.deps import SessionDep, session_user
+from app.core.deps import RowId, SessionDep, session_user
 from app.core.errors import DomainError, NotAuthenticated, RateLimited
 from app.core.settings import get_settings
 from app.courses.service import (
@@ -54,6 +54,10 @@ WebUser = Annotated[User, Depends(web_user)]
 def _safe_next(target: str | None) -> str:
     # Only local paths, so the login form cannot bounce a user to another site.
     if not target or not target.startswith("/") or target.startswith("//"):
+        return "/"
+    # Browsers read a backslash as "/" and drop tabs and newlines once a URL is unquoted, so
+    # such a path could leave the site; none of ours has them.
+    if "\\" in target or any(ord(c) < 32 or ord(c) == 127 for c in target):
         return "/"
     parts = urlsplit(target)
     return "/" if parts.scheme or parts.netloc else target
@@ -206,7 +210,7 @@ async def submit_form(
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
 def submission_page(
-    request: Request, submission_id: int, session: SessionDep, user: WebUser
+    request: Request, submission_id: RowId, session: SessionDep, user: WebUser
 ) -> Response:
     submission = get_visible_submission(session, user=user, submission_id=submission_id)
     staff = is_staff_for(session, user, submission)

@@ -1,0 +1,81 @@
+"""Hostile kernels in tests/security/kernels/: their header comments say what they must get.
+
+Header lines (interfaces.md's format, plus three lines these files need):
+    // lab: vector-scale                 the built-in lab the kernel is submitted to
+    // stage: compile | run              where the defence acts
+    // expect-verdict: timeout | resource_limit   one verdict, or alternatives joined by '|'
+    // expect-message: did not finish    optional; a substring of the message (any case)
+    // timing: on                        optional; grade with the timed repetitions
+    // why: ...                          what the kernel tries
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from graders.specs import LabSpec, load_builtin_lab
+
+KERNELS_DIR = Path(__file__).parent / "kernels"
+
+# Text that would show a host file (or the worker's environment) leaking into what a student sees.
+HOST_FILE_MARKERS = ("root:x:0:0", "root:*:", "root:!", "daemon:x:", "nologin", "PATH=/")
+
+
+@dataclass(frozen=True)
+class HostileKernel:
+    path: Path
+    lab: str
+    stage: str
+    verdicts: tuple[str, ...]
+    message: str
+    timing: bool
+    why: str
+    source: str
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def load(path: Path) -> HostileKernel:
+    source = path.read_text(encoding="utf-8")
+    header: dict[str, str] = {}
+    for line in source.splitlines():
+        if not line.startswith("//"):
+            break
+        key, sep, value = line[2:].partition(":")
+        if sep:
+            header.setdefault(key.strip(), value.strip())
+    return HostileKernel(
+        path=path,
+        lab=header.get("lab", ""),
+        stage=header.get("stage", ""),
+        verdicts=tuple(v.strip() for v in header.get("expect-verdict", "").split("|") if v.strip()),
+        message=header.get("expect-message", ""),
+        timing=header.get("timing", "off") == "on",
+        why=header.get("why", ""),
+        source=source,
+    )
+
+
+def all_kernels() -> list[HostileKernel]:
+    return [load(p) for p in sorted(KERNELS_DIR.glob("*.cu"))]
+
+
+def leaked_host_text(text: str) -> list[str]:
+    return [marker for marker in HOST_FILE_MARKERS if marker in text]
+
+
+def small_lab(lab_id: str, *, case_seconds: float = 5.0) -> LabSpec:
+    """The lab with only its small cases and a short case limit: hostile runs end quickly."""
+    lab = load_builtin_lab(lab_id)
+    cases = [c for c in lab.cases if math.prod(c.sizes.values()) <= 1 << 21]
+    timing = lab.timing
+    if timing is not None:
+        biggest = max(cases, key=lambda c: math.prod(c.sizes.values()))
+        timing = dataclasses.replace(timing, case=biggest.name, budget_seconds=0.5, max_reps=50)
+    limits = dataclasses.replace(lab.limits, case_seconds=case_seconds)
+    return dataclasses.replace(lab, cases=cases, timing=timing, limits=limits)

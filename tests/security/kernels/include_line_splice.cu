@@ -1,0 +1,12 @@
+// lab: vector-scale
+// stage: compile
+// expect-verdict: forbidden_include
+// expect-message: /etc/passwd
+// why: backslash-newline splices lines before directives are read: this is `#include`.
+#inc\
+lude /* a comment too */ "/etc/passwd"
+extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, float factor)
+{
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = src[i] * factor;
+}
