@@ -147,9 +147,11 @@ class SourceViews:
         )
 
     def line_at(self, index: int) -> int:
+        if index < len(self.line_of):
+            return self.line_of[index]
         if not self.line_of:
             return 1
-        return self.line_of[min(index, len(self.line_of) - 1)]
+        return self.line_of[-1] + (1 if self.spliced.endswith("\n") else 0)
 
     def lines(self, view: str) -> list[LogicalLine]:
         """The logical lines of one view (a string aligned with `spliced`)."""

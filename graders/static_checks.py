@@ -24,8 +24,11 @@ from graders.source_text import SourceViews
 _TOKEN = re.compile(r'[A-Za-z_]\w*|\d[\w.\']*|"[^"\n]*"?|\'[^\'\n]*\'?|::|->|\S')
 _BARRIER = re.compile(
     r"\b__syncthreads(?:_count|_and|_or)?\s*\(|\b__syncwarp\s*\(|\b__barrier_sync\s*\("
-    r"|(?:::|\.|\bcg\s*::\s*)\s*sync\s*\(|\bbar(?:rier)?\.(?:sync|cta\.sync)\b"
+    r"|(?:::|\.|\bcg\s*::\s*)\s*sync\s*\("
 )
+# In inline PTX (inside an asm statement's string).
+_PTX_BARRIER = re.compile(r"\bbar(?:rier)?\.(?:sync|cta\.sync)\b")
+_ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b")
 _TAINT_SOURCES = frozenset({"threadIdx", "thread_rank", "__lane_id", "laneid"})
 _ASSIGNMENT = re.compile(
     r"(?<![\w\].>])([A-Za-z_]\w*)\s*(?:=(?!=)|\+=|-=|\*=|/=|%=|<<=|>>=|\|=|&=|\^=)(?=\s*([^;{}]*))"
@@ -55,7 +58,11 @@ def find_barrier_problems(source: str) -> list[Finding]:
     bare = _DIRECTIVE_LINE.sub(lambda m: " " * len(m.group()), views.bare)
     code = _DIRECTIVE_LINE.sub(lambda m: " " * len(m.group()), views.code)
     tokens = [(m.group(), m.start()) for m in _TOKEN.finditer(bare)]
-    barrier_at = {m.start(): _barrier_name(m.group()) for m in _BARRIER.finditer(code)}
+    barrier_at = {m.start(): _barrier_name(m.group()) for m in _BARRIER.finditer(bare)}
+    for m in _PTX_BARRIER.finditer(code):
+        statement_start = max(code.rfind(c, 0, m.start()) for c in ";{}")
+        if _ASM.search(code, statement_start + 1, m.start()):
+            barrier_at[m.start()] = _barrier_name(m.group())
     findings: list[Finding] = []
     for start, end in _function_bodies(tokens):
         body = tokens[start:end]
