@@ -1,0 +1,85 @@
+"""The README's first command on an empty data folder: first run, then a submission compiles."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.app.conftest import GOOD_KERNEL
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_on_an_empty_folder_creates_the_demo_and_compiles_a_submission(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELGRADER_")}
+    env.update(
+        KERNELGRADER_DATA_DIR=str(tmp_path / "var"),
+        KERNELGRADER_RUN_ON_GPU="false",
+        KERNELGRADER_BROKER_POLLING_SECONDS="0.1",
+    )
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/api/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        text = log.read_text()
+        assert "created the course 'demo'" in text, text
+        login = re.search(r"log in as (\S+) with password (\S+)", text)
+        token = re.search(r"shown once\):\s+(kg_\S+)", text)
+        assert login and token, text
+        auth = {"Authorization": f"Bearer {token.group(1)}"}
+        labs = httpx.get(f"{base}/api/v1/courses/demo/labs", headers=auth).json()
+        assert "vector-scale" in [lab["slug"] for lab in labs]
+        source = GOOD_KERNEL.encode()
+        r = httpx.post(
+            f"{base}/api/v1/courses/demo/labs/vector-scale/submissions",
+            headers=auth,
+            files={"file": ("scale.cu", source, "text/plain")},
+        )
+        assert r.status_code == 202, r.text
+        detail: dict[str, object] = {}
+        while time.monotonic() < deadline:
+            detail = httpx.get(f"{base}/api/v1/submissions/{r.json()['id']}", headers=auth).json()
+            if detail["status"] not in ("queued", "compiling"):
+                break
+            time.sleep(0.2)
+        assert detail["status"] == "compiled", detail
+        assert "waits for a GPU worker" in str(detail["status_message"])
+        page = httpx.get(f"{base}/login")
+        assert page.status_code == 200 and "csrf_token" in page.text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    # The local worker went down with the server.
+    time.sleep(0.5)
+    assert "Traceback" not in log.read_text(), log.read_text()
