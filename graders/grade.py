@@ -9,6 +9,7 @@ takes down only that child. After a child crashes or is killed, the GPU's health
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import hashlib
 import json
@@ -41,67 +42,9 @@ def _b64(data: bytes) -> str:
 
 
 def _compile(lab: LabSpec, source: str, **kwargs: Any) -> CompileResult:
-    try:
-        from graders.compile import compile_submission
-    except ImportError:  # the compile stage has not landed in this checkout yet
-        return _fallback_compile(lab, source, **kwargs)
+    from graders.compile import compile_submission
+
     return compile_submission(lab, source, **kwargs)
-
-
-def _fallback_compile(
-    lab: LabSpec,
-    source: str,
-    *,
-    arch: str | None = None,
-    filename: str = "submission.cu",
-    line_info: bool = False,
-    timeout_s: float | None = None,
-) -> CompileResult:
-    """In-process NVRTC, only where graders.compile is missing (development checkouts)."""
-    import re
-
-    from cupy.cuda import nvrtc
-
-    from graders.gpu import detect_arch
-
-    arch = arch or detect_arch() or "sm_90"
-    began = time.monotonic()
-    options = [f"--gpu-architecture={arch}", *lab.nvrtc_options]
-    if line_info:
-        options.append("-lineinfo")
-    prog = nvrtc.createProgram(source, filename, [], [])
-    try:
-        try:
-            nvrtc.compileProgram(prog, options)
-        except nvrtc.NVRTCError:
-            return CompileResult(
-                False,
-                "The compiler reported errors.",
-                log=nvrtc.getProgramLog(prog),
-                arch=arch,
-                reason="compile_error",
-            )
-        cubin = nvrtc.getCUBIN(prog)
-    finally:
-        nvrtc.destroyProgram(prog)
-    declarations = {}
-    for name, spec in lab.declares.items():
-        for spelling in spec.names:
-            m = re.search(
-                rf"(?:#define\s+{spelling}\s+|constexpr\s+int\s+{spelling}\s*=\s*)(\d+)", source
-            )
-            if m:
-                declarations[name] = int(m.group(1))
-                break
-    return CompileResult(
-        True,
-        f"Compiled for {arch}.",
-        arch=arch,
-        kernel=lab.kernel,
-        declarations=declarations,
-        cubin=cubin,
-        seconds=time.monotonic() - began,
-    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -112,9 +55,19 @@ def _compile_reference_cached(
 
     lab = load_lab(lab_folder)
     ref = lab.reference(name)
+    # A reference is trusted instructor code: the lab's `requires` (e.g. `__shared__`) is a rule
+    # for submissions, and the naive baseline of a tiled lab rightly breaks it.
+    lab = dataclasses.replace(lab, requires=[])
     return _compile(
         lab, ref.source, arch=arch, filename=ref.file or f"{name}.cu", line_info=line_info
     )
+
+
+def compile_reference(lab: LabSpec, name: str, *, arch: str | None = None) -> CompileResult:
+    """A reference kernel of `lab`, compiled as submissions are but without `requires`."""
+    ref = lab.reference(name)
+    digest = hashlib.sha256(ref.source.encode()).hexdigest()
+    return _compile_reference_cached(str(lab.folder), name, digest, arch, False)
 
 
 def reference_payloads(

@@ -31,6 +31,8 @@ def main(argv: list[str]) -> int:
     func = load_kernel(base64.b64decode(job["cubin_b64"]), lab.kernel)
     arrays = DeviceArrays.allocate(lab, names, host, guard=0)
     plan = LaunchPlan.build(lab, names, arrays, scalars)
+    for grid, block, shared, _ in plan.steps:
+        print(f"kernelgrader: launching {lab.kernel} grid {grid} block {block} shared {shared}")
     try:
         run_and_wait(func, plan, float(job.get("timeout_s", 60)))
     except KernelFailure as exc:

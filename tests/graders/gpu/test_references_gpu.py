@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graders.grade import grade_source
+from graders.grade import compile_reference, run_submission
 from graders.specs import LabSpecError, list_builtin_labs, load_builtin_lab
 
 SECRET = "kernelgrader-test-secret"
@@ -27,7 +27,12 @@ def _reference_files() -> list[tuple[str, str]]:
 def test_reference_passes_its_lab(lab_id: str, ref_name: str) -> None:
     lab = load_builtin_lab(lab_id)
     ref = lab.reference(ref_name)
-    report = grade_source(lab, ref.source, secret=SECRET, sanitizer=False, timing=False)
+    # Compiled as a reference: a tiled lab's naive baseline need not meet the lab's `requires`.
+    compiled = compile_reference(lab, ref_name)
+    assert compiled.ok, f"{compiled.message}\n{compiled.log}"
+    report = run_submission(
+        lab, ref.source, compiled=compiled, secret=SECRET, sanitizer=False, timing=False
+    )
     failed = [f"{c.name}: {c.verdict}: {c.message}" for c in report.cases if not c.passed]
     assert not failed, "\n".join(failed)
     assert report.correctness_points == lab.correctness_points
