@@ -197,6 +197,18 @@ def test_page_states_the_signature_and_hides_hidden_sizes(lab_id: str) -> None:
 
 
 @pytest.mark.parametrize("lab_id", LAB_IDS)
+def test_page_states_the_cases_and_points(lab_id: str) -> None:
+    lab = load_builtin_lab(lab_id)
+    page = lab.page_markdown
+    for case in lab.cases:
+        if not case.hidden:
+            assert case.name in page, f"{lab_id}: the page does not list case {case.name}"
+    assert f"Correctness: {lab.correctness_points:g} points" in page
+    if lab.scoring.performance_points:
+        assert f"Performance: {lab.scoring.performance_points:g} points" in page
+
+
+@pytest.mark.parametrize("lab_id", LAB_IDS)
 def test_tiled_labs_run_the_sanitizer(lab_id: str) -> None:
     lab = load_builtin_lab(lab_id)
     tiled = lab_id.startswith("matmul-") and lab_id != "matmul-naive"
