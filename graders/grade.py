@@ -223,10 +223,12 @@ def _run_stage(
                 if value.get("gpu"):
                     report.gpu = GpuInfo(**value["gpu"])
                 stopped = value.get("stopped", "")
-                if stopped == "timeout":
-                    # The hung kernel was abandoned when the child exited: is the GPU still fine?
+                if stopped in ("timeout", "kernel_error"):
+                    # A hung kernel was abandoned when the child exited, or a crashed one left its
+                    # context dead: either way, is the GPU still fine for the next submission?
                     health = check_gpu_health()
-                    report.stdout += f"\n[grader] GPU health after a hung kernel: {health or 'ok'}"
+                    what = "a hung kernel" if stopped == "timeout" else "a crashed kernel"
+                    report.stdout += f"\n[grader] GPU health after {what}: {health or 'ok'}"
                     if health:
                         report.error = "gpu_unhealthy"
                         break
