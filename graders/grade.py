@@ -215,6 +215,9 @@ def _run_stage(
                 "graders.grade:run_in_child", payload, limits=_limits(lab, wall), gpu=True
             )
             report.stdout += outcome.stdout
+            if outcome.stdout_truncated:
+                kept = len(outcome.stdout.encode())
+                report.stdout += f"\n[grader] output past the first {kept} bytes was dropped."
             if outcome.ok and outcome.value is not None:
                 value = outcome.value
                 for d in value["cases"]:
