@@ -26,6 +26,7 @@ from app.submissions.service import (
     create_submission,
     get_visible_submission,
     is_staff_for,
+    regrade,
     submissions_of,
 )
 from app.users.models import User
@@ -134,6 +135,20 @@ def get_submission(submission_id: RowId, session: SessionDep, user: ApiUser) -> 
     submission = get_visible_submission(session, user=user, submission_id=submission_id)
     return submission_read(
         session, submission=submission, viewer_is_staff=is_staff_for(session, user, submission)
+    )
+
+
+@router.post("/submissions/{submission_id}/regrade", status_code=202, tags=["submissions"])
+def regrade_submission(
+    submission_id: RowId, session: SessionDep, user: ApiUser
+) -> SubmissionCreated:
+    """Staff: grade a submission again (e.g. once a GPU worker is up, or after a lab fix)."""
+    submission = get_visible_submission(session, user=user, submission_id=submission_id)
+    job = regrade(session, user=user, submission=submission, now=utcnow())
+    session.commit()
+    send_job(submission_id=submission.id, job_id=job.id)
+    return SubmissionCreated(
+        id=submission.id, status=Status.queued, url=f"/submissions/{submission.id}"
     )
 
 

@@ -88,7 +88,8 @@ def courses_of(session: Session, *, user: User) -> list[tuple[Course, Role]]:
 
 
 def import_roster(session: Session, *, course: Course, text: str) -> list[User]:
-    """Enrol everyone in a CSV with a header: email (required), name, role (default student)."""
+    """Enrol everyone in a CSV with a header: email (required), name, role (default student),
+    password (optional: sets the web login; without it an existing password is kept)."""
     reader = csv.DictReader(io.StringIO(text))
     fields = [f.strip().lower() for f in reader.fieldnames or []]
     if "email" not in fields:
@@ -104,7 +105,15 @@ def import_roster(session: Session, *, course: Course, text: str) -> list[User]:
             raise Invalid(
                 f"Roster line {number}: role '{row.get('role')}' is not student, ta or instructor."
             ) from None
-        user = ensure_user(session, email=row["email"], name=row.get("name", ""))
+        try:
+            user = ensure_user(
+                session,
+                email=row["email"],
+                name=row.get("name", ""),
+                password=row.get("password") or None,
+            )
+        except Invalid as exc:
+            raise Invalid(f"Roster line {number}: {exc.message}") from None
         enroll(session, user=user, course=course, role=role)
         users.append(user)
     return users

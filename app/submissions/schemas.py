@@ -13,7 +13,7 @@ from app.core.database import utcnow
 from app.courses.models import Course, Lab
 from app.grading.models import CaseResult, GradingJob, JobState
 from app.submissions.models import Status, Submission
-from app.submissions.service import queue_position
+from app.submissions.service import events_of, queue_position
 from app.users.models import User
 
 
@@ -39,6 +39,12 @@ class CaseRead(BaseModel):
     seed: str | None
     errors: CaseErrors | None
     timings: dict[str, Any] | None
+
+
+class StatusChange(BaseModel):
+    status: Status
+    message: str
+    at: datetime
 
 
 class SubmissionRead(BaseModel):
@@ -67,6 +73,7 @@ class SubmissionRead(BaseModel):
     findings: list[dict[str, Any]]
     attempts: int
     cases: list[CaseRead]
+    history: list[StatusChange]
 
 
 class SubmissionCreated(BaseModel):
@@ -176,4 +183,8 @@ def submission_read(
         findings=(job.report or {}).get("findings", []) if job else [],
         attempts=attempts,
         cases=[_case_read(row, show_hidden=show_hidden) for row in rows],
+        history=[
+            StatusChange(status=Status(e.status), message=e.message, at=e.at)
+            for e in events_of(session, submission=submission)
+        ],
     )

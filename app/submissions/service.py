@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.errors import Closed, Invalid, NotFound, TooLarge
+from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
 from app.core.settings import get_settings
 from app.courses.models import Course, Lab, LatePolicy
 from app.courses.service import require_member, role_in
@@ -118,6 +118,23 @@ def get_visible_submission(session: Session, *, user: User, submission_id: int) 
     ):
         return submission
     raise NotFound(f"There is no submission {submission_id} that you may see.")
+
+
+def regrade(session: Session, *, user: User, submission: Submission, now: datetime) -> GradingJob:
+    """Queue a new grading job for a submission (staff only); the caller commits, then sends."""
+    if not is_staff_for(session, user, submission):
+        raise Forbidden("Only the course's staff may regrade a submission.")
+    job = latest_job(session, submission=submission)
+    if job is not None and job.state in (JobState.queued.value, JobState.started.value):
+        raise Conflict(
+            f"Submission {submission.id} is already waiting or being graded; "
+            "wait for its result before regrading it."
+        )
+    job = GradingJob(submission_id=submission.id, queued_at=now)
+    session.add(job)
+    set_status(session, submission, Status.queued, f"Queued again for a regrade by {user.email}.")
+    session.flush()
+    return job
 
 
 def latest_job(session: Session, *, submission: Submission) -> GradingJob | None:

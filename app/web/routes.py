@@ -30,6 +30,7 @@ from app.submissions.service import (
     create_submission,
     get_visible_submission,
     is_staff_for,
+    regrade,
     submissions_of,
 )
 from app.users.models import User
@@ -220,6 +221,22 @@ def submission_page(
         "submission.html",
         {"s": view, "source_lines": submission.source_text.splitlines(), "staff": staff},
     )
+
+
+@router.post("/submissions/{submission_id}/regrade")
+def regrade_form(
+    request: Request,
+    submission_id: RowId,
+    session: SessionDep,
+    user: WebUser,
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    submission = get_visible_submission(session, user=user, submission_id=submission_id)
+    job = regrade(session, user=user, submission=submission, now=utcnow())
+    session.commit()
+    send_job(submission_id=submission.id, job_id=job.id)
+    return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
 
 
 @router.get("/courses/{course}/labs/{lab}/submissions", response_class=HTMLResponse)

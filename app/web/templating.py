@@ -35,7 +35,7 @@ def markdown(text: str) -> Markup:
 
 
 def when(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "—"
 
 
 _LOG_LINE = re.compile(r"\((\d+)\)\s*:\s*(error|warning)", re.IGNORECASE)

@@ -11,6 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
+from app.core.database import session_scope
+from app.users.service import authenticate
 from tests.app.conftest import TEST_LAB, unique
 
 runner = CliRunner()
@@ -62,14 +64,21 @@ def test_user_add_and_roster_import(course: str, tmp_path: Path) -> None:
         "user", "add", email, "--role", "dean", "--course", course
     )
     roster = tmp_path / "roster.csv"
+    first = f"{unique('s')}@example.edu"
     roster.write_text(
-        "email,name,role\n"
-        f"{unique('s')}@example.edu,Student One,\n"
-        f"{unique('s')}@example.edu,Student Two,student\n"
-        f"{unique('t')}@example.edu,Tutor,ta\n",
+        "email,name,role,password\n"
+        f"{first},Student One,,first password\n"
+        f"{unique('s')}@example.edu,Student Two,student,\n"
+        f"{unique('t')}@example.edu,Tutor,ta,\n",
         encoding="utf-8",
     )
     assert f"Enrolled 3 users in {course}" in run("roster", "import", course, str(roster))
+    with session_scope() as session:
+        assert authenticate(session, email=first, password="first password") is not None
+    roster.write_text(f"email,password\n{first},short\n", encoding="utf-8")
+    assert "Roster line 2: The password is shorter than 8" in fails(
+        "roster", "import", course, str(roster)
+    )
     roster.write_text("name\nNobody\n", encoding="utf-8")
     assert "no 'email' column" in fails("roster", "import", course, str(roster))
     export = run("gradebook", "export", course)

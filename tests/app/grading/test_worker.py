@@ -114,3 +114,26 @@ async def test_grading_the_same_job_twice_gives_one_result(
     rows = session.scalars(select(CaseResult).where(CaseResult.job_id == job.id)).all()
     assert rows == []  # no run stage here, so no case rows; and none duplicated
     assert grade_job(submission.id, 10**9, me="x:1") is Outcome.missing
+
+
+async def test_staff_regrade_makes_a_new_job_and_students_cannot(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    submission, _ = await submit_and_grade(client, world, session, GOOD_KERNEL)
+    url = f"/api/v1/submissions/{submission.id}/regrade"
+    student = await client.post(url, headers=world.student.auth)
+    assert student.status_code == 403
+    r = await client.post(url, headers=world.ta.auth)
+    assert r.status_code == 202 and r.json()["status"] == "queued"
+    # A second regrade while the first waits is refused with a reason.
+    again = await client.post(url, headers=world.instructor.auth)
+    assert again.status_code == 409 and "already waiting" in again.json()["detail"]
+    jobs = session.scalars(
+        select(GradingJob).where(GradingJob.submission_id == submission.id).order_by(GradingJob.id)
+    ).all()
+    assert len(jobs) == 2 and jobs[1].state == JobState.queued.value
+    assert grade_job(submission.id, jobs[1].id, me="test-worker:1") is Outcome.compiled
+    detail = await client.get(f"/api/v1/submissions/{submission.id}", headers=world.ta.auth)
+    statuses = [change["status"] for change in detail.json()["history"]]
+    assert statuses == ["queued", "compiling", "compiled", "queued", "compiling", "compiled"]
+    assert detail.json()["attempts"] == 2
