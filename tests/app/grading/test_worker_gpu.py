@@ -1,0 +1,60 @@
+"""On a GPU worker the job runs after compiling; these run only where a GPU is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.settings import get_settings
+from app.grading.gpu_probe import run_unavailable_reason
+from app.grading.models import CaseResult, GradingJob
+from app.grading.worker import Outcome
+from app.submissions.models import Status
+from tests.app.conftest import GOOD_KERNEL, World
+from tests.app.grading.test_worker import history, submit_and_grade
+
+pytestmark = [pytest.mark.anyio, pytest.mark.gpu]
+
+NO_BOUNDS_CHECK = GOOD_KERNEL.replace("if (i < n) ", "")
+
+
+@pytest.fixture
+def gpu_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("KERNELGRADER_RUN_ON_GPU", "true")
+    get_settings.cache_clear()
+    run_unavailable_reason.cache_clear()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    run_unavailable_reason.cache_clear()
+
+
+async def test_a_good_kernel_is_graded_with_one_row_per_case(
+    gpu_worker: None, client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    assert run_unavailable_reason() is None
+    submission, outcome = await submit_and_grade(client, world, session, GOOD_KERNEL)
+    assert outcome is Outcome.graded
+    assert submission.status == Status.graded.value
+    assert submission.score == 10 and submission.graded_at is not None
+    assert history(session, submission) == ["queued", "compiling", "running", "graded"]
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id)).one()
+    rows = session.scalars(select(CaseResult).where(CaseResult.job_id == job.id)).all()
+    assert sorted(r.name for r in rows) == ["n-1000", "n-1048579"]
+    assert all(r.passed for r in rows)
+
+
+async def test_a_kernel_without_a_bounds_check_loses_the_odd_size(
+    gpu_worker: None, client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    submission, outcome = await submit_and_grade(client, world, session, NO_BOUNDS_CHECK)
+    assert outcome is Outcome.graded
+    assert submission.score is not None and submission.score < 10
+    detail = await client.get(f"/api/v1/submissions/{submission.id}", headers=world.student.auth)
+    cases = {c["name"]: c for c in detail.json()["cases"]}
+    assert cases["n-1000"]["passed"] is False
+    assert cases["n-1000"]["verdict"] != "pass"
