@@ -24,7 +24,7 @@ from typing import Any
 from graders.compile_log import clean_log, count_errors, first_error
 from graders.cubin import CubinError, demangled_base, kernel_names, kernel_params
 from graders.declarations import DeclarationError, resolve_declarations
-from graders.include_policy import BUILTIN_HEADERS, check_includes
+from graders.include_policy import BUILTIN_HEADERS, check_includes, without_line_directives
 from graders.results import CompileResult
 from graders.sandbox import SandboxLimits, run_sandboxed
 from graders.source_text import SourceViews
@@ -136,7 +136,7 @@ def compile_submission(
         memory_mb=max(lab.limits.memory_mb, MIN_COMPILE_MEMORY_MB),
     )
     payload = {
-        "source": source,
+        "source": without_line_directives(source),
         "filename": name,
         "options": nvrtc_options(lab, arch, line_info=line_info),
         "headers": BUILTIN_HEADERS,
@@ -149,7 +149,7 @@ def compile_submission(
     log = clean_log(str(value.get("log", "")), name, source)
     if not value.get("ok"):
         errors = count_errors(log, name)
-        if errors == 0:  # NVRTC refused the options, not the source
+        if "NVRTC_ERROR_COMPILATION" not in str(value.get("error")):  # options, not the source
             return _failed(
                 "internal",
                 f"The compiler could not start ({value.get('error')}); this is not your fault, "
@@ -225,8 +225,7 @@ def _error_sentence(errors: int, log: str, filename: str) -> str:
     plural = "error" if errors == 1 else "errors"
     if first is None:
         return f"The compiler reported {errors} {plural}; see the log below."
-    line, text = first
-    where = f"on line {line}" if line else "at the end of the file"
+    where, text = first
     lead = "it is" if errors == 1 else "the first is"
     return f"The compiler reported {errors} {plural}; {lead} {where}: {text}"
 

@@ -19,11 +19,15 @@ _HEADER = re.compile(
 _END_OF_SOURCE = re.compile(r"^At end of source: (?P<severity>catastrophic error|error|warning)")
 _SUMMARY = re.compile(r'^(\d+) (?:catastrophic )?errors? detected in the compilation of "(.*)"\.$')
 _CARET = re.compile(r"^\s*\^\s*$")
+# The assembler's messages come after the front end's: "ptxas error   : Entry function ...".
+_PTXAS = re.compile(r"^ptxas (?P<severity>error|fatal|warning)\s*:\s*(?P<rest>.*)$")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
 _OTHER_FILE_NOTE = "(a message about a file other than yours was left out)"
 
 
 def clean_log(log: str, filename: str, source: str) -> str:
     """The log with only the student's file in it, capped at MAX_LOG_CHARS."""
+    log = log.replace("\x00", "")
     own_lines = {line.strip() for line in source.splitlines() if line.strip()}
     out: list[str] = []
     keeping = True  # inside a diagnostic about the student's file (or a general line)
@@ -44,6 +48,9 @@ def clean_log(log: str, filename: str, source: str) -> str:
             continue
         if not keeping:
             continue
+        ptxas = _PTXAS.match(line)
+        if ptxas:
+            line = _HEX.sub(lambda m: str(int(m.group(), 16)), line.rstrip())
         summary = _SUMMARY.match(line)
         if summary:
             count = summary.group(1)
@@ -80,7 +87,8 @@ def count_errors(log: str, filename: str) -> int:
         severity = (
             header.group("severity") if own and header else end.group("severity") if end else ""
         )
-        if "error" in severity:
+        ptxas = _PTXAS.match(line)
+        if "error" in severity or (ptxas and ptxas.group("severity") != "warning"):
             count += 1
     if count == 0:
         summary = next((m for m in map(_SUMMARY.match, log.splitlines()) if m), None)
@@ -88,16 +96,20 @@ def count_errors(log: str, filename: str) -> int:
     return count
 
 
-def first_error(log: str, filename: str) -> tuple[int | None, str] | None:
-    """(line, message) of the first error in the student's file; line None at end of source."""
+def first_error(log: str, filename: str) -> tuple[str, str] | None:
+    """(where, message) of the first error: "on line 12", "at the end of the file" or
+    "when the kernel was assembled" (ptxas: resource limits such as shared memory)."""
     for line in log.splitlines():
         header = _HEADER.match(line)
         if header and "error" in header.group("severity") and header.group("file") == filename:
             text = header.group("rest").lstrip(":").strip()
-            return int(header.group("line")), _sentence(text)
+            return f"on line {header.group('line')}", _sentence(text)
         end = _END_OF_SOURCE.match(line)
         if end and "error" in end.group("severity"):
-            return None, _sentence(line.split(":", 2)[-1].strip())
+            return "at the end of the file", _sentence(line.split(":", 2)[-1].strip())
+        ptxas = _PTXAS.match(line)
+        if ptxas and ptxas.group("severity") != "warning":
+            return "when the kernel was assembled", _sentence(ptxas.group("rest").strip())
     return None
 
 

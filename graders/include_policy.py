@@ -160,3 +160,30 @@ def _check_pragma_operators(views: SourceViews) -> str | None:
         if problem:
             return f'Line {line} has `_Pragma("{text}")`: {problem}'
     return None
+
+
+def without_line_directives(source: str) -> str:
+    """The source with `#line` directives (and `# 12 "file"` markers) blanked, newlines kept:
+    they would rename the file and renumber the lines in the compiler's messages, and the log
+    must point into the student's own file."""
+    views = SourceViews.of(source)
+    logical = views.lines(views.code)
+    blank: set[int] = set()
+    for i, line in enumerate(logical):
+        match = _DIRECTIVE.match(line.text)
+        if match is None:
+            continue
+        is_line = match.group(1) == "line" or (
+            match.group(1) is None and match.group(2).strip()[:1].isdigit()
+        )
+        if is_line:
+            last = logical[i + 1].number - 1 if i + 1 < len(logical) else line.number
+            blank.update(range(line.number, last + 1))
+    if not blank:
+        return source
+    physical = source.splitlines(keepends=True)
+    for number in blank:
+        if 0 < number <= len(physical):
+            text = physical[number - 1]
+            physical[number - 1] = text[len(text.rstrip("\r\n")) :]
+    return "".join(physical)

@@ -199,3 +199,22 @@ def test_arch_default_and_filenames() -> None:
     assert default_arch().startswith("sm_")
     assert safe_filename("/home/x/../lab.cu") == "lab.cu"
     assert safe_filename("a b.cu") == "submission.cu" and safe_filename("") == "submission.cu"
+
+
+def test_line_directives_cannot_rename_the_file_or_move_lines(lab: LabSpec) -> None:
+    source = '#line 500 "/etc/passwd"\n' + TILED.replace("float sum = 0.0f;", "float sum = zero;")
+    result = compile_submission(lab, source, arch=ARCH)
+    assert result.reason == "compile_error"
+    assert 'submission.cu(13): error: identifier "zero" is undefined' in result.log
+    assert "/etc/passwd" not in result.log and "(500)" not in result.log
+
+
+def test_assembler_errors_are_compile_errors(lab: LabSpec) -> None:
+    source = TILED.replace("As[TILE_WIDTH][TILE_WIDTH];", "As[TILE_WIDTH][TILE_WIDTH * 1024];")
+    result = compile_submission(lab, source, arch=ARCH)
+    assert not result.ok and result.reason == "compile_error"
+    assert result.message.startswith(
+        "The compiler reported 1 error; it is when the kernel was assembled: Entry function "
+        "'matmul' uses too much shared data ("
+    )
+    assert "max)" in result.message and "0x" not in result.message
