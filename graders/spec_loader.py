@@ -1,18 +1,19 @@
 """Read and validate a lab.toml into a `graders.specs.LabSpec` (the model lives in specs.py).
 
 Every error names the file and the field path, e.g.
-`matmul-tiled/lab.toml: cases[2].sizes: size 'K' is missing (the shapes use M, N, K)`.
+`matmul-tiled/lab.toml: cases[2].sizes: size 'K' is missing (the spec uses K, M, N; ...)`.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
-from graders.expr import FUNCTION_NAMES, ExprError, Number, evaluate, names_in
+from graders.expr import Number
+from graders.spec_checks import check_every_case, check_names
+from graders.spec_fields import FieldReader
 from graders.specs import (
     ARRAY_DTYPES,
     BUILTIN_ORACLES,
@@ -39,11 +40,7 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.x+-]{0,63}$")
 # NVRTC options that would give a submission a way to read host files or change output kinds.
 FORBIDDEN_OPTION_PREFIXES = ("-I", "--include-path", "-include", "--pre-include", "-o", "--output")
-MAX_BLOCK_THREADS = 1024
-MAX_GRID = (2**31 - 1, 65535, 65535)
-MAX_CASE_BYTES = 48 * 2**30  # a spec typo (2^40 elements) fails at load, not on the GPU
 
-T = TypeVar("T")
 
 TOP_KEYS = {
     "lab",
@@ -61,97 +58,9 @@ TOP_KEYS = {
 }
 
 
-class _Ctx:
-    """The file label used in every message, e.g. `matmul-tiled/lab.toml`."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def fail(self, path: str, message: str) -> NoReturn:
-        raise LabSpecError(
-            f"{self.label}: {path}: {message}" if path else f"{self.label}: {message}"
-        )
-
-    def table(
-        self, value: Any, path: str, *, required: Iterable[str] = (), optional: Iterable[str] = ()
-    ) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            self.fail(path, f"expected a table, got {_kind(value)}")
-        required, optional = set(required), set(optional)
-        unknown = sorted(set(value) - required - optional)
-        if unknown:
-            allowed = ", ".join(sorted(required | optional))
-            self.fail(path, f"unknown key {unknown[0]!r} (allowed: {allowed})")
-        for key in sorted(required):
-            if key not in value:
-                self.fail(path, f"{key!r} is missing")
-        return value
-
-    def string(self, value: Any, path: str, *, pattern: re.Pattern[str] | None = None) -> str:
-        if not isinstance(value, str) or not value.strip():
-            self.fail(path, f"expected non-empty text, got {_kind(value)}")
-        if pattern is not None and not pattern.match(value):
-            self.fail(path, f"{value!r} does not match {pattern.pattern}")
-        return value
-
-    def boolean(self, value: Any, path: str) -> bool:
-        if not isinstance(value, bool):
-            self.fail(path, f"expected true or false, got {_kind(value)}")
-        return value
-
-    def integer(self, value: Any, path: str, *, minimum: int | None = None) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(path, f"expected a whole number, got {_kind(value)}")
-        if minimum is not None and value < minimum:
-            self.fail(path, f"must be at least {minimum}, got {value}")
-        return value
-
-    def number(self, value: Any, path: str, *, positive: bool = False) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            self.fail(path, f"expected a number, got {_kind(value)}")
-        if value < 0 or (positive and value == 0):
-            self.fail(path, f"must be {'positive' if positive else 'non-negative'}, got {value}")
-        return float(value)
-
-    def expr(self, value: Any, path: str) -> str | Number:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            self.fail(path, f"expected a number or an expression, got {_kind(value)}")
-        try:
-            names_in(value)
-        except ExprError as exc:
-            self.fail(path, str(exc))
-        return value
-
-    def list_of(
-        self,
-        value: Any,
-        path: str,
-        item: Callable[[Any, str], T],
-        *,
-        min_len: int = 0,
-        max_len: int | None = None,
-    ) -> list[T]:
-        if not isinstance(value, list):
-            self.fail(path, f"expected a list, got {_kind(value)}")
-        if len(value) < min_len or (max_len is not None and len(value) > max_len):
-            bounds = f"{min_len} to {max_len}" if max_len is not None else f"at least {min_len}"
-            self.fail(path, f"expected {bounds} entries, got {len(value)}")
-        return [item(v, f"{path}[{i}]") for i, v in enumerate(value)]
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
-    return f"{type(value).__name__} {value!r}"
-
-
 def read_lab(folder: Path) -> LabSpec:
     folder = folder.resolve()
-    ctx = _Ctx(f"{folder.name}/lab.toml")
+    ctx = FieldReader(f"{folder.name}/lab.toml")
     spec_file = folder / "lab.toml"
     if not spec_file.is_file():
         raise LabSpecError(f"{ctx.label}: the file does not exist (no lab at {folder})")
@@ -227,12 +136,12 @@ def read_lab(folder: Path) -> LabSpec:
         requires=ctx.list_of(lab.get("requires", []), "lab.requires", ctx.string),
         nvrtc_options=options,
     )
-    _check_names(ctx, spec)
-    _check_every_case(ctx, spec)
+    check_names(ctx, spec)
+    check_every_case(ctx, spec)
     return spec
 
 
-def _read_text(ctx: _Ctx, folder: Path, name: str, path: str) -> str:
+def _read_text(ctx: FieldReader, folder: Path, name: str, path: str) -> str:
     target = (folder / name).resolve()
     if not target.is_relative_to(folder):
         ctx.fail(path, f"{name!r} is outside the lab folder")
@@ -244,7 +153,7 @@ def _read_text(ctx: _Ctx, folder: Path, name: str, path: str) -> str:
         ctx.fail(path, f"{name!r} is not UTF-8 text")
 
 
-def _init(ctx: _Ctx, value: Any, path: str) -> InitSpec:
+def _init(ctx: FieldReader, value: Any, path: str) -> InitSpec:
     init = ctx.table(value, path, required={"dist"}, optional={"low", "high", "value"})
     dist = ctx.string(init["dist"], f"{path}.dist")
     if dist in ("uniform", "integers"):
@@ -263,7 +172,7 @@ def _init(ctx: _Ctx, value: Any, path: str) -> InitSpec:
     ctx.fail(f"{path}.dist", f"unknown distribution {dist!r} (uniform, integers, constant)")
 
 
-def _params(ctx: _Ctx, value: Any) -> list[ParamSpec]:
+def _params(ctx: FieldReader, value: Any) -> list[ParamSpec]:
     def one(item: Any, path: str) -> ParamSpec:
         p = ctx.table(
             item,
@@ -314,7 +223,7 @@ def _params(ctx: _Ctx, value: Any) -> list[ParamSpec]:
     return params
 
 
-def _unique(ctx: _Ctx, path: str, names: list[str], key: str) -> None:
+def _unique(ctx: FieldReader, path: str, names: list[str], key: str) -> None:
     seen: set[str] = set()
     for i, name in enumerate(names):
         if name in seen:
@@ -322,7 +231,7 @@ def _unique(ctx: _Ctx, path: str, names: list[str], key: str) -> None:
         seen.add(name)
 
 
-def _declares(ctx: _Ctx, value: Any) -> dict[str, DeclareSpec]:
+def _declares(ctx: FieldReader, value: Any) -> dict[str, DeclareSpec]:
     table = ctx.table(value, "declare", optional=set(value) if isinstance(value, dict) else ())
     out: dict[str, DeclareSpec] = {}
     for name, item in table.items():
@@ -344,7 +253,7 @@ def _declares(ctx: _Ctx, value: Any) -> dict[str, DeclareSpec]:
     return out
 
 
-def _derived(ctx: _Ctx, value: Any) -> dict[str, str | Number]:
+def _derived(ctx: FieldReader, value: Any) -> dict[str, str | Number]:
     table = ctx.table(value, "derived", optional=set(value) if isinstance(value, dict) else ())
     for name, expr in table.items():
         ctx.string(name, f"derived.{name}", pattern=IDENTIFIER)
@@ -352,7 +261,7 @@ def _derived(ctx: _Ctx, value: Any) -> dict[str, str | Number]:
     return dict(table)
 
 
-def _launches(ctx: _Ctx, value: Any, params: list[ParamSpec]) -> list[LaunchSpec]:
+def _launches(ctx: FieldReader, value: Any, params: list[ParamSpec]) -> list[LaunchSpec]:
     by_name = {p.name: p for p in params}
 
     def one(item: Any, path: str) -> LaunchSpec:
@@ -403,7 +312,7 @@ def _launches(ctx: _Ctx, value: Any, params: list[ParamSpec]) -> list[LaunchSpec
     return launches
 
 
-def _cases(ctx: _Ctx, value: Any) -> list[CaseSpec]:
+def _cases(ctx: FieldReader, value: Any) -> list[CaseSpec]:
     def one(item: Any, path: str) -> CaseSpec:
         c = ctx.table(item, path, required={"name", "sizes", "points"}, optional={"hidden"})
         name = ctx.string(c["name"], f"{path}.name", pattern=CASE_NAME)
@@ -424,7 +333,7 @@ def _cases(ctx: _Ctx, value: Any) -> list[CaseSpec]:
     return cases
 
 
-def _references(ctx: _Ctx, folder: Path, value: Any) -> list[ReferenceSpec]:
+def _references(ctx: FieldReader, folder: Path, value: Any) -> list[ReferenceSpec]:
     def one(item: Any, path: str) -> ReferenceSpec:
         r = ctx.table(item, path, required={"name"}, optional={"file", "builtin"})
         name = ctx.string(r["name"], f"{path}.name", pattern=CASE_NAME)
@@ -450,7 +359,7 @@ def _references(ctx: _Ctx, folder: Path, value: Any) -> list[ReferenceSpec]:
     return refs
 
 
-def _expected(ctx: _Ctx, value: Any, references: list[ReferenceSpec]) -> str:
+def _expected(ctx: FieldReader, value: Any, references: list[ReferenceSpec]) -> str:
     table = ctx.table(value, "expected", required={"oracle"})
     oracle = ctx.string(table["oracle"], "expected.oracle")
     if oracle.startswith("reference:"):
@@ -465,7 +374,7 @@ def _expected(ctx: _Ctx, value: Any, references: list[ReferenceSpec]) -> str:
     return oracle
 
 
-def _tolerance(ctx: _Ctx, value: Any, params: list[ParamSpec]) -> dict[str, ToleranceSpec]:
+def _tolerance(ctx: FieldReader, value: Any, params: list[ParamSpec]) -> dict[str, ToleranceSpec]:
     table = ctx.table(value, "tolerance", optional=FLOAT_DTYPES)
     out: dict[str, ToleranceSpec] = {}
     for dtype, item in table.items():
@@ -484,7 +393,7 @@ def _tolerance(ctx: _Ctx, value: Any, params: list[ParamSpec]) -> dict[str, Tole
     return out
 
 
-def _limits(ctx: _Ctx, value: Any) -> LimitsSpec:
+def _limits(ctx: FieldReader, value: Any) -> LimitsSpec:
     t = ctx.table(value, "limits", optional={"compile_seconds", "case_seconds", "memory_mb"})
     d = LimitsSpec()
     return LimitsSpec(
@@ -496,7 +405,7 @@ def _limits(ctx: _Ctx, value: Any) -> LimitsSpec:
     )
 
 
-def _timing(ctx: _Ctx, value: Any, cases: list[CaseSpec]) -> TimingSpec:
+def _timing(ctx: FieldReader, value: Any, cases: list[CaseSpec]) -> TimingSpec:
     t = ctx.table(
         value,
         "timing",
@@ -519,7 +428,7 @@ def _timing(ctx: _Ctx, value: Any, cases: list[CaseSpec]) -> TimingSpec:
 
 
 def _scoring(
-    ctx: _Ctx, value: Any, references: list[ReferenceSpec], timing: TimingSpec | None
+    ctx: FieldReader, value: Any, references: list[ReferenceSpec], timing: TimingSpec | None
 ) -> ScoringSpec:
     t = ctx.table(value, "scoring", optional={"performance_points", "baseline", "target"})
     points = ctx.number(t.get("performance_points", 0), "scoring.performance_points")
@@ -543,122 +452,3 @@ def _scoring(
     if points > 0 and picked["baseline"] == picked["target"]:
         ctx.fail("scoring.target", "must differ from scoring.baseline")
     return ScoringSpec(points, picked["baseline"], picked["target"])
-
-
-def _expressions(spec: LabSpec) -> list[tuple[str, str | Number]]:
-    """Every expression in the spec that is evaluated per case, with its field path."""
-    out: list[tuple[str, str | Number]] = []
-    for i, p in enumerate(spec.params):
-        out += [(f"params[{i}].shape[{j}]", d) for j, d in enumerate(p.shape)]
-        if p.value is not None:
-            out.append((f"params[{i}].value", p.value))
-        if p.init is not None:
-            keys = ("value",) if p.init.dist == "constant" else ("low", "high")
-            out += [(f"params[{i}].init.{k}", getattr(p.init, k)) for k in keys]
-    for i, launch in enumerate(spec.launches):
-        out += [(f"launch[{i}].block[{j}]", b) for j, b in enumerate(launch.block)]
-        out += [(f"launch[{i}].grid[{j}]", g) for j, g in enumerate(launch.grid)]
-        out.append((f"launch[{i}].shared_bytes", launch.shared_bytes))
-        param_names = {p.name for p in spec.params}
-        out += [
-            (f"launch[{i}].args[{j}]", a) for j, a in enumerate(launch.args) if a not in param_names
-        ]
-    for dtype, tol in spec.tolerance.items():
-        out += [(f"tolerance.{dtype}.atol", tol.atol), (f"tolerance.{dtype}.rtol", tol.rtol)]
-    return out
-
-
-def _check_names(ctx: _Ctx, spec: LabSpec) -> None:
-    """Sizes are what cases bind: every free name of every expression, and nothing else."""
-    bound_elsewhere = set(spec.declares) | set(spec.derived)
-    for name in spec.derived:
-        if name in spec.declares:
-            ctx.fail(f"derived.{name}", f"{name!r} is also a declaration name")
-    sources: dict[str, str] = {}
-    for path, expr in _expressions(spec) + [(f"derived.{k}", v) for k, v in spec.derived.items()]:
-        for name in sorted(names_in(expr)):
-            if name not in bound_elsewhere:
-                sources.setdefault(name, path)
-    needed = set(sources)
-    what = ", ".join(sorted(needed)) or "no sizes"
-    for i, case in enumerate(spec.cases):
-        for name in sorted(needed - set(case.sizes)):
-            ctx.fail(
-                f"cases[{i}].sizes",
-                f"size {name!r} is missing (the spec uses {what}; first in {sources[name]})",
-            )
-        for name in sorted(set(case.sizes) - needed):
-            clash = " (it is a declaration or derived name)" if name in bound_elsewhere else ""
-            ctx.fail(
-                f"cases[{i}].sizes",
-                f"size {name!r} is not used by any expression{clash}; the spec uses {what}",
-            )
-    for name in needed & FUNCTION_NAMES:
-        ctx.fail(sources[name], f"{name!r} is a function name")
-
-
-def _declaration_variants(spec: LabSpec) -> list[dict[str, int]]:
-    if not spec.declares:
-        return [{}]
-    return [
-        {n: d.default for n, d in spec.declares.items()},
-        {n: d.min for n, d in spec.declares.items()},
-        {n: d.max for n, d in spec.declares.items()},
-    ]
-
-
-def _check_every_case(ctx: _Ctx, spec: LabSpec) -> None:
-    """Evaluate every expression for every case (with default, min and max declarations)."""
-    for ci, case in enumerate(spec.cases):
-        for decl in _declaration_variants(spec):
-            label = f" with {decl}" if decl else ""
-            where = f"case {case.name!r}{label}"
-            try:
-                names = spec.sizes_for(case, decl)
-            except ExprError as exc:
-                ctx.fail("derived", f"{where}: {exc}")
-            _check_case(ctx, spec, ci, where, names)
-
-
-def _check_case(ctx: _Ctx, spec: LabSpec, ci: int, where: str, names: Mapping[str, Number]) -> None:
-    for path, expr in _expressions(spec):
-        try:
-            value = evaluate(expr, names)
-        except ExprError as exc:
-            ctx.fail(path, f"{where}: {exc}")
-        negative_ok = path.endswith((".low", ".high", ".value")) and path.startswith("params")
-        if value < 0 and not negative_ok:
-            ctx.fail(path, f"{where}: {expr!r} is {value}, which is negative")
-    total_bytes = 0
-    for i, p in enumerate(spec.params):
-        if not p.is_array:
-            continue
-        try:
-            shape = p.shape_for(names)
-        except ExprError as exc:
-            ctx.fail(f"params[{i}].shape", f"{where}: {exc}")
-        if any(d < 1 for d in shape):
-            ctx.fail(f"params[{i}].shape", f"{where}: shape {shape} has an empty dimension")
-        total_bytes += p.numel_for(names) * (8 if p.dtype in ("float64", "int64") else 4)
-    if total_bytes > MAX_CASE_BYTES:
-        ctx.fail(f"cases[{ci}].sizes", f"{where}: the arrays need {total_bytes / 2**30:.0f} GiB")
-    for li, launch in enumerate(spec.launches):
-        try:
-            grid, block, shared = launch.geometry(names)
-        except ExprError as exc:
-            ctx.fail(f"launch[{li}]", f"{where}: {exc}")
-        threads = block[0] * block[1] * block[2]
-        if min(block) < 1 or threads > MAX_BLOCK_THREADS:
-            ctx.fail(
-                f"launch[{li}].block",
-                f"{where}: block {block} has {threads} threads (1 to {MAX_BLOCK_THREADS})",
-            )
-        for axis, (g, limit) in enumerate(zip(grid, MAX_GRID, strict=True)):
-            if not 1 <= g <= limit:
-                ctx.fail(f"launch[{li}].grid[{axis}]", f"{where}: {g} is outside 1..{limit}")
-        if shared < 0:
-            ctx.fail(f"launch[{li}].shared_bytes", f"{where}: {shared} is negative")
-        try:
-            spec.launch_args(launch, names)
-        except ExprError as exc:
-            ctx.fail(f"launch[{li}].args", f"{where}: {exc}")
