@@ -27,7 +27,8 @@ class CompileResult:
     # Machine code for the run stage: a cubin for `arch`. Not stored in the database.
     cubin: bytes | None = field(default=None, repr=False)
     # Why compiling did not happen or stopped: "", "compile_error", "missing_kernel",
-    # "bad_declaration", "forbidden_include", "timeout", "resource_limit", "internal".
+    # "wrong_signature", "bad_declaration", "missing_requirement", "forbidden_include",
+    # "timeout", "resource_limit", "internal".
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
