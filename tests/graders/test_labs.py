@@ -13,9 +13,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from graders.compile import compile_submission
+from graders.inputs import case_seed, generate_arrays
 from graders.results import CompileResult
 from graders.specs import LabSpec, builtin_labs_dir, list_builtin_labs, load_builtin_lab
 
@@ -280,3 +282,55 @@ def test_faulty_kernel_compiles_or_gets_its_compile_verdict(lab_id: str, file: s
 def test_every_lab_has_a_faulty_kernel() -> None:
     without = [lab for lab in LAB_IDS if not faulty_files(lab)]
     assert not without, f"labs without a known-faulty kernel: {without}"
+
+
+def _case_data(lab_id: str, case: str) -> tuple[LabSpec, dict[str, float], dict[str, np.ndarray]]:
+    lab = load_builtin_lab(lab_id)
+    names = lab.sizes_for(case)
+    seed = case_seed(lab.id, case, hidden=False)
+    return lab, names, generate_arrays(lab.params, names, seed)
+
+
+def _float32_row_products(a_row: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One row of A times B, summed one product after another in float32 (a naive kernel)."""
+    products = (a_row[:, None] * b).astype(np.float32)
+    return np.cumsum(products, axis=0, dtype=np.float32)[-1]
+
+
+def test_matmul_tolerance_admits_float32_accumulation() -> None:
+    lab, names, data = _case_data("matmul-tiled", "square-2048")
+    atol, rtol = lab.tolerance["float32"].for_case(names)
+    a, b = data["A"], data["B"]
+    for row in range(0, names["M"], 256):
+        got = _float32_row_products(a[row], b)
+        exact = a[row].astype(np.float64) @ b.astype(np.float64)
+        # A wide margin: other summation orders must pass too.
+        assert (np.abs(got - exact) <= 0.25 * (atol + rtol * np.abs(exact))).all()
+
+
+def test_int_matmul_inputs_catch_float_accumulation_without_overflow() -> None:
+    lab, names, data = _case_data("matmul-tiled-int", "square-1023")
+    init = lab.param("A").init
+    assert init is not None
+    largest = max(abs(int(init.low)), abs(int(init.high)))
+    assert 2048 * largest * largest < 2**31  # no int32 sum can overflow, at any size here
+    a, b = data["A"].astype(np.int64), data["B"].astype(np.int64)
+    wrong = sum(
+        int((_float32_row_products(a[r], b).astype(np.int64) != a[r] @ b).sum())
+        for r in range(0, names["M"], 64)
+    )
+    assert wrong > 0  # faulty/float_accumulation.cu must fail this case
+
+
+def test_atomic_tolerance_admits_one_float_accumulator() -> None:
+    lab, names, data = _case_data("array-sum-atomic", "n-8388608")
+    atol, rtol = lab.tolerance["float32"].for_case(names)
+    src = data["src"]
+    one_by_one = float(np.cumsum(src, dtype=np.float32)[-1])  # seed 002's atomic kernel
+    exact = float(src.astype(np.float64).sum())
+    assert abs(one_by_one - exact) <= 0.25 * (atol + rtol * exact)
+    # ...while losing one block of 256 elements on the 1000-element case is caught.
+    lab, names, data = _case_data("array-sum-atomic", "n-1000")
+    atol, rtol = lab.tolerance["float32"].for_case(names)
+    exact = float(data["src"].astype(np.float64).sum())
+    assert float(data["src"][256:].astype(np.float64).sum()) < exact - (atol + rtol * exact)
