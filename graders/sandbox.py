@@ -11,7 +11,12 @@ its JSON answer from another private pipe. The child gets:
   tens of GiB of virtual address space at start-up and would fail under RLIMIT_AS;
   RLIMIT_DATA counts only private writable memory, which the host side of grading really uses.
   RLIMIT_NPROC counts every process of the user, and root ignores it, so it is set only when
-  the worker is not root; run workers as a dedicated user for it to mean something.
+  the child does not run as root.
+- a user with no privileges: where the worker is root, a CPU-only child (the compiler) drops
+  to `nobody` (KERNELGRADER_SANDBOX_USER; empty turns it off) after its namespaces are made,
+  so even a hole in the include policy could not read root-only files. Probed once: where that
+  user cannot run this Python (an interpreter under /root, say) the child stays root and the
+  log says "privilege drop unavailable: ...". GPU children keep the worker's user.
 - an empty private working directory (mode 0700, removed afterwards) that is also its HOME
   and TMPDIR;
 - a scrubbed environment: PATH, HOME, TMPDIR, LANG, PYTHONPATH (so `graders` imports) and the
@@ -42,8 +47,6 @@ For callers (measured on an H200 host, CuPy 14.2, Python 3.12):
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import json
 import os
 import resource
@@ -54,21 +57,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNET = 0x40000000
+from graders.sandbox_isolation import (
+    child_env,
+    make_preexec,
+    network_isolation,
+    unprivileged_user,
+)
+
+__all__ = ["SandboxLimits", "SandboxOutcome", "network_isolation", "run_sandboxed"]
+
 # The answer of a grading step is small JSON; anything bigger is a broken or hostile child.
 _ANSWER_LIMIT_BYTES = 64 * 1024 * 1024
 # After the child exits, how long we wait for its pipes to close before giving up on them.
 _DRAIN_SECONDS = 1.0
-# Environment variables the CUDA driver, runtime and CuPy read; passed only for gpu=True.
-_GPU_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "CUPY_", "NCCL_")
-# Library paths are not secrets; NVRTC (CPU-only) needs them too.
-_LIBRARY_ENV = ("LD_LIBRARY_PATH", "CUDA_PATH", "CUDA_HOME")
 
 
 @dataclass(frozen=True)
@@ -101,116 +105,6 @@ class SandboxOutcome:
     stdout_truncated: bool
     seconds: float
     log: list[str] = field(default_factory=list)  # for staff and the worker log
-
-
-# --- isolation helpers ---------------------------------------------------------------------
-
-
-def _libc_unshare() -> Callable[[int], int] | None:
-    """os.unshare on 3.12+, libc's unshare through ctypes on 3.11; None where neither exists."""
-    if hasattr(os, "unshare"):
-
-        def via_os(flags: int) -> int:
-            os.unshare(flags)  # type: ignore[attr-defined]  # new in Python 3.12
-            return 0
-
-        return via_os
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        func = libc.unshare
-    except (OSError, AttributeError):
-        return None
-
-    def via_libc(flags: int) -> int:
-        if func(flags) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
-        return 0
-
-    return via_libc
-
-
-@functools.cache
-def network_isolation() -> tuple[int, str]:
-    """The unshare flags that cut a child off the network here, or (0, why not)."""
-    unshare = _libc_unshare()
-    if unshare is None:
-        return 0, "network isolation unavailable: this system has no unshare(2)"
-    flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
-    try:
-        # Probe once in a throwaway child, so a refusal is known before any real work.
-        subprocess.run(
-            [sys.executable, "-c", "pass"],
-            preexec_fn=lambda: unshare(flags),  # one system call, right after fork
-            check=True,
-            timeout=30,
-            env={"PATH": "/usr/bin:/bin"},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    except (subprocess.SubprocessError, OSError) as exc:
-        who = "as root" if os.geteuid() == 0 else "without root (user namespaces refused?)"
-        return 0, f"network isolation unavailable: unshare failed {who}: {exc}"
-    kind = "network namespace" if flags == _CLONE_NEWNET else "user + network namespace"
-    return flags, f"network isolated: new {kind}"
-
-
-def _child_env(workdir: str, gpu: bool) -> dict[str, str]:
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": workdir,
-        "TMPDIR": workdir,
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONPATH": package_root,
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONNOUSERSITE": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
-    for name in _LIBRARY_ENV:
-        if name in os.environ:
-            env[name] = os.environ[name]
-    if gpu:
-        for name, value in os.environ.items():
-            if name.startswith(_GPU_ENV_PREFIXES):
-                env[name] = value
-    # The child's compile cache must stay inside its private directory, not in a shared HOME.
-    env["CUPY_CACHE_DIR"] = os.path.join(workdir, ".cupy")
-    return env
-
-
-def _make_preexec(limits: SandboxLimits, gpu: bool, unshare_flags: int) -> Callable[[], None]:
-    """Runs in the child between fork and exec: only plain system calls, nothing that locks."""
-    unshare = _libc_unshare() if unshare_flags else None
-    mib = 1024 * 1024
-    settings: list[tuple[int, int]] = [
-        (resource.RLIMIT_CPU, max(1, int(limits.cpu_seconds))),
-        (resource.RLIMIT_NOFILE, limits.max_open_files),
-        (resource.RLIMIT_FSIZE, limits.max_file_size_mb * mib),
-        (resource.RLIMIT_CORE, 0),
-    ]
-    if limits.memory_mb is not None:
-        memory_kind = resource.RLIMIT_DATA if gpu else resource.RLIMIT_AS
-        settings.append((memory_kind, limits.memory_mb * mib))
-    if os.geteuid() != 0:
-        settings.append((resource.RLIMIT_NPROC, limits.max_processes))
-
-    def preexec() -> None:
-        for kind, value in settings:
-            soft, hard = resource.getrlimit(kind)
-            if hard != resource.RLIM_INFINITY:
-                value = min(value, hard)
-            # CPU: SIGXCPU at the soft limit, SIGKILL a second later if it is ignored.
-            new_hard = value + 1 if kind == resource.RLIMIT_CPU else value
-            if hard != resource.RLIM_INFINITY:
-                new_hard = min(new_hard, hard)
-            resource.setrlimit(kind, (value, new_hard))
-        if unshare is not None:
-            unshare(unshare_flags)
-
-    return preexec
 
 
 # --- outcome ---------------------------------------------------------------------------------
@@ -398,8 +292,16 @@ def run_sandboxed(
     if not limits.network:
         unshare_flags, note = network_isolation()
         log.append(note)
+    # A GPU child stays the worker's user: the driver's device files and the run stage's
+    # progress files are the worker's. The compiler needs neither.
+    creds = None
+    if not gpu:
+        creds, note = unprivileged_user()
+        log.append(note)
     request = json.dumps({"target": target, "payload": payload}).encode()
     workdir = tempfile.mkdtemp(prefix="kg-sandbox-")
+    if creds is not None:
+        os.chown(workdir, creds.uid, creds.gid)
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     try:
@@ -407,13 +309,13 @@ def run_sandboxed(
             proc = subprocess.Popen(
                 [sys.executable, "-m", "graders.sandbox_child", str(in_r), str(out_w)],
                 cwd=workdir,
-                env=_child_env(workdir, gpu),
+                env=child_env(workdir, gpu),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 pass_fds=(in_r, out_w),
                 start_new_session=True,
-                preexec_fn=_make_preexec(limits, gpu, unshare_flags),
+                preexec_fn=make_preexec(limits, gpu, unshare_flags, creds),
             )
         except (OSError, subprocess.SubprocessError) as exc:
             for fd in (in_w, out_r):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from graders.sandbox import SandboxLimits, network_isolation, run_sandboxed
+from graders.sandbox_isolation import SANDBOX_USER_ENV, unprivileged_user
 
 TARGETS = "graders._selftest_targets"
 LIMITS = SandboxLimits(wall_seconds=20, cpu_seconds=10, memory_mb=512)
@@ -177,6 +179,60 @@ def test_working_directory_is_empty_private_and_removed() -> None:
     assert first.value["cwd"] != second.value["cwd"]
     assert first.value["cwd"] != os.getcwd()
     assert not Path(first.value["cwd"]).exists()  # removed, with the file written in it
+
+
+def test_cpu_children_drop_root_where_they_can() -> None:
+    creds, note = unprivileged_user()
+    outcome = run("identity")
+    assert outcome.ok, outcome
+    assert note in outcome.log  # the decision, either way, is in the log
+    if creds is None:
+        pytest.skip(note)
+    assert outcome.value["uid"] == creds.uid and outcome.value["gid"] == creds.gid
+    assert outcome.value["groups"] == []
+    assert outcome.value["shadow"] != "readable"
+
+
+def test_the_privilege_drop_with_an_interpreter_nobody_may_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The venv's interpreter may live under /root; the system one shows the drop itself works.
+    system_python = Path("/usr/bin/python3")
+    if os.geteuid() != 0 or not system_python.exists():
+        pytest.skip("needs root and /usr/bin/python3")
+    monkeypatch.setattr(sys, "executable", str(system_python))
+    unprivileged_user.cache_clear()
+    try:
+        creds, note = unprivileged_user()
+        if creds is None:
+            pytest.skip(note)
+        outcome = run("identity")
+        network = run("try_network", {"targets": [["127.0.0.1", 9]]})
+    finally:
+        unprivileged_user.cache_clear()
+    assert outcome.ok, outcome
+    assert outcome.value["uid"] == creds.uid != 0
+    assert outcome.value["shadow"] == "PermissionError"
+    assert network.ok and "connected" not in str(network.value)  # namespace made before the drop
+
+
+def test_gpu_children_keep_the_workers_user() -> None:
+    outcome = run_sandboxed(f"{TARGETS}:identity", {}, limits=LIMITS, gpu=True)
+    assert outcome.ok, outcome
+    assert outcome.value["uid"] == os.geteuid()
+
+
+def test_the_privilege_drop_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SANDBOX_USER_ENV, "")
+    unprivileged_user.cache_clear()
+    try:
+        outcome = run("identity")
+    finally:
+        unprivileged_user.cache_clear()
+    assert outcome.ok, outcome
+    assert outcome.value["uid"] == os.geteuid()
+    if os.geteuid() == 0:
+        assert any("privilege drop off" in line for line in outcome.log)
 
 
 def test_an_unknown_target_is_internal() -> None:

@@ -6,6 +6,7 @@ Header lines (interfaces.md's format, plus three lines these files need):
     // expect-verdict: timeout | resource_limit   one verdict, or alternatives joined by '|'
     // expect-message: did not finish    optional; a substring of the message (any case)
     // timing: on                        optional; grade with the timed repetitions
+    // expect-stdout: dropped            optional; a substring of the captured kernel output
     // why: ...                          what the kernel tries
 """
 
@@ -32,6 +33,7 @@ class HostileKernel:
     verdicts: tuple[str, ...]
     message: str
     timing: bool
+    stdout: str
     why: str
     source: str
 
@@ -56,6 +58,7 @@ def load(path: Path) -> HostileKernel:
         verdicts=tuple(v.strip() for v in header.get("expect-verdict", "").split("|") if v.strip()),
         message=header.get("expect-message", ""),
         timing=header.get("timing", "off") == "on",
+        stdout=header.get("expect-stdout", ""),
         why=header.get("why", ""),
         source=source,
     )

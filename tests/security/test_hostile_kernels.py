@@ -98,6 +98,7 @@ def test_run_stage_defence(kernel: HostileKernel) -> None:
         ]
         assert all(c.message for c in hits)
     assert not leaked_host_text(report.stdout)
+    assert kernel.stdout in report.stdout, report.stdout[-1000:]
     assert len(report.stdout) < 256 * 1024, "the kernel's output must be capped"
     if {"timeout", "kernel_error"} & set(verdicts):
         # After a kernel was killed or crashed, the worker checked the GPU before going on.

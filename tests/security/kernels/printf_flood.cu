@@ -1,6 +1,7 @@
 // lab: vector-scale
 // stage: run
 // expect-verdict: pass
+// expect-stdout: [grader] output past the first
 // why: every thread prints; the grade is unchanged and the captured output is capped.
 extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, float factor)
 {
