@@ -11,6 +11,7 @@ from app.api.routes import router as api_router
 from app.api.tokens import router as tokens_router
 from app.core.errors import DomainError, NotAuthenticated, RateLimited
 from app.core.http_security import SecurityHeadersMiddleware
+from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
 from app.web.routes import router as web_router
@@ -23,6 +24,9 @@ def create_app() -> FastAPI:
         title="kernelgrader",
         version=__version__,
         description="A CUDA kernel autograder: submit a kernel, read its verdicts and scores.",
+    )
+    app.add_middleware(
+        BodySizeLimit, max_body_bytes=settings.max_upload_bytes + FORM_OVERHEAD_BYTES
     )
     app.add_middleware(
         SessionMiddleware,

@@ -313,3 +313,26 @@ async def test_hidden_cases_show_only_pass_or_fail_to_students_until_the_due_dat
     session.commit()
     after = (await client.get(f"/api/v1/submissions/{sid}", headers=world.student.auth)).json()
     assert after["cases"][1]["verdict"] == "wrong_answer"
+
+
+async def test_a_huge_body_is_refused_before_it_is_read(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    huge = b"/" * (2 * 1024 * 1024)
+    r = await client.post(
+        submit_url(world), headers=world.student.auth, files={"file": ("k.cu", huge)}
+    )
+    assert r.status_code == 413
+    assert "larger than" in r.json()["detail"]
+
+    async def chunks():  # no Content-Length: the limit counts the bytes as they arrive
+        yield b'--b\r\nContent-Disposition: form-data; name="file"; filename="k.cu"\r\n\r\n'
+        for _ in range(64):
+            yield b"x" * 65536
+
+    r = await client.post(
+        submit_url(world),
+        headers={**world.student.auth, "content-type": "multipart/form-data; boundary=b"},
+        content=chunks(),
+    )
+    assert r.status_code == 413
