@@ -37,6 +37,23 @@ for sub, name in [
     cli.add_typer(sub, name=name)
 
 
+@cli.callback()
+def check_settings() -> None:
+    """Refuse to start, in a sentence, when the settings are not usable."""
+    from pydantic import ValidationError
+
+    from app.core.settings import get_settings
+
+    try:
+        get_settings()
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"])
+            message = str(error["msg"]).removeprefix("Value error, ")
+            typer.secho(f"{where + ': ' if where else ''}{message}", err=True, fg="red")
+        raise typer.Exit(code=2) from None
+
+
 def _fail(message: str) -> typer.Exit:
     typer.secho(message, err=True, fg=typer.colors.RED)
     return typer.Exit(code=1)
@@ -295,10 +312,7 @@ def serve(
     from app.core.database import session_scope
     from app.core.settings import get_settings
 
-    try:
-        settings = get_settings()
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
+    settings = get_settings()  # checked by the callback above
     settings.ensure_data_dir()
     upgrade_database()
     with session_scope() as session:

@@ -107,3 +107,19 @@ def test_gradebook_export_to_a_file(course: str, tmp_path: Path) -> None:
     assert "Wrote" in run("gradebook", "export", course, "--output", str(out))
     assert out.read_text(encoding="utf-8").startswith("student_id,name,email,")
     assert "There is no course named nope." in fails("gradebook", "export", "nope")
+
+
+def test_unusable_settings_are_refused_in_a_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.core.settings import DEV_SECRET_KEY, get_settings
+
+    monkeypatch.setenv("KERNELGRADER_ENV", "production")
+    monkeypatch.setenv("KERNELGRADER_SECRET_KEY", DEV_SECRET_KEY)
+    get_settings.cache_clear()
+    try:
+        result = runner.invoke(cli, ["gradebook", "export", "demo"])
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+    assert result.exit_code == 2
+    assert "KERNELGRADER_SECRET_KEY is still the development default" in result.output
+    assert "Traceback" not in result.output
