@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from spec_samples import GOOD_SPEC, NAIVE, write_lab
 
-from graders.compile import compile_submission, default_arch, safe_filename
+from graders.compile import compile_in_child, compile_submission, default_arch, safe_filename
 from graders.compile_log import clean_log
 from graders.specs import LabSpec, LimitsSpec, load_lab
 
@@ -218,3 +218,20 @@ def test_assembler_errors_are_compile_errors(lab: LabSpec) -> None:
         "'matmul' uses too much shared data ("
     )
     assert "max)" in result.message and "0x" not in result.message
+
+
+def test_log_cleaning_alone_stops_a_real_leak(lab: LabSpec) -> None:
+    # Defence in depth: if the include policy ever missed a spelling, NVRTC would print the
+    # file; the cleaned log still must not carry any of it.
+    if not PASSWD_LINES:
+        pytest.skip("this machine has no /etc/passwd to leak")
+    source = '#include "/etc/passwd"\n' + TILED
+    raw = compile_in_child(
+        {"source": source, "filename": "submission.cu", "options": ["--gpu-architecture=sm_90"]}
+    )
+    assert not raw["ok"]
+    leaked = [line for line in PASSWD_LINES if line in raw["log"]]
+    assert leaked, "NVRTC no longer prints included files; this test shows nothing"
+    cleaned = clean_log(raw["log"], "submission.cu", source)
+    assert not any(line in cleaned for line in PASSWD_LINES)
+    assert "(a message about a file other than yours was left out)" in cleaned
