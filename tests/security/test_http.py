@@ -417,3 +417,48 @@ async def test_odd_ids_and_paths_get_clear_4xx_not_errors(
         content=b"--zzz\r\nnot a part\r\n",
     )
     assert 400 <= junk.status_code < 500
+
+
+async def test_a_forged_session_cookie_logs_nobody_in(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    import base64
+    import json
+
+    forged = base64.b64encode(json.dumps({"user_id": world.instructor.user.id}).encode())
+    client.cookies.set("kernelgrader_session", forged.decode() + ".unsigned.forged")
+    r = await client.get(f"/courses/{world.course.slug}/gradebook")
+    assert r.status_code == 303
+    assert r.headers["location"].startswith("/login")
+
+
+async def test_a_csrf_token_from_another_session_is_refused(world: World) -> None:
+    from app.main import create_app
+
+    transport = httpx.ASGITransport(app=create_app())
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as attacker,
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as victim,
+    ):
+        stolen = csrf_of((await attacker.get("/login")).text)
+        assert await login(victim, world.student) == 303
+        r = await victim.post(
+            f"{lab_url(world)}/submissions",
+            data={"csrf_token": stolen},
+            files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+        )
+        assert r.status_code == 403
+
+
+async def test_the_api_takes_the_login_cookie_for_reads_only(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    # A page on another site can make the browser post with the cookie; the API ignores it.
+    assert await login(client, world.student) == 303
+    labs = await client.get(f"/api/v1/courses/{world.course.slug}/labs")
+    assert labs.status_code == 200
+    r = await client.post(
+        submit_url(world), files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")}
+    )
+    assert r.status_code == 401
+    assert (await client.delete("/api/v1/tokens/current")).status_code == 401
