@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from sqlalchemy.exc import OperationalError
+
 from app.grading.celery_app import GRADE_TASK, celery_app
 from app.grading.worker import grade_job
 
 
-@celery_app.task(name=GRADE_TASK)
+# A database that is briefly locked or away is worth a few retries before the sweeper's turn.
+@celery_app.task(
+    name=GRADE_TASK, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5
+)
 def grade(submission_id: int, job_id: int) -> str:
     return grade_job(submission_id, job_id).value
