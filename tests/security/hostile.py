@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from graders.specs import LabSpec, load_builtin_lab
+from graders.specs import LabSpec, load_builtin_lab, load_lab
 
 KERNELS_DIR = Path(__file__).parent / "kernels"
 
@@ -72,13 +74,24 @@ def leaked_host_text(text: str) -> list[str]:
     return [marker for marker in HOST_FILE_MARKERS if marker in text]
 
 
-def small_lab(lab_id: str, *, case_seconds: float = 5.0) -> LabSpec:
-    """The lab with only its small cases and a short case limit: hostile runs end quickly."""
-    lab = load_builtin_lab(lab_id)
-    cases = [c for c in lab.cases if math.prod(c.sizes.values()) <= 1 << 21]
-    timing = lab.timing
-    if timing is not None:
-        biggest = max(cases, key=lambda c: math.prod(c.sizes.values()))
-        timing = dataclasses.replace(timing, case=biggest.name, budget_seconds=0.5, max_reps=50)
-    limits = dataclasses.replace(lab.limits, case_seconds=case_seconds)
-    return dataclasses.replace(lab, cases=cases, timing=timing, limits=limits)
+def small_lab(lab_id: str, workdir: Path, *, case_seconds: float = 2.0) -> LabSpec:
+    """A copy of the lab with two small cases and a short case limit: hostile runs end quickly.
+
+    The run stage's child reads the lab from its folder, so the copy's lab.toml carries the
+    shorter limit and a timing case among the kept ones.
+    """
+    source = load_builtin_lab(lab_id)
+    small = sorted(
+        (c for c in source.cases if math.prod(c.sizes.values()) <= 1 << 21),
+        key=lambda c: math.prod(c.sizes.values()),
+    )[-2:]
+    folder = workdir / lab_id  # the loader wants the folder named as the lab
+    shutil.copytree(source.folder, folder)
+    spec = (folder / "lab.toml").read_text(encoding="utf-8")
+    spec = re.sub(r"(?m)^case_seconds\s*=.*$", f"case_seconds = {case_seconds}", spec)
+    spec = re.sub(r'(?m)^case\s*=\s*".*"$', f'case = "{small[-1].name}"', spec)
+    spec = re.sub(r"(?m)^budget_seconds\s*=.*$", "budget_seconds = 0.5", spec)
+    spec = re.sub(r"(?m)^max_reps\s*=.*$", "max_reps = 50", spec)
+    (folder / "lab.toml").write_text(spec, encoding="utf-8")
+    lab = load_lab(folder)
+    return dataclasses.replace(lab, cases=[lab.case(c.name) for c in small])

@@ -7,6 +7,7 @@ is followed by a correct submission to the same lab, which must still grade norm
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -80,10 +81,11 @@ def test_compile_stage_defence(kernel: HostileKernel) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel", RUN_STAGE, ids=lambda k: k.name)
-def test_run_stage_defence(kernel: HostileKernel) -> None:
+def test_run_stage_defence(kernel: HostileKernel, tmp_path: Path) -> None:
     from graders.grade import grade_source
 
-    lab = small_lab(kernel.lab)
+    lab = small_lab(kernel.lab, tmp_path)
+    assert lab.limits.case_seconds == 2.0
     report = grade_source(lab, kernel.source, secret=SECRET, timing=kernel.timing)
     verdicts = [c.verdict for c in report.cases]
     print(f"{kernel.name}: {verdicts} score {report.score}/{report.max_score} {report.summary}")
