@@ -158,3 +158,62 @@ async def test_logout_ends_the_session(client: httpx.AsyncClient, world: World) 
     r = await client.post("/logout", data={"csrf_token": csrf_of(page.text)})
     assert r.status_code == 303
     assert (await client.get(f"/courses/{world.course.slug}")).status_code == 303
+
+
+async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    from datetime import timedelta
+
+    from app.core.database import utcnow
+    from app.grading.models import JobState
+    from app.grading.record import record_report
+    from app.submissions.models import Status
+    from graders.results import CaseResult as GradedCase
+    from graders.results import GradeReport, TimingStats
+    from tests.app.conftest import make_world
+    from tests.app.factories import make_submission
+
+    world = make_world(session, due_at=utcnow() + timedelta(days=1))
+    submission, job = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.running,
+        job_state=JobState.started,
+    )
+    timing = TimingStats(median_ms=0.25, min_ms=0.2, mean_ms=0.25, stdev_ms=0.01, reps=9, rse=0.01)
+    cases = [
+        GradedCase(
+            name="n-1000",
+            sizes={"n": 1000},
+            hidden=False,
+            passed=False,
+            verdict="wrong_answer",
+            message="dst[7]: expected 2.5, got 0.",
+            max_points=6,
+            timing=timing,
+        ),
+        GradedCase(
+            name="n-1048579",
+            sizes={"n": 1048579},
+            hidden=True,
+            passed=False,
+            verdict="wrong_answer",
+            message="secret detail",
+            max_points=4,
+        ),
+    ]
+    report = GradeReport(
+        lab="scale-test", cases=cases, score=0, max_score=10, summary="0 of 2 cases passed."
+    )
+    record_report(session, submission=submission, job=job, report=report)
+    session.commit()
+    await login(client, world.student)
+    page = (await client.get(f"/submissions/{submission.id}")).text
+    assert "dst[7]: expected 2.5, got 0." in page
+    assert "0.250 ms" in page
+    assert "details shown after the due date" in page
+    assert "secret detail" not in page
+    assert "0 of 2 cases passed." in page
+    assert "Regrade" not in page  # students get no regrade button
