@@ -37,6 +37,7 @@ _ARCH = re.compile(r"^sm_\d{2,3}[a-z]?$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # Importing CuPy and loading NVRTC needs this much address space before any compiling.
 MIN_COMPILE_MEMORY_MB = 1024
+MAX_WARNINGS = 10
 
 
 @functools.cache
@@ -119,6 +120,26 @@ def compile_submission(
 ) -> CompileResult:
     """Compile a student's source for `arch`; never raises for bad input (see module doc)."""
     started = time.perf_counter()
+    try:
+        return _compile(lab, source, arch, filename, line_info, timeout_s, started)
+    except Exception as exc:  # a grader bug must not become a worker crash
+        return _failed(
+            "internal",
+            f"The grader failed while compiling this file ({type(exc).__name__}: {exc}); this "
+            "is not your fault, please tell the course staff.",
+            arch=arch or "", kernel=lab.kernel, seconds=round(time.perf_counter() - started, 3),
+        )  # fmt: skip
+
+
+def _compile(
+    lab: LabSpec,
+    source: str,
+    arch: str | None,
+    filename: str,
+    line_info: bool,
+    timeout_s: float | None,
+    started: float,
+) -> CompileResult:
     arch = arch or default_arch()
     name = safe_filename(filename)
     common = {"arch": arch, "kernel": lab.kernel}
@@ -176,7 +197,10 @@ def compile_submission(
     if missing:
         return _failed("missing_requirement", missing, log=log, declarations=declarations,
                        seconds=elapsed(), **common)  # fmt: skip
-    warnings = [f"Line {f.line}: {f.message}" for f in find_barrier_problems(source)]
+    findings = find_barrier_problems(source)
+    warnings = [f"Line {f.line}: {f.message}" for f in findings[:MAX_WARNINGS]]
+    if len(findings) > MAX_WARNINGS:
+        warnings.append(f"... and {len(findings) - MAX_WARNINGS} more warnings like these.")
     note = f" with {len(warnings)} warning{'s' if len(warnings) != 1 else ''}" if warnings else ""
     return CompileResult(
         ok=True,

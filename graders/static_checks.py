@@ -15,6 +15,7 @@ follow, since the sanitizer's synccheck confirms the problem on a GPU.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
@@ -34,6 +35,8 @@ _ASSIGNMENT = re.compile(
     r"(?<![\w\].>])([A-Za-z_]\w*)\s*(?:=(?!=)|\+=|-=|\*=|/=|%=|<<=|>>=|\|=|&=|\^=)(?=\s*([^;{}]*))"
 )
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+# Statements nest deeper than this only in generated or hostile code; the walk recurses per level.
+_MAX_DEPTH = 300
 _DIRECTIVE_LINE = re.compile(r"^[ \t]*(?:#|%:).*$", re.M)
 
 
@@ -85,24 +88,29 @@ def _barrier_name(spelled: str) -> str:
 
 def _map_barriers(fn: _Function, barrier_at: dict[int, str]) -> None:
     """Tie each barrier to the token it starts in (a call's name, or an asm string)."""
-    spans = [(pos, pos + len(tok), i) for i, (tok, pos) in enumerate(fn.tokens)]
+    starts = [pos for _, pos in fn.tokens]
     for pos, name in barrier_at.items():
-        for start, end, i in spans:
-            if start <= pos < end or (start > pos and fn.tokens[i][0] in ("sync",)):
-                fn.barriers[i] = name
-                break
+        i = bisect.bisect_right(starts, pos) - 1
+        if i < 0:
+            continue
+        tok, start = fn.tokens[i]
+        if start <= pos < start + len(tok):
+            fn.barriers[i] = name
+        elif tok in ("::", ".") and i + 1 < len(fn.tokens):
+            fn.barriers[i + 1] = name  # `cg::sync(`, `g.sync(`: the match starts at `::`/`.`
 
 
 def _function_bodies(tokens: list[tuple[str, int]]) -> list[tuple[int, int]]:
     """Token ranges of function bodies: a top-level `{` right after `)` (or a qualifier);
     other top-level braces (namespace, extern "C", struct) are looked into."""
     bodies: list[tuple[int, int]] = []
+    table = _match_table(tokens)
     i = 0
     while i < len(tokens):
         if tokens[i][0] != "{":
             i += 1
             continue
-        end = _matching(tokens, i)
+        end = _matching(table, i, len(tokens))
         prev = tokens[i - 1][0] if i > 0 else ""
         if prev in (")", "const", "noexcept", "override", "final"):
             bodies.append((i + 1, end))
@@ -114,18 +122,25 @@ def _function_bodies(tokens: list[tuple[str, int]]) -> list[tuple[int, int]]:
     return bodies
 
 
-def _matching(tokens: list[tuple[str, int]], i: int) -> int:
-    pairs = {"{": "}", "(": ")", "[": "]"}
-    opener, closer = tokens[i][0], pairs[tokens[i][0]]
-    depth = 0
-    for j in range(i, len(tokens)):
-        if tokens[j][0] == opener:
-            depth += 1
-        elif tokens[j][0] == closer:
-            depth -= 1
-            if depth == 0:
-                return j
-    return len(tokens)
+_PAIRS = {"{": "}", "(": ")", "[": "]"}
+
+
+def _match_table(tokens: list[tuple[str, int]]) -> dict[int, int]:
+    """Index of each opening bracket -> index of its closing one, in one pass (a hostile file
+    nests thousands deep; searching for each pair again would be quadratic)."""
+    table: dict[int, int] = {}
+    stacks: dict[str, list[int]] = {"{": [], "(": [], "[": []}
+    closers = {v: k for k, v in _PAIRS.items()}
+    for j, (tok, _) in enumerate(tokens):
+        if tok in _PAIRS:
+            stacks[tok].append(j)
+        elif tok in closers and stacks[closers[tok]]:
+            table[stacks[closers[tok]].pop()] = j
+    return table
+
+
+def _matching(table: dict[int, int], i: int, length: int) -> int:
+    return table.get(i, length)
 
 
 def _tainted_names(text: str) -> set[str]:
@@ -165,6 +180,8 @@ class _Walker:
     def __init__(self, fn: _Function, views: SourceViews, code: str) -> None:
         self.fn = fn
         self.toks = [t for t, _ in fn.tokens]
+        self.pairs = _match_table(fn.tokens)
+        self.depth = 0
         self.views = views
         self.code = code
         self.findings: list[Finding] = []
@@ -199,7 +216,7 @@ class _Walker:
     def paren(self, i: int) -> tuple[int, int]:
         """(index after `(`, index of its `)`) for a `(` at i, tolerating its absence."""
         if i < len(self.toks) and self.toks[i] == "(":
-            return i + 1, _matching(self.fn.tokens, i)
+            return i + 1, _matching(self.pairs, i, len(self.toks))
         return i, i
 
     def cond(self, keyword: str, start: int, end: int) -> _Cond:
@@ -235,9 +252,20 @@ class _Walker:
         """Process the statement at i; return the index after it."""
         if i >= len(self.toks):
             return i
+        if self.depth >= _MAX_DEPTH:  # nested deeper than real kernels: skip, say nothing
+            if self.toks[i] == "{":
+                return _matching(self.pairs, i, len(self.toks)) + 1
+            return max(self._expression_end(i) + 1, i + 1)
+        self.depth += 1
+        try:
+            return self._statement(i, conds)
+        finally:
+            self.depth -= 1
+
+    def _statement(self, i: int, conds: list[_Cond]) -> int:
         tok = self.toks[i]
         if tok == "{":
-            end = _matching(self.fn.tokens, i)
+            end = _matching(self.pairs, i, len(self.toks))
             j = i + 1
             while j < end:
                 j = self.statement(j, conds)

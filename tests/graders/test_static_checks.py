@@ -176,3 +176,17 @@ __global__ void k(float* a) {
 }
 """
     assert find_barrier_problems(source) == []
+
+
+def test_deep_nesting_neither_crashes_nor_hides_ordinary_depths() -> None:
+    def nested(depth: int) -> str:
+        body = "if (threadIdx.x) {" * depth + "__syncthreads();" + "}" * depth
+        return "__global__ void k() {" + body + "}"
+
+    assert len(find_barrier_problems(nested(50))) == 1
+    assert find_barrier_problems(nested(5000)) == []  # too deep to follow: silence, no crash
+
+
+def test_many_barriers_stay_fast_enough_to_finish() -> None:
+    source = "__global__ void k() { if (threadIdx.x) {" + "__syncthreads();" * 20000 + "}}"
+    assert len(find_barrier_problems(source)) == 20000
