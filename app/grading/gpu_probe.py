@@ -13,9 +13,8 @@ def run_unavailable_reason() -> str | None:
     if not get_settings().run_on_gpu:
         return "Running on a GPU is switched off for this worker (KERNELGRADER_RUN_ON_GPU=false)."
     try:
-        import graders.grade  # noqa: F401
-
         from graders.gpu import gpu_unavailable_reason
+        from graders.grade import run_submission  # noqa: F401  (the run stage must be here)
     except ImportError as exc:
         return f"This worker has no GPU run stage installed ({exc})."
     return gpu_unavailable_reason()
