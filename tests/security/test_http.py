@@ -462,3 +462,28 @@ async def test_the_api_takes_the_login_cookie_for_reads_only(
     )
     assert r.status_code == 401
     assert (await client.delete("/api/v1/tokens/current")).status_code == 401
+
+
+async def test_a_huge_body_is_refused_before_it_is_read_even_when_streamed(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    huge = b"x" * (8 * 1024 * 1024)
+    r = await api_submit(client, world, world.student, body=huge)
+    assert r.status_code == 413
+
+    async def chunks():  # no Content-Length: the server must count as it reads
+        yield (
+            b'--b\r\nContent-Disposition: form-data; name="file"; filename="a.cu"\r\n'
+            b"Content-Type: text/plain\r\n\r\n"
+        )
+        for _ in range(64):  # a file part that never ends
+            yield b"y" * (128 * 1024)
+
+    streamed = await client.post(
+        submit_url(world),
+        headers={**world.student.auth, "Content-Type": "multipart/form-data; boundary=b"},
+        content=chunks(),
+    )
+    assert streamed.status_code == 413
+    rows = session.scalars(select(Submission).where(Submission.user_id == world.student.user.id))
+    assert list(rows) == []
