@@ -301,7 +301,7 @@ def _sanitizer_stage(
     )
     outcome = run_sandboxed(
         "graders.sanitizer:run_in_child",
-        {"job": job, "timeout_s": timeout},
+        {"job": job, "timeout_s": timeout, "executable": sanitizer.executable()},
         limits=limits,
         gpu=True,
     )

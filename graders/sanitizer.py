@@ -28,8 +28,27 @@ _LOCATION = re.compile(r"\bin\s+(?P<file>[^\s:]+\.(?:cu|cuh|h)):(?P<line>\d+)")
 _THREAD = re.compile(r"by thread \((?P<t>[\d,\s]+)\) in block \((?P<b>[\d,\s]+)\)")
 
 
+# The CUDA toolkit's usual home: a worker's PATH (or the sandbox's scrubbed one) may lack it.
+_KNOWN_DIRS = ("/usr/local/cuda/bin", "/opt/cuda/bin", "/usr/local/cuda/compute-sanitizer")
+
+
+def executable() -> str | None:
+    """The compute-sanitizer program: KERNELGRADER_COMPUTE_SANITIZER, PATH, or the toolkit."""
+    configured = os.environ.get("KERNELGRADER_COMPUTE_SANITIZER")
+    if configured and os.access(configured, os.X_OK):
+        return configured
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for folder in _KNOWN_DIRS:
+        candidate = os.path.join(folder, "compute-sanitizer")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 def unavailable_reason() -> str | None:
-    if shutil.which("compute-sanitizer") is None:
+    if executable() is None:
         return (
             "compute-sanitizer is not installed on this worker (it comes with the CUDA "
             "toolkit), so the memory, race and barrier checks were skipped."
@@ -96,9 +115,8 @@ def _memcheck(block: str, filename: str) -> Finding | None:
 
 
 def _racecheck(block: str, filename: str) -> Finding | None:
-    if "Race reported" not in block and "hazard" not in block.lower():
-        return None
-    if "Race reported" not in block:
+    head = block.splitlines()[0]
+    if "Race reported" not in head and not re.search(r"(RAW|WAR|WAW) hazard", head):
         return None
     lines = [
         int(m.group("line"))
@@ -106,7 +124,7 @@ def _racecheck(block: str, filename: str) -> Finding | None:
         if Path(m.group("file")).name == filename
     ]
     lines = lines or [int(m.group("line")) for m in _LOCATION.finditer(block)]
-    kinds = re.findall(r"(Write|Read) access", block)
+    kinds = re.findall(r"(Write|Read) (?:access|Thread)", block)
     at = " and ".join(f"line {n} ({k.lower()})" for n, k in zip(lines, kinds, strict=False))
     return Finding(
         tool="racecheck",
@@ -157,9 +175,9 @@ def parse_output(output: str, *, tool: str, filename: str = "submission.cu") -> 
 
 def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     """Sandbox target: run the tools at once on the job in `payload`, return their findings."""
-    reason = unavailable_reason()
-    if reason:
-        return {"findings": [], "note": reason, "seconds": 0.0}
+    program = payload.get("executable") or executable()
+    if not program:
+        return {"findings": [], "note": unavailable_reason() or "", "seconds": 0.0}
     job = Path("sanitizer-job.json").resolve()
     job.write_text(json.dumps(payload["job"]), encoding="utf-8")
     tools = [t for t in payload.get("tools", TOOLS) if t in TOOLS]
@@ -171,9 +189,11 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     procs = {}
     for tool in tools:
-        cmd = ["compute-sanitizer", "--tool", tool, "--print-limit", "20"]
+        cmd = [program, "--tool", tool, "--print-limit", "100" if tool == "racecheck" else "20"]
         if tool == "racecheck":
-            cmd += ["--racecheck-report", "analysis"]
+            # "hazard" lists each hazard with the reading and writing lines; the default
+            # "analysis" report printed nothing for a missing tile-loop barrier on Hopper.
+            cmd += ["--racecheck-report", "hazard"]
         cmd += [sys.executable, "-m", "graders.sanitizer_target", str(job)]
         procs[tool] = subprocess.Popen(
             cmd,

@@ -29,6 +29,19 @@ RACECHECK = """========= COMPUTE-SANITIZER
 ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
 """
 
+HAZARDS = """========= COMPUTE-SANITIZER
+========= Error: Potential WAR hazard detected at __shared__ 0x1280 in block (1,0,0) :
+=========     Read Thread (5,3,0) at matmul+0x340 in submission.cu:25
+=========     Write Thread (5,7,0) at matmul+0x300 in submission.cu:21
+=========     Current Value : 32, Incoming Value : 232
+=========
+========= Warning: (Warp Level Programming) Potential WAR hazard detected at __shared__ 0x1284 :
+=========     Read Thread (31,29,0) at matmul+0x340 in submission.cu:25
+=========     Write Thread (1,29,0) at matmul+0x300 in submission.cu:21
+=========
+========= RACECHECK SUMMARY: 2 hazards displayed (1 errors, 1 warnings)
+"""
+
 SYNCCHECK = """========= COMPUTE-SANITIZER
 ========= Barrier error detected. Divergent thread(s) in block
 =========     at matmul+0x1f0 in submission.cu:18
@@ -51,6 +64,14 @@ def test_racecheck_shared_memory_race_names_both_lines() -> None:
     assert [f.kind for f in found] == ["shared_memory_race"]
     assert found[0].line == 21
     assert "line 21 (write) and line 26 (read)" in found[0].message
+
+
+def test_racecheck_hazard_report_is_one_finding_per_line() -> None:
+    found = sanitizer.parse_output(HAZARDS, tool="racecheck")
+    assert len(found) == 1
+    f = found[0]
+    assert f.kind == "shared_memory_race" and f.line == 25 and f.count == 2
+    assert "line 25 (read) and line 21 (write)" in f.message
 
 
 def test_synccheck_divergent_barrier() -> None:
