@@ -28,11 +28,14 @@ _OTHER_FILE_NOTE = "(a message about a file other than yours was left out)"
 def clean_log(log: str, filename: str, source: str) -> str:
     """The log with only the student's file in it, capped at MAX_LOG_CHARS."""
     log = log.replace("\x00", "")
-    own_lines = {line.strip() for line in source.splitlines() if line.strip()}
+    # Split on "\n" only, as the compiler does: str.splitlines() would also split on form
+    # feeds and other separators a hostile file could use to shape what looks like a new line.
+    own_lines = {line.strip() for line in source.split("\n") if line.strip()}
     out: list[str] = []
     keeping = True  # inside a diagnostic about the student's file (or a general line)
     diagnostics = 0
-    for line in log.splitlines():
+    for line in log.split("\n"):
+        line = line.rstrip("\r")
         header = _HEADER.match(line)
         if header or _END_OF_SOURCE.match(line):
             diagnostics += 1
@@ -42,8 +45,8 @@ def clean_log(log: str, filename: str, source: str) -> str:
             keeping = header is None or header.group("file") == filename
             out.append(line if keeping else _OTHER_FILE_NOTE)
             continue
-        if not line.strip():
-            keeping = True
+        if not line:
+            keeping = True  # NVRTC separates diagnostics with an empty line
             out.append(line)
             continue
         if not keeping:
@@ -80,7 +83,7 @@ def _is_context(line: str) -> bool:
 def count_errors(log: str, filename: str) -> int:
     """Errors about the student's file (or the end of it), as the cleaned log shows them."""
     count = 0
-    for line in log.splitlines():
+    for line in log.split("\n"):
         header = _HEADER.match(line)
         end = _END_OF_SOURCE.match(line)
         own = header is not None and header.group("file") == filename
@@ -91,7 +94,7 @@ def count_errors(log: str, filename: str) -> int:
         if "error" in severity or (ptxas and ptxas.group("severity") != "warning"):
             count += 1
     if count == 0:
-        summary = next((m for m in map(_SUMMARY.match, log.splitlines()) if m), None)
+        summary = next((m for m in map(_SUMMARY.match, log.split("\n")) if m), None)
         count = int(summary.group(1)) if summary else 0
     return count
 
@@ -99,7 +102,7 @@ def count_errors(log: str, filename: str) -> int:
 def first_error(log: str, filename: str) -> tuple[str, str] | None:
     """(where, message) of the first error: "on line 12", "at the end of the file" or
     "when the kernel was assembled" (ptxas: resource limits such as shared memory)."""
-    for line in log.splitlines():
+    for line in log.split("\n"):
         header = _HEADER.match(line)
         if header and "error" in header.group("severity") and header.group("file") == filename:
             text = header.group("rest").lstrip(":").strip()

@@ -235,3 +235,13 @@ def test_log_cleaning_alone_stops_a_real_leak(lab: LabSpec) -> None:
     cleaned = clean_log(raw["log"], "submission.cu", source)
     assert not any(line in cleaned for line in PASSWD_LINES)
     assert "(a message about a file other than yours was left out)" in cleaned
+
+
+def test_form_feeds_cannot_shape_a_kept_line() -> None:
+    # str.splitlines() would split "a\f\fb" into "a", "", "b": an empty "line" that ends the
+    # other file's block, after which "secret" would read as the compiler's own text.
+    raw = (
+        "/etc/x(1): error: bad\n  root\x0c\x0csecret\n  ^\n\nsubmission.cu(2): error: y\n  int a\n"
+    )
+    log = clean_log(raw, "submission.cu", "q\nint a\n")
+    assert "secret" not in log and "root" not in log and "int a" in log
