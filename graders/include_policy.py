@@ -181,9 +181,8 @@ def without_line_directives(source: str) -> str:
             blank.update(range(line.number, last + 1))
     if not blank:
         return source
-    physical = source.splitlines(keepends=True)
+    physical = source.split("\n")  # newlines only, as the views count lines
     for number in blank:
         if 0 < number <= len(physical):
-            text = physical[number - 1]
-            physical[number - 1] = text[len(text.rstrip("\r\n")) :]
-    return "".join(physical)
+            physical[number - 1] = "\r" if physical[number - 1].endswith("\r") else ""
+    return "\n".join(physical)
