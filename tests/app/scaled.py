@@ -1,0 +1,106 @@
+"""Fixtures for the larger setup's tests: real PostgreSQL and Redis servers, named by URL.
+
+`scripts/ci-services.sh` starts both on loopback and prints the two URLs; `.ci/run` exports
+them. Without them the tests skip and say how to run them, except under CI, where a skip
+would hide that the larger setup was never tested, so they fail instead.
+
+The service's own fixtures (`session`, `world`, `client` in conftest.py) read the settings
+whenever they build something, so switching the settings here points them at PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from celery import Celery
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+import app.grading.celery_app as celery_module
+from app.core.database import engine_for
+from app.core.settings import get_settings
+from app.grading.celery_app import GPU_QUEUE, QUEUE, make_celery
+
+POSTGRES_VAR = "KERNELGRADER_TEST_POSTGRES_URL"
+REDIS_VAR = "KERNELGRADER_TEST_REDIS_URL"
+HOW_TO_RUN = (
+    "run scripts/ci-services.sh as root (it installs and starts PostgreSQL and Redis on "
+    "loopback and prints both URLs), export the two lines it prints, then run "
+    "./scripts/test.sh tests/app/test_scaled_setup.py"
+)
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def required_url(name: str) -> str:
+    """The server URL in `name`; skip (fail under CI) with how to set it when it is unset."""
+    url = os.environ.get(name, "").strip()
+    if url:
+        return url
+    message = f"{name} not set: {HOW_TO_RUN}"
+    if _in_ci():
+        pytest.fail(f"{message}. CI must run the larger setup's tests, not skip them.")
+    pytest.skip(message)
+
+
+@contextmanager
+def fresh_database(server_url: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database on the server of `server_url`, dropped afterwards."""
+    name = f"kgtest_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        try:
+            yield url
+        finally:
+            engine_for(url).dispose()
+            with admin.connect() as connection:
+                # FORCE ends a connection a failed test or a killed worker left behind.
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+@contextmanager
+def settings_from(**variables: str) -> Iterator[None]:
+    """Run the block with these KERNELGRADER_ settings, then put the earlier ones back."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in variables.items():
+            patch.setenv(f"KERNELGRADER_{key.upper()}", value)
+        get_settings.cache_clear()
+        yield
+    # After the environment is restored, so the next read sees the earlier settings.
+    get_settings.cache_clear()
+
+
+@contextmanager
+def sending_through(broker_url: str) -> Iterator[Celery]:
+    """The service sends its jobs through a Celery app on `broker_url` during the block.
+
+    The module's `celery_app` is built once per process, from the settings of the moment;
+    `send_job` looks it up on each call, so replacing it here reroutes the real send path.
+    """
+    with settings_from(broker_url=broker_url), pytest.MonkeyPatch.context() as patch:
+        celery = make_celery()
+        patch.setattr(celery_module, "celery_app", celery)
+        try:
+            yield celery
+        finally:
+            celery.close()
+
+
+def purge_grading_queues(celery: Celery) -> None:
+    """Empty the grading queues, so messages of an earlier run cannot reach this run's worker."""
+    with celery.connection_for_write() as connection:
+        channel = connection.default_channel
+        for queue in (QUEUE, GPU_QUEUE):
+            channel.queue_declare(queue=queue, durable=True, auto_delete=False)
+            channel.queue_purge(queue)
