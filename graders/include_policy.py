@@ -63,6 +63,8 @@ _HEADER_OPERAND = re.compile(r'^\s*(?:<([^<>"]+)>|"([^<>"]+)")\s*$')
 _PRAGMA_OPERATOR = re.compile(r"\b_Pragma\b")
 _PRAGMA_LITERAL = re.compile(r'\s*\(\s*(?:L|u8|u|U)?"((?:[^"\\\n]|\\.)*)"\s*\)')
 _FILE_QUERY = re.compile(r"__has_include(?:_next)?\b|__has_embed\b")
+# `CAT(__has_, include)("/etc/shadow")` builds the file query from pieces, so any `##` is refused.
+_TOKEN_PASTE = re.compile(r"##|%:%:")
 _TRIGRAPH = re.compile(r"\?\?[=/'()!<>-]")
 
 
@@ -88,6 +90,13 @@ def check_includes(source: str) -> str | None:
         return (
             f"Line {views.line_at(query.start())} uses `{query.group()}`, which asks about files "
             "on the grading machine; a submission must be one self-contained file, so remove it."
+        )
+    pasting = _TOKEN_PASTE.search(views.bare)
+    if pasting:
+        return (
+            f"Line {views.line_at(pasting.start())} uses token pasting (`{pasting.group()}`), "
+            "which the grader does not accept: pasted names can ask about files on the grading "
+            "machine. Write the names out in full."
         )
     for view in (views.code, views.quoteless, views.spliced):
         problem = _check_directives(views, view, pragmas=view is views.code)

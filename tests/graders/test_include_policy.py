@@ -31,6 +31,8 @@ HOSTILE = [
     ('#include "kernel_helpers.cuh"', 1, "includes"),
     ('#if __has_include("/etc/shadow")\n#error yes\n#endif', 1, "__has_include"),
     ('#define Q(x) __has_include(x)\n#if Q("/etc/shadow")\n#endif', 1, "__has_include"),
+    ('#define CAT(a, b) a##b\n#if CAT(__has_, include)("/etc/shadow")\n#endif', 1, "pasting"),
+    ('#define CAT(a, b) a %:%: b\n#if CAT(__has_, include)("/etc/shadow")\n#endif', 1, "`%:%:`"),
     ('??=include "/etc/passwd"', 1, "trigraph"),
     ('#include ??/\n"/etc/passwd"', 1, "trigraph"),
     ('#pragma GCC dependency "/etc/passwd"', 1, "#pragma GCC dependency"),
@@ -66,6 +68,7 @@ def test_hostile_spellings_are_refused_with_the_line(prefix: str, line: int, fra
         "#define TILE_WIDTH 16\n#ifdef TILE_WIDTH\n#endif",
         'const char* s = "#include \\"/etc/passwd\\"";',
         "int n = 1'000'000;",
+        'printf("## %d\\n", 1);',
     ],
 )
 def test_ordinary_sources_pass(prefix: str) -> None:
