@@ -38,6 +38,8 @@ _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # Importing CuPy and loading NVRTC needs this much address space before any compiling.
 MIN_COMPILE_MEMORY_MB = 1024
 MAX_WARNINGS = 10
+# A warning flood makes megabytes of log; only the first part is ever shown.
+MAX_CHILD_LOG_CHARS = 1_000_000
 
 
 @functools.cache
@@ -92,7 +94,7 @@ def compile_in_child(payload: dict[str, Any]) -> dict[str, Any]:
             ok, error = True, ""
         except nvrtc.NVRTCError as exc:
             ok, error = False, str(exc)
-        log = nvrtc.getProgramLog(program)
+        log = nvrtc.getProgramLog(program)[:MAX_CHILD_LOG_CHARS]
         cubin = nvrtc.getCUBIN(program) if ok else b""
     finally:
         nvrtc.destroyProgram(program)
