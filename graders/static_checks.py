@@ -7,7 +7,8 @@ condition depends on the thread index, and an early `return` under such a condit
 comes before a barrier. "Depends on the thread index" means the condition uses `threadIdx`
 (or `thread_rank()`), or a variable assigned from one, followed through simple assignments
 (`int Row = blockIdx.y * blockDim.y + threadIdx.y;`). A condition on `blockIdx` or `blockDim`
-alone is the same for the whole block, so it is not reported.
+alone is the same for the whole block, so it is not reported; nor is `__syncwarp()` under a
+condition that splits threads at warp boundaries (`if (tid < 32)`, `lane`, `warpSize`).
 
 It is a heuristic over tokens, not a compiler: it errs towards silence on code it cannot
 follow, since the sanitizer's synccheck confirms the problem on a GPU.
@@ -37,6 +38,8 @@ _ASSIGNMENT = re.compile(
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 # Statements nest deeper than this only in generated or hostile code; the walk recurses per level.
 _MAX_DEPTH = 300
+# Conditions that split threads only at warp boundaries (a warp barrier under them is fine).
+_WARP_ALIGNED = re.compile(r"\b(?:32|31|warpSize|WARP_SIZE|warp\w*|lane\w*)\b")
 _DIRECTIVE_LINE = re.compile(r"^[ \t]*(?:#|%:).*$", re.M)
 
 
@@ -234,19 +237,24 @@ class _Walker:
         """Plain tokens (an expression or a condition): report the barriers among them."""
         divergent = [c for c in conds if c.tainted_by]
         for i in range(start, min(end, len(self.toks))):
-            if i in self.fn.barriers and divergent:
-                c = divergent[-1]
-                self.findings.append(Finding(
-                    tool="static", kind="divergent_barrier", line=self.line(i),
-                    message=(
-                        f"{self.fn.barriers[i]} is inside `{c.keyword} ({c.text})` on line "
-                        f"{c.line}, which depends on the thread index through "
-                        f"{', '.join(c.tainted_by)}: threads that do not take this path never "
-                        "reach the barrier, so the block can hang or read tiles other threads "
-                        "have not written (the barrier problem). Move the barrier out of the "
-                        "condition and put the bounds checks around the loads and the store."
-                    ),
-                ))  # fmt: skip
+            if i not in self.fn.barriers or not divergent:
+                continue
+            if "syncwarp" in self.fn.barriers[i] and all(
+                _WARP_ALIGNED.search(c.text) for c in divergent
+            ):
+                continue  # `if (tid < 32) { ... __syncwarp(); }`: whole warps take the branch
+            c = divergent[-1]
+            self.findings.append(Finding(
+                tool="static", kind="divergent_barrier", line=self.line(i),
+                message=(
+                    f"{self.fn.barriers[i]} is inside `{c.keyword} ({c.text})` on line "
+                    f"{c.line}, which depends on the thread index through "
+                    f"{', '.join(c.tainted_by)}: threads that do not take this path never "
+                    "reach the barrier, so the block can hang or read tiles other threads "
+                    "have not written (the barrier problem). Move the barrier out of the "
+                    "condition and put the bounds checks around the loads and the store."
+                ),
+            ))  # fmt: skip
 
     def statement(self, i: int, conds: list[_Cond]) -> int:
         """Process the statement at i; return the index after it."""

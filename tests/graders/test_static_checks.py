@@ -190,3 +190,19 @@ def test_deep_nesting_neither_crashes_nor_hides_ordinary_depths() -> None:
 def test_many_barriers_stay_fast_enough_to_finish() -> None:
     source = "__global__ void k() { if (threadIdx.x) {" + "__syncthreads();" * 20000 + "}}"
     assert len(find_barrier_problems(source)) == 20000
+
+
+def test_warp_barrier_under_a_warp_aligned_condition_is_fine() -> None:
+    source = """\
+__global__ void k(float* s) {
+    int tid = threadIdx.x;
+    if (tid < 32) {
+        s[tid] += s[tid + 32];
+        __syncwarp();
+        s[tid] += s[tid + 16];
+    }
+    if (tid < 20) { __syncwarp(); }
+}
+"""
+    (finding,) = find_barrier_problems(source)
+    assert finding.line == 8
