@@ -74,6 +74,11 @@ def allowed_headers_text() -> str:
 
 def check_includes(source: str) -> str | None:
     """None when the source may be compiled; otherwise one sentence naming the line."""
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = source.count("\n", 0, exc.start) + 1
+        return f"Line {line} is not valid UTF-8 text; save the file as UTF-8 and resubmit."
     if "\x00" in source:
         line = source.count("\n", 0, source.index("\x00")) + 1
         return f"Line {line} contains a NUL character; submit plain CUDA source text."

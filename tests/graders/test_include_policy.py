@@ -43,6 +43,7 @@ HOSTILE = [
     ("int n = 1'0; /* '\n#include \"/etc/passwd\"\n*/", 2, "includes"),
     ('const char* s = u8"/*";\n#include "/etc/passwd"\n// */', 2, "includes"),
     ("int a;\x00#include", 1, "NUL"),
+    ("int a;\n// \ud800", 2, "UTF-8"),
 ]
 
 
