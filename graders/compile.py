@@ -23,7 +23,7 @@ from typing import Any
 
 from graders.compile_log import clean_log, count_errors, first_error
 from graders.cubin import CubinError, demangled_base, kernel_names, kernel_params
-from graders.declarations import DeclarationError, resolve_declarations
+from graders.declarations import DeclarationError, find_declarations, resolve_declarations
 from graders.include_policy import BUILTIN_HEADERS, check_includes, without_line_directives
 from graders.results import CompileResult
 from graders.sandbox import SandboxLimits, run_sandboxed
@@ -203,10 +203,13 @@ def _compile(
     warnings = [f"Line {f.line}: {f.message}" for f in findings[:MAX_WARNINGS]]
     if len(findings) > MAX_WARNINGS:
         warnings.append(f"... and {len(findings) - MAX_WARNINGS} more warnings like these.")
-    note = f" with {len(warnings)} warning{'s' if len(warnings) != 1 else ''}" if warnings else ""
+    note = f" with {len(findings)} warning{'s' if len(findings) != 1 else ''}" if findings else ""
+    # Say which declared values the launch will use, so a student sees their TILE was read.
+    declared = {d.name for d in find_declarations(source, lab.declares)}
+    used = ", ".join(f"{k} = {v}" for k, v in declarations.items() if k in declared)
     return CompileResult(
         ok=True,
-        message=f"Compiled for {arch}{note}.",
+        message=f"Compiled for {arch}{f' ({used})' if used else ''}{note}.",
         log=log,
         declarations=declarations,
         warnings=warnings,

@@ -54,7 +54,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> LabSpec:
 def test_good_kernel_compiles_to_a_cubin(lab: LabSpec) -> None:
     result = compile_submission(lab, TILED, arch=ARCH)
     assert result.ok, result.message + result.log
-    assert result.reason == "" and result.message == "Compiled for sm_90."
+    assert result.reason == "" and result.message == "Compiled for sm_90 (TILE = 16)."
     assert result.cubin is not None and result.cubin[:4] == b"\x7fELF"
     assert result.declarations == {"TILE": 16}
     assert result.warnings == [] and result.kernel == "matmul" and result.arch == ARCH
@@ -190,7 +190,7 @@ def test_divergent_barrier_becomes_a_warning_with_its_line(lab: LabSpec) -> None
         "    for (int t = 0;", "    if (row < M && col < K)\n    for (int t = 0;"
     )
     result = compile_submission(lab, source, arch=ARCH)
-    assert result.ok and result.message == "Compiled for sm_90 with 2 warnings."
+    assert result.ok and result.message == "Compiled for sm_90 (TILE = 16) with 2 warnings."
     assert [w.split(":")[0] for w in result.warnings] == ["Line 18", "Line 21"]
     assert "row < M && col < K" in result.warnings[0]
 
