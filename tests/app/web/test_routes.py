@@ -217,3 +217,23 @@ async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
     assert "secret detail" not in page
     assert "0 of 2 cases passed." in page
     assert "Regrade" not in page  # students get no regrade button
+
+
+async def test_before_release_students_see_no_lab_text_and_staff_do(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    from datetime import timedelta
+
+    from app.core.database import utcnow
+    from tests.app.conftest import make_world
+
+    world = make_world(session, release_at=utcnow() + timedelta(days=2))
+    url = f"/courses/{world.course.slug}/labs/{world.lab.slug}"
+    await login(client, world.student)
+    page = (await client.get(url)).text
+    assert "This lab opens for submissions" in page
+    assert "<h1>Scale a vector</h1>" not in page and 'type="file"' not in page
+    client.cookies.clear()
+    await login(client, world.instructor)
+    page = (await client.get(url)).text
+    assert "<h1>Scale a vector</h1>" in page and 'type="file"' in page
