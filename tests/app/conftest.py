@@ -1,5 +1,7 @@
 """Service test fixtures: one real SQLite database (and broker file) per test session,
 migrated with Alembic; httpx against the app through ASGITransport; rows built by factories.
+KERNELGRADER_TEST_DATABASE_URL / KERNELGRADER_TEST_BROKER_URL run the same tests on
+PostgreSQL / Redis instead (every test makes its own course and users, so no cleanup).
 
 The environment is set before any `app` module is imported, because the Celery app and the
 settings are read once per process.
@@ -20,8 +22,11 @@ os.environ.update(
     {
         "KERNELGRADER_ENV": "test",
         "KERNELGRADER_DATA_DIR": str(_DATA_DIR),
-        "KERNELGRADER_DATABASE_URL": f"sqlite:///{_DATA_DIR / 'test.sqlite'}",
-        "KERNELGRADER_BROKER_URL": f"sqla+sqlite:///{_DATA_DIR / 'broker.sqlite'}",
+        # The larger setup's services when given (e.g. PostgreSQL and Redis in CI), else files.
+        "KERNELGRADER_DATABASE_URL": os.environ.get("KERNELGRADER_TEST_DATABASE_URL")
+        or f"sqlite:///{_DATA_DIR / 'test.sqlite'}",
+        "KERNELGRADER_BROKER_URL": os.environ.get("KERNELGRADER_TEST_BROKER_URL")
+        or f"sqla+sqlite:///{_DATA_DIR / 'broker.sqlite'}",
         "KERNELGRADER_SECRET_KEY": "test-secret-key-not-for-production",
         "KERNELGRADER_GRADING_SECRET": "test-grading-secret",
         # Deterministic on any machine: the service tests check the compile-only path.
