@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from graders.grade import _compile, run_submission
+from graders.compile import compile_submission
+from graders.grade import run_submission
 from graders.specs import load_builtin_lab
 
 from .faults import SANITIZER_FINDINGS, Expectation, all_expectations
@@ -18,7 +19,7 @@ EXPECTATIONS = all_expectations()
 def test_faulty_kernel_gets_its_verdict(exp: Expectation) -> None:
     lab = load_builtin_lab(exp.lab)
     source = exp.path.read_text(encoding="utf-8")
-    compiled = _compile(lab, source, filename=exp.path.name)
+    compiled = compile_submission(lab, source, filename=exp.path.name)
     if exp.compile_stage:
         assert not compiled.ok, f"{exp.id} compiled, but should stop with {exp.verdict}"
         assert compiled.reason == exp.verdict, compiled.message
@@ -26,7 +27,7 @@ def test_faulty_kernel_gets_its_verdict(exp: Expectation) -> None:
             assert exp.message in f"{compiled.message}\n{compiled.log}"
         return
     assert compiled.ok, f"{exp.id} should compile: {compiled.message}\n{compiled.log}"
-    static = {w for w in compiled.warnings}
+    static = set(compiled.warnings)
     needs_sanitizer = exp.finding in SANITIZER_FINDINGS
     report = run_submission(
         lab, source, compiled=compiled, secret=SECRET, sanitizer=needs_sanitizer, timing=False
