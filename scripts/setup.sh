@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install kernelgrader into it with the given extras, e.g. "cuda13,dev".
+# Create .venv (once) and install kernelgrader into it with the given extras, e.g. "dev".
 # KERNELGRADER_CUDA picks CuPy's CUDA major version: cuda13 (default) or cuda12.
+# A stamp per (pyproject.toml, extras) skips the install when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${KERNELGRADER_CUDA:-cuda13}${1:+,$1}"
@@ -8,10 +9,12 @@ python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
-stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)-${extras//,/_}"
+hash="$(sha256sum pyproject.toml | cut -c1-16)"
+stamp=".venv/.installed-${hash}-${extras//,/_}"
 if [ ! -e "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet -e ".[${extras}]"
-    rm -f .venv/.installed-*
+    # Stamps of an older pyproject.toml no longer say anything; stamps of other extras do.
+    find .venv -maxdepth 1 -name '.installed-*' ! -name ".installed-${hash}-*" -delete
     touch "$stamp"
 fi
