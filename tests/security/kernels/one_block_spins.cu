@@ -8,7 +8,7 @@ extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, f
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) dst[i] = src[i] * factor;
     if (blockIdx.x == 0) {
-        volatile int forever = 1;
-        while (forever) { }
+        long long start = clock64();
+        while (clock64() - start >= 0) { }
     }
 }
