@@ -487,3 +487,22 @@ async def test_a_huge_body_is_refused_before_it_is_read_even_when_streamed(
     assert streamed.status_code == 413
     rows = session.scalars(select(Submission).where(Submission.user_id == world.student.user.id))
     assert list(rows) == []
+
+
+async def test_guessing_across_many_accounts_from_one_address_is_throttled_too(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    # An address may fail five times as often as one account; spraying one password over
+    # that many made-up accounts uses up the address.
+    for i in range(get_settings().login_max_failures * 5):
+        page = await client.get("/login")
+        r = await client.post(
+            "/login",
+            data={
+                "email": f"nobody{i}@example.edu",
+                "password": "Summer2026!",
+                "csrf_token": csrf_of(page.text),
+            },
+        )
+        assert r.status_code == 401, i
+    assert await login(client, world.student) == 429
