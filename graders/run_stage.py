@@ -26,6 +26,7 @@ from graders.harness import (
     LaunchPlan,
     as_failure,
     check_launchable,
+    cuda_error_name,
     launch_all,
     load_kernel,
     run_and_wait,
@@ -317,6 +318,15 @@ def _load(entry: dict[str, Any], kernel: str) -> Kernel:
     return Kernel(entry["name"], load_kernel(cubin, kernel), dict(entry.get("declarations", {})))
 
 
+def _load_failure_message(exc: BaseException) -> str:
+    if cuda_error_name(exc) == "CUDA_ERROR_OUT_OF_MEMORY" or "out of memory" in str(exc).lower():
+        return (
+            "The GPU could not load the kernel: it asks for more memory than the GPU has (a very "
+            "large __device__ array does this). Make the arrays it declares smaller."
+        )
+    return f"The GPU could not load the kernel ({exc}); check what it declares at file scope."
+
+
 def not_run(case: CaseSpec, seed: int, message: str) -> CaseResult:
     return CaseResult(
         name=case.name,
@@ -337,9 +347,20 @@ def run_cases(payload: dict[str, Any]) -> dict[str, Any]:
     lab = load_lab(payload["lab_folder"])
     progress = Path(payload["progress_path"]) if payload.get("progress_path") else None
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    seeds: dict[str, int] = payload["seeds"]
+    try:
+        submission = _load({"name": "submission", **payload["submission"]}, lab.kernel)
+    except Exception as exc:  # the driver refused the student's module: their verdict, not ours
+        message = _load_failure_message(exc)
+        refused = []
+        for name in payload["cases"]:
+            result = not_run(lab.case(name), seeds[name], message)
+            result.verdict = "launch_error"
+            refused.append(result.to_dict())
+        return {"cases": refused, "stopped": "", "gpu": None, "log": [str(exc)]}
     ctx = Context(
         lab=lab,
-        submission=_load({"name": "submission", **payload["submission"]}, lab.kernel),
+        submission=submission,
         references=[_load(r, lab.kernel) for r in payload.get("references", [])],
         lock_dir=payload.get("lock_dir"),
         progress=progress,
@@ -347,7 +368,6 @@ def run_cases(payload: dict[str, Any]) -> dict[str, Any]:
         max_shared=int(props.get("sharedMemPerBlock", 0)),
     )
     flusher = L2Flusher() if ctx.time_cases and lab.timing else None
-    seeds: dict[str, int] = payload["seeds"]
     cases = [lab.case(name) for name in payload["cases"]]
     results: list[CaseResult] = []
     stopped = ""
