@@ -7,6 +7,8 @@ Header lines (interfaces.md's format, plus three lines these files need):
     // expect-message: did not finish    optional; a substring of the message (any case)
     // timing: on                        optional; grade with the timed repetitions
     // expect-stdout: dropped            optional; a substring of the captured kernel output
+    // health-check: no                  optional; a kernel_error here need not make the worker
+                                         check the GPU (the context survives it)
     // why: ...                          what the kernel tries
 """
 
@@ -36,6 +38,7 @@ class HostileKernel:
     message: str
     timing: bool
     stdout: str
+    health_check: bool
     why: str
     source: str
 
@@ -61,6 +64,7 @@ def load(path: Path) -> HostileKernel:
         message=header.get("expect-message", ""),
         timing=header.get("timing", "off") == "on",
         stdout=header.get("expect-stdout", ""),
+        health_check=header.get("health-check", "yes") != "no",
         why=header.get("why", ""),
         source=source,
     )
