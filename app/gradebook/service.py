@@ -11,12 +11,8 @@ from sqlalchemy.orm import Session
 
 from app.courses.models import Course, Enrollment, Lab, Role, ScorePolicy
 from app.courses.service import labs_of
-from app.submissions.models import Status, Submission
+from app.submissions.models import Submission
 from app.users.models import User
-
-# Submissions that carry a verdict: a compile error counts as zero; `error` (our fault),
-# and those still in progress or waiting for a GPU, do not count yet.
-COUNTED = (Status.graded.value, Status.compile_error.value)
 
 
 @dataclass(frozen=True)
@@ -28,7 +24,11 @@ class Counted:
 
 def counted_submission(lab: Lab, submissions: list[Submission]) -> Counted | None:
     """The submission that counts under the lab's policy; `submissions` in any order."""
-    scored = [s for s in submissions if s.status in COUNTED]
+    # A submission counts once it has a verdict (`graded_at`; a compile error scores zero).
+    # It keeps that verdict while a regrade is under way or if the regrade fails on our side,
+    # so a regrade never blanks a student's grade; never-graded ones (in progress, waiting for
+    # a GPU, `error`) do not count yet.
+    scored = [s for s in submissions if s.graded_at is not None]
     if not scored:
         return None
     if lab.score_policy == ScorePolicy.last.value:

@@ -37,6 +37,7 @@ def make_submission(
         late=late,
         score=score,
         max_score=lab.max_score,
+        graded_at=created_at if status in (Status.graded, Status.compile_error) else None,
     )
     session.add(submission)
     session.flush()

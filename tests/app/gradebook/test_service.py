@@ -13,6 +13,7 @@ from app.courses.models import Role, ScorePolicy
 from app.courses.service import add_lab, enroll
 from app.gradebook.service import gradebook_csv
 from app.submissions.models import Status
+from app.submissions.service import set_status
 from tests.app.conftest import TEST_LAB, make_member, make_world
 from tests.app.factories import make_submission, minutes
 
@@ -61,6 +62,16 @@ def test_last_policy_counts_the_latest_verdict_even_if_lower(session: Session) -
     table = rows(gradebook_csv(session, course=world.course))
     row = next(r for r in table if r[2] == s.email)
     assert row[3:] == ["0", "1", "0"]
+
+
+def test_a_regrade_under_way_keeps_the_earlier_verdict_counted(session: Session) -> None:
+    world = make_world(session, score_policy=ScorePolicy.best)
+    s, lab = world.student.user, world.lab
+    submission, _ = make_submission(session, user=s, lab=lab, score=7)
+    set_status(session, submission, Status.queued, "Queued again for a regrade.")
+    session.commit()
+    row = next(r for r in rows(gradebook_csv(session, course=world.course)) if r[2] == s.email)
+    assert row[3:] == ["7", "0", "7"]
 
 
 def test_columns_follow_due_date_then_slug_whatever_the_data(session: Session) -> None:
