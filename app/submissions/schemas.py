@@ -71,6 +71,11 @@ class SubmissionRead(BaseModel):
     compile_warnings: list[Any]
     declarations: dict[str, Any]
     findings: list[dict[str, Any]]
+    # Where and how the run stage ran: the GPU (name, SM clock, temperature), seconds per
+    # stage, and the kernel's printf output (capped by the sandbox).
+    gpu: dict[str, Any] | None = None
+    stage_seconds: dict[str, float] = {}
+    stdout: str = ""
     attempts: int
     cases: list[CaseRead]
     history: list[StatusChange]
@@ -157,6 +162,7 @@ def submission_read(
         ).all()
     )
     show_hidden = hidden_details_visible(lab, viewer_is_staff=viewer_is_staff)
+    report: dict[str, Any] = (job.report or {}) if job else {}
     return SubmissionRead(
         id=submission.id,
         url=f"/submissions/{submission.id}",
@@ -180,7 +186,10 @@ def submission_read(
         compile_arch=submission.compile_arch,
         compile_warnings=submission.compile_warnings or [],
         declarations=submission.declarations or {},
-        findings=(job.report or {}).get("findings", []) if job else [],
+        findings=report.get("findings", []),
+        gpu=report.get("gpu"),
+        stage_seconds=report.get("stage_seconds", {}),
+        stdout=report.get("stdout", ""),
         attempts=attempts,
         cases=[_case_read(row, show_hidden=show_hidden) for row in rows],
         history=[

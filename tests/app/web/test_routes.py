@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -170,7 +171,7 @@ async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
     from app.grading.record import record_report
     from app.submissions.models import Status
     from graders.results import CaseResult as GradedCase
-    from graders.results import GradeReport, TimingStats
+    from graders.results import GpuInfo, GradeReport, TimingStats
     from tests.app.conftest import make_world
     from tests.app.factories import make_submission
 
@@ -193,6 +194,7 @@ async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
             message="dst[7]: expected 2.5, got 0.",
             max_points=6,
             timing=timing,
+            reference_timings={"naive": replace(timing, median_ms=0.75)},
         ),
         GradedCase(
             name="n-1048579",
@@ -205,7 +207,14 @@ async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
         ),
     ]
     report = GradeReport(
-        lab="scale-test", cases=cases, score=0, max_score=10, summary="0 of 2 cases passed."
+        lab="scale-test",
+        cases=cases,
+        score=0,
+        max_score=10,
+        summary="0 of 2 cases passed.",
+        gpu=GpuInfo(name="NVIDIA H200", arch="sm_90", sm_clock_mhz=1980, temperature_c=35),
+        stage_seconds={"compile": 0.5, "run": 6.25},
+        stdout="hello from <b>block</b> 0",
     )
     record_report(session, submission=submission, job=job, report=report)
     session.commit()
@@ -213,6 +222,10 @@ async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
     page = (await client.get(f"/submissions/{submission.id}")).text
     assert "dst[7]: expected 2.5, got 0." in page
     assert "0.250 ms" in page
+    assert "naive: 0.750 ms" in page  # the references timed beside it
+    assert "Ran on NVIDIA H200 (sm_90), SM clock 1980 MHz, 35 °C" in page
+    assert "run 6.2 s" in page or "run 6.3 s" in page
+    assert "hello from &lt;b&gt;block&lt;/b&gt; 0" in page  # printf output, escaped
     assert "details shown after the due date" in page
     assert "secret detail" not in page
     assert "0 of 2 cases passed." in page
