@@ -12,8 +12,14 @@ fi
 hash="$(sha256sum pyproject.toml | cut -c1-16)"
 stamp=".venv/.installed-${hash}-${extras//,/_}"
 if [ ! -e "$stamp" ]; then
-    .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e ".[${extras}]"
+    echo "Installing kernelgrader[${extras}] into .venv (the first time takes a few minutes)..." >&2
+    log=".venv/install.log"
+    if ! { .venv/bin/python -m pip install --upgrade pip \
+           && .venv/bin/python -m pip install -e ".[${extras}]"; } >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        echo "Installing failed; the whole log is in $log." >&2
+        exit 1
+    fi
     # Stamps of an older pyproject.toml no longer say anything; stamps of other extras do.
     find .venv -maxdepth 1 -name '.installed-*' ! -name ".installed-${hash}-*" -delete
     touch "$stamp"
