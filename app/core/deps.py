@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from sqlalchemy.orm import Session
 
-from app.core.database import new_session
+from app.core.database import session_scope
 from app.core.errors import NotAuthenticated
 from app.users.models import User
 from app.users.service import user_for_token
@@ -16,15 +16,8 @@ from app.users.service import user_for_token
 
 def get_db() -> Iterator[Session]:
     """One unit of work per request: commit when the handler returns, roll back if it raises."""
-    session = new_session()
-    try:
+    with session_scope() as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 # scope="function": the session commits before the response goes out, not after.
