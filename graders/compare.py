@@ -11,11 +11,11 @@ import numpy as np
 
 # Sentinels written into outputs before each launch. Floats get a quiet NaN with a payload
 # no arithmetic produces, so "never written" is told apart from "computed a NaN".
-SENTINEL_BITS = {
+SENTINEL_BITS: dict[np.dtype, np.unsignedinteger] = {
     np.dtype(np.float32): np.uint32(0x7FC0DEAD),
     np.dtype(np.float64): np.uint64(0x7FF8DEADBEEFDEAD),
 }
-SENTINEL_INTS = {
+SENTINEL_INTS: dict[np.dtype, np.integer] = {
     np.dtype(np.int32): np.int32(-559038737),  # 0xDEADBEEF
     np.dtype(np.uint32): np.uint32(0xDEADBEEF),
     np.dtype(np.int64): np.int64(-2401053088876216593),  # 0xDEADBEEFDEADBEEF

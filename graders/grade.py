@@ -74,7 +74,7 @@ def reference_payloads(
     lab: LabSpec, arch: str | None, names: list[str] | None = None
 ) -> list[dict[str, Any]]:
     """Compiled references (cached per lab, file content and arch) for the run child."""
-    out = []
+    out: list[dict[str, Any]] = []
     for ref in lab.references:
         if names is not None and ref.name not in names:
             continue

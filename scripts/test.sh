@@ -7,5 +7,6 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check app graders tests bench
 ruff format --check app graders tests bench
+mypy
 KERNELGRADER_DATABASE_URL="sqlite:///$(mktemp -d)/alembic-check.db" scripts/alembic-check.sh
 exec pytest "$@"
