@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install everything the tests need into .venv, then lint, check migrations and run pytest.
+# Install everything the tests need into .venv, then lint, type-check, check migrations, run pytest.
 # Extra arguments go to pytest, e.g. scripts/test.sh -m gpu
 set -euo pipefail
 cd "$(dirname "$0")/.."
