@@ -13,6 +13,7 @@ import socket
 from datetime import timedelta
 
 from sqlalchemy import or_, update
+from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
@@ -60,8 +61,11 @@ def _claim(submission_id: int, job_id: int, me: str) -> bool:
                 GradingJob.submission_id == submission_id,
                 or_(
                     GradingJob.state == JobState.queued.value,
+                    # A second delivery after its worker died; once the attempts are spent
+                    # the sweeper fails it with a sentence instead.
                     (GradingJob.state == JobState.started.value)
-                    & (GradingJob.heartbeat_at < stale),
+                    & (GradingJob.heartbeat_at < stale)
+                    & (GradingJob.attempt < settings.max_attempts),
                 ),
             )
             .values(
@@ -80,8 +84,24 @@ def _claim(submission_id: int, job_id: int, me: str) -> bool:
     return True
 
 
-def _still_mine(job: GradingJob, me: str) -> bool:
-    return job.worker_id == me and job.state == JobState.started.value
+def _hold(session: Session, job_id: int, me: str) -> bool:
+    """True if this worker still holds the job, and keep it held until the session commits.
+
+    A conditional write, not a read: between reading "mine" and committing, the sweeper or a
+    second delivery could hand the job to another worker, and this one would then record over
+    it. The UPDATE takes the row's write lock (PostgreSQL) or the database's (SQLite), so a
+    takeover either committed before it (no row matches) or waits until this commit.
+    """
+    held = session.execute(
+        update(GradingJob)
+        .where(
+            GradingJob.id == job_id,
+            GradingJob.worker_id == me,
+            GradingJob.state == JobState.started.value,
+        )
+        .values(heartbeat_at=utcnow())
+    )
+    return held.rowcount == 1  # type: ignore[attr-defined]
 
 
 def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outcome:
@@ -106,10 +126,10 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
             )
             reason = run_unavailable_reason() if compiled.ok else None
             with session_scope() as session:
+                if not _hold(session, job_id, me):
+                    return Outcome.lost
                 job = session.get_one(GradingJob, job_id)
                 submission = session.get_one(Submission, submission_id)
-                if not _still_mine(job, me):
-                    return Outcome.lost
                 record_compile(session, submission=submission, job=job, result=compiled)
                 if not compiled.ok:
                     return Outcome.compile_error
@@ -127,10 +147,10 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
 
             report = run_submission(spec, source, compiled=compiled, secret=settings.grading_secret)
             with session_scope() as session:
+                if not _hold(session, job_id, me):
+                    return Outcome.lost
                 job = session.get_one(GradingJob, job_id)
                 submission = session.get_one(Submission, submission_id)
-                if not _still_mine(job, me):
-                    return Outcome.lost
                 record_report(session, submission=submission, job=job, report=report)
             return Outcome.graded
         except Exception as exc:
@@ -147,9 +167,9 @@ def _compile_name(filename: str) -> str:
 
 def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
     with session_scope() as session:
-        job = session.get_one(GradingJob, job_id)
-        if not _still_mine(job, me):
+        if not _hold(session, job_id, me):
             return
+        job = session.get_one(GradingJob, job_id)
         job.state = JobState.failed.value
         job.finished_at = utcnow()
         job.error = error

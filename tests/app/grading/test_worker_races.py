@@ -1,0 +1,99 @@
+"""A worker that lost its job while it worked must not record over the worker that took it."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.core.database import session_scope, utcnow
+from app.core.settings import get_settings
+from app.grading import worker
+from app.grading.models import GradingJob, JobState
+from app.grading.worker import Outcome, grade_job
+from app.submissions.models import Status
+from tests.app.conftest import GOOD_KERNEL, World, make_world
+from tests.app.factories import make_submission
+
+pytestmark = pytest.mark.anyio
+
+
+async def _submit(client: httpx.AsyncClient, world: World, session: Session) -> tuple[int, int]:
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        headers=world.student.auth,
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+    )
+    assert r.status_code == 202, r.text
+    sid = r.json()["id"]
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    return sid, job_id
+
+
+async def test_a_takeover_while_a_worker_records_leaves_one_holder(
+    client: httpx.AsyncClient, world: World, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid, job_id = await _submit(client, world, session)
+    real_record = worker.record_compile
+    taken: list[int] = []
+
+    def take_over() -> None:
+        # Another worker claims the job as the sweeper would hand it over: only while started.
+        with session_scope() as other:
+            result = other.execute(
+                update(GradingJob)
+                .where(GradingJob.id == job_id, GradingJob.state == JobState.started.value)
+                .values(worker_id="other-host:2", heartbeat_at=utcnow(), attempt=2)
+            )
+            taken.append(result.rowcount)  # type: ignore[attr-defined]
+
+    def record_during_a_takeover(*args: Any, **kwargs: Any) -> None:
+        # The takeover comes while this worker is recording: it must either land before this
+        # worker's hold (which then sees it) or wait until the record is committed.
+        thread = threading.Thread(target=take_over)
+        thread.start()
+        thread.join(timeout=1.0)
+        threads.append(thread)
+        real_record(*args, **kwargs)
+
+    threads: list[threading.Thread] = []
+    monkeypatch.setattr(worker, "record_compile", record_during_a_takeover)
+    outcome = grade_job(sid, job_id, me="slow-host:1")
+    for thread in threads:
+        thread.join()
+    session.expire_all()
+    job = session.get_one(GradingJob, job_id)
+    if taken == [1]:
+        # The other worker holds it: this one recorded nothing over it.
+        assert outcome is Outcome.lost
+        assert job.worker_id == "other-host:2" and job.state == JobState.started.value
+    else:
+        assert taken == [0] and outcome is Outcome.compiled
+        assert job.worker_id == "slow-host:1" and job.state == JobState.waiting_gpu.value
+
+
+def test_a_stale_job_out_of_attempts_is_not_claimed_again(session: Session) -> None:
+    world = make_world(session)
+    long_ago = utcnow() - timedelta(hours=1)
+    submission, job = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.compiling,
+        job_state=JobState.started,
+        created_at=long_ago,
+    )
+    job.attempt = get_settings().max_attempts
+    job.worker_id = "crashed-host:1"
+    job.started_at = job.heartbeat_at = job.sent_at = long_ago
+    session.commit()
+    # The broker delivers the message again after the worker died: the attempts are spent, so
+    # this worker leaves it to the sweeper, which tells the student it was not their fault.
+    assert grade_job(submission.id, job.id, me="next-host:1") is Outcome.duplicate
+    session.expire_all()
+    assert session.get_one(GradingJob, job.id).attempt == get_settings().max_attempts
