@@ -49,9 +49,20 @@ def _patterns(spelling: str) -> list[re.Pattern[str]]:
     ]
 
 
+def _c_integer(literal: str) -> int:
+    """A C integer literal's value: a leading 0 means octal in C (`010` is 8), which Python's
+    int(x, 0) refuses outright."""
+    if len(literal) > 1 and literal[0] == "0" and literal[1] not in "xX":
+        return int(literal, 8)
+    return int(literal, 0)
+
+
 def _integer_value(text: str) -> int | None:
     """A whole-number constant: a literal (with C suffixes), or literals with + - * / % ()."""
-    plain = _INT_LITERAL.sub(lambda m: str(int(m.group(1), 0)), text.strip())
+    try:
+        plain = _INT_LITERAL.sub(lambda m: str(_c_integer(m.group(1))), text.strip())
+    except ValueError:  # not a C literal either (`08`): the compiler has refused it already
+        return None
     if not _ARITHMETIC.match(plain):
         return None
     # C integer division truncates; the evaluator's // floors, the same for non-negative values.

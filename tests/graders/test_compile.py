@@ -176,6 +176,13 @@ def test_declaration_out_of_bounds_is_refused(lab: LabSpec) -> None:
     )
 
 
+def test_octal_declaration_is_read_as_c_reads_it(lab: LabSpec) -> None:
+    # `010` is 8 in C; Python's int("010", 0) raised, and the student got "the grader failed".
+    result = compile_submission(lab, TILED.replace("TILE_WIDTH 16", "TILE_WIDTH 010"), arch=ARCH)
+    assert result.ok and result.reason == "", result.message
+    assert result.declarations == {"TILE": 8}
+
+
 def test_missing_requirement_is_refused_but_not_for_references(lab: LabSpec) -> None:
     naive = NAIVE.replace("{}", "{ if (M && N && K) C[0] = A[0] * B[0]; }")
     result = compile_submission(lab, naive, arch=ARCH)

@@ -23,6 +23,8 @@ DECLARES = {"TILE": TILE, "COARSE": COARSE}
         ("constexpr int TILE_WIDTH{12};\n", {"TILE": 12, "COARSE": 1}),
         ("#define TILE_WIDTH (4 * 4)\n", {"TILE": 16, "COARSE": 1}),
         ("#define TILE_WIDTH 32 / 2\n", {"TILE": 16, "COARSE": 1}),
+        # A leading 0 is octal in C (Python's int(x, 0) refuses it).
+        ("#define TILE_WIDTH 010\nconstexpr int COARSE = 0004u;\n", {"TILE": 8, "COARSE": 4}),
         # Seed 004 defines T inside the kernel body.
         ("__global__ void k() {\n#define T 7\n}\n", {"TILE": 7, "COARSE": 1}),
         ("", {"TILE": 32, "COARSE": 1}),
@@ -60,3 +62,6 @@ def test_out_of_bounds_names_the_bounds() -> None:
 def test_values_that_are_not_numbers_are_refused() -> None:
     with pytest.raises(DeclarationError, match="cannot read as a whole number"):
         resolve_declarations("#define TILE_WIDTH blockDim.x\n", DECLARES)
+    # Not a C literal at all (8 is no octal digit): a sentence, not a grader failure.
+    with pytest.raises(DeclarationError, match="cannot read as a whole number"):
+        resolve_declarations("#define TILE_WIDTH 08\n", DECLARES)
