@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
@@ -131,6 +131,18 @@ def regrade(session: Session, *, user: User, submission: Submission, now: dateti
             f"Submission {submission.id} is already waiting or being graded; "
             "wait for its result before regrading it."
         )
+    # A compiled job still waiting for a GPU (or one a GPU sweep has just queued) would run
+    # beside the regrade: the regrade replaces it. Conditional, so a job a worker has already
+    # taken is left to finish.
+    session.execute(
+        update(GradingJob)
+        .where(
+            GradingJob.submission_id == submission.id,
+            GradingJob.state.in_([JobState.waiting_gpu.value, JobState.queued.value]),
+        )
+        .values(state=JobState.failed.value, finished_at=now, error="replaced by a regrade")
+        .execution_options(synchronize_session="fetch")
+    )
     job = GradingJob(submission_id=submission.id, queued_at=now)
     session.add(job)
     set_status(session, submission, Status.queued, f"Queued again for a regrade by {user.email}.")

@@ -15,6 +15,7 @@ from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.grading import worker
 from app.grading.models import GradingJob, JobState
+from app.grading.sweeper import sweep
 from app.grading.worker import Outcome, grade_job
 from app.submissions.models import Status
 from tests.app.conftest import GOOD_KERNEL, World, make_world
@@ -97,3 +98,21 @@ def test_a_stale_job_out_of_attempts_is_not_claimed_again(session: Session) -> N
     assert grade_job(submission.id, job.id, me="next-host:1") is Outcome.duplicate
     session.expire_all()
     assert session.get_one(GradingJob, job.id).attempt == get_settings().max_attempts
+
+
+async def test_a_regrade_replaces_a_job_still_waiting_for_a_gpu(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    sid, first = await _submit(client, world, session)
+    assert grade_job(sid, first, me="cpu-host:1") is Outcome.compiled
+    r = await client.post(f"/api/v1/submissions/{sid}/regrade", headers=world.ta.auth)
+    assert r.status_code == 202, r.text
+    second = session.scalars(
+        select(GradingJob.id).where(GradingJob.submission_id == sid, GradingJob.id != first)
+    ).one()
+    assert grade_job(sid, second, me="cpu-host:1") is Outcome.compiled
+    # A GPU worker now sweeps: only the regrade runs; the job it replaced is not run as well.
+    sent = sweep(has_gpu=True).to_gpu
+    assert second in sent and first not in sent
+    session.expire_all()
+    assert session.get_one(GradingJob, first).state == JobState.failed.value
