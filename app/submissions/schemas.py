@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -142,6 +143,32 @@ def hidden_details_visible(lab: Lab, *, viewer_is_staff: bool) -> bool:
     return viewer_is_staff or (lab.due_at is not None and utcnow() >= lab.due_at)
 
 
+HIDDEN_OUTPUT = (
+    "What the kernel printed is shown after the due date, since it includes what it printed "
+    "during the hidden cases."
+)
+
+
+def _hidden_names(session: Session, *, submission: Submission) -> list[str]:
+    """Names of the hidden cases in any of the submission's jobs (history covers them all)."""
+    return list(
+        session.scalars(
+            select(CaseResult.name)
+            .join(GradingJob, GradingJob.id == CaseResult.job_id)
+            .where(GradingJob.submission_id == submission.id, CaseResult.hidden.is_(True))
+            .distinct()
+        )
+    )
+
+
+def _redact(text: str, hidden_names: list[str]) -> str:
+    # The engine's summary names the first failing case with its verdict, "the first failure
+    # is NAME (wrong answer)"; for a hidden case the verdict is a detail students wait for.
+    for name in hidden_names:
+        text = re.sub(rf"{re.escape(name)} \([a-z ]+\)", f"{name} (hidden)", text)
+    return text
+
+
 def submission_read(
     session: Session, *, submission: Submission, viewer_is_staff: bool
 ) -> SubmissionRead:
@@ -163,6 +190,12 @@ def submission_read(
     )
     show_hidden = hidden_details_visible(lab, viewer_is_staff=viewer_is_staff)
     report: dict[str, Any] = (job.report or {}) if job else {}
+    hidden = [] if show_hidden else _hidden_names(session, submission=submission)
+    stdout: str = report.get("stdout", "")
+    if hidden and stdout and any(row.hidden and row.verdict != "not_run" for row in rows):
+        # One stream for every case: a kernel that prints its arguments would show the hidden
+        # sizes, so the student reads it once the details are theirs to see.
+        stdout = HIDDEN_OUTPUT
     return SubmissionRead(
         id=submission.id,
         url=f"/submissions/{submission.id}",
@@ -172,12 +205,12 @@ def submission_read(
         filename=submission.filename,
         sha256=submission.sha256,
         status=Status(submission.status),
-        status_message=submission.status_message,
+        status_message=_redact(submission.status_message, hidden),
         queue_position=queue_position(session, submission=submission),
         late=submission.late,
         score=submission.score,
         max_score=submission.max_score,
-        summary=submission.summary,
+        summary=_redact(submission.summary, hidden),
         created_at=submission.created_at,
         graded_at=submission.graded_at,
         compile_ok=submission.compile_ok,
@@ -189,11 +222,11 @@ def submission_read(
         findings=report.get("findings", []),
         gpu=report.get("gpu"),
         stage_seconds=report.get("stage_seconds", {}),
-        stdout=report.get("stdout", ""),
+        stdout=stdout,
         attempts=attempts,
         cases=[_case_read(row, show_hidden=show_hidden) for row in rows],
         history=[
-            StatusChange(status=Status(e.status), message=e.message, at=e.at)
+            StatusChange(status=Status(e.status), message=_redact(e.message, hidden), at=e.at)
             for e in events_of(session, submission=submission)
         ],
     )

@@ -339,3 +339,56 @@ async def test_a_huge_body_is_refused_before_it_is_read(
         content=chunks(),
     )
     assert r.status_code == 413
+
+
+async def test_hidden_cases_leak_through_no_other_field_before_the_due_date(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    from app.grading.record import record_report
+    from graders import scoring
+    from graders.results import CaseResult as GradedCase
+    from graders.results import GradeReport
+
+    world = make_world(session, due_at=utcnow() + timedelta(days=1))
+    sid = (await submit(client, world, world.student)).json()["id"]
+    submission = session.get_one(Submission, sid)
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == sid)).one()
+    cases = [
+        GradedCase("n-1000", {"n": 1000}, False, True, "pass", "ok", points=6, max_points=6),
+        GradedCase(
+            "secret-case", {"n": 1048579}, True, False, "out_of_bounds_write", "past dst", 0, 4
+        ),
+    ]
+    summary = scoring.summary_sentence(cases, scoring.PerformanceScore(points=0, sentence=""))
+    assert "out of bounds write" in summary  # the engine names the first failure's verdict
+    # The kernel printed its size argument in every case, the hidden one included.
+    report = GradeReport(
+        lab="scale-test",
+        cases=cases,
+        score=6,
+        max_score=10,
+        summary=summary,
+        stdout="n = 1000\nn = 1048579\n",
+    )
+    record_report(session, submission=submission, job=job, report=report)
+    session.commit()
+
+    mine = (await client.get(f"/api/v1/submissions/{sid}", headers=world.student.auth)).json()
+    shown = " ".join(
+        [mine["summary"], mine["status_message"], mine["stdout"]]
+        + [change["message"] for change in mine["history"]]
+    )
+    assert "1048579" not in shown and "out of bounds" not in shown, shown
+    assert "secret-case" in mine["summary"]  # the name is shown, as in the cases table
+    from tests.app.web.test_routes import login
+
+    await login(client, world.student)
+    page = (await client.get(f"/submissions/{sid}")).text
+    assert "1048579" not in page and "out of bounds" not in page
+    # Staff see everything, and so does the student once the lab is due.
+    staff = (await client.get(f"/api/v1/submissions/{sid}", headers=world.ta.auth)).json()
+    assert "1048579" in staff["stdout"] and "out of bounds" in staff["summary"]
+    world.lab.due_at = utcnow() - timedelta(seconds=1)
+    session.commit()
+    after = (await client.get(f"/api/v1/submissions/{sid}", headers=world.student.auth)).json()
+    assert "1048579" in after["stdout"] and "out of bounds" in after["summary"]
