@@ -11,6 +11,12 @@ from graders.specs import LabSpec
 MAX_BLOCK_THREADS = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_CASE_BYTES = 48 * 2**30  # a spec typo (2^40 elements) fails at load, not on the GPU
+# What an integer scalar argument can hold; NumPy refuses (at run time) a value outside it.
+INT_RANGES = {
+    "int32": (-(2**31), 2**31 - 1),
+    "uint32": (0, 2**32 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+}
 
 
 def _expressions(spec: LabSpec) -> list[tuple[str, str | Number]]:
@@ -99,6 +105,19 @@ def _check_case(
         negative_ok = path.endswith((".low", ".high", ".value")) and path.startswith("params")
         if value < 0 and not negative_ok:
             ctx.fail(path, f"{where}: {expr!r} is {value}, which is negative")
+    for i, p in enumerate(spec.params):
+        # Generated integers are cast to the dtype, which would wrap a bound that does not fit.
+        if p.init is None or p.dtype not in INT_RANGES:
+            continue
+        low, high = INT_RANGES[p.dtype]
+        keys = ("value",) if p.init.dist == "constant" else ("low", "high")
+        for key in keys:
+            value = evaluate(getattr(p.init, key), names)
+            if not low <= value <= high:
+                ctx.fail(
+                    f"params[{i}].init.{key}",
+                    f"{where}: {value} does not fit in {p.dtype} ({low}..{high})",
+                )
     total_bytes = 0
     for i, p in enumerate(spec.params):
         if not p.is_array:
@@ -129,6 +148,18 @@ def _check_case(
         if shared < 0:
             ctx.fail(f"launch[{li}].shared_bytes", f"{where}: {shared} is negative")
         try:
-            spec.launch_args(launch, names)
+            bound = spec.launch_args(launch, names)
         except ExprError as exc:
             ctx.fail(f"launch[{li}].args", f"{where}: {exc}")
+        for arg in bound:
+            if arg.dtype not in INT_RANGES or arg.value is None:
+                continue
+            low, high = INT_RANGES[arg.dtype]
+            if low <= arg.value <= high:
+                continue
+            path = (
+                f"params[{spec.params.index(arg.param)}].value"
+                if arg.param is not None
+                else f"launch[{li}].args[{arg.position}]"
+            )
+            ctx.fail(path, f"{where}: {arg.value} does not fit in {arg.dtype} ({low}..{high})")

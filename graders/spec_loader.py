@@ -40,6 +40,17 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.x+-]{0,63}$")
 # NVRTC options that would give a submission a way to read host files or change output kinds.
 FORBIDDEN_OPTION_PREFIXES = ("-I", "--include-path", "-include", "--pre-include", "-o", "--output")
+# What each built-in oracle reads (graders.oracles): input arrays (kind in or inout, in
+# order) and float scalars. It computes one answer, so the lab may have one output only.
+ORACLE_OPERANDS: dict[str, tuple[int, int]] = {
+    "scale": (1, 1),
+    "hadamard": (2, 0),
+    "sum": (1, 0),
+    "dot": (2, 0),
+    "matmul": (2, 0),
+    "conv1d": (2, 0),
+    "conv2d": (2, 0),
+}
 
 
 TOP_KEYS = {
@@ -104,6 +115,7 @@ def read_lab(folder: Path) -> LabSpec:
     timing = _timing(ctx, data["timing"], cases) if "timing" in data else None
     scoring = _scoring(ctx, data.get("scoring", {}), references, timing)
 
+    _check_oracle_fits(ctx, oracle, params, references)
     case_names = {c.name for c in cases}
     sanitizer = ctx.boolean(lab.get("sanitizer", False), "lab.sanitizer")
     sanitizer_case = lab.get("sanitizer_case")
@@ -372,6 +384,41 @@ def _expected(ctx: FieldReader, value: Any, references: list[ReferenceSpec]) -> 
             f"unknown oracle {oracle!r} (one of {', '.join(BUILTIN_ORACLES)}, or reference:<name>)",
         )
     return oracle
+
+
+def _check_oracle_fits(
+    ctx: FieldReader, oracle: str, params: list[ParamSpec], references: list[ReferenceSpec]
+) -> None:
+    """A built-in oracle or reference that does not fit the params fails here, at load, rather
+    than as "the grader failed" for every submission (or as the student's timed case)."""
+    for i, ref in enumerate(references):
+        if ref.builtin == "cublas" and oracle != "matmul":
+            ctx.fail(
+                f"references[{i}].builtin",
+                f"'cublas' multiplies two matrices; it fits only a lab whose oracle is 'matmul', "
+                f"not {oracle!r}",
+            )
+    if oracle not in ORACLE_OPERANDS:
+        return
+    arrays, floats = ORACLE_OPERANDS[oracle]
+    inputs = [p for p in params if p.is_array and p.is_input]
+    float_scalars = [p for p in params if not p.is_array and p.dtype in FLOAT_DTYPES]
+    outputs = [p.name for p in params if p.is_output]
+    if len(inputs) < arrays:
+        ctx.fail(
+            "expected.oracle",
+            f"{oracle!r} needs {arrays} input array{'s' if arrays > 1 else ''}; "
+            f"the params have {len(inputs)}",
+        )
+    if len(float_scalars) < floats:
+        ctx.fail("expected.oracle", f"{oracle!r} needs a float scalar (the factor); there is none")
+    if len(outputs) > 1:
+        ctx.fail(
+            "expected.oracle",
+            f"{oracle!r} computes one answer, but the params have {len(outputs)} outputs "
+            f"({', '.join(outputs)}); the others would go unchecked. Use a reference kernel "
+            '(oracle = "reference:<name>") or make the others "scratch"',
+        )
 
 
 def _tolerance(ctx: FieldReader, value: Any, params: list[ParamSpec]) -> dict[str, ToleranceSpec]:

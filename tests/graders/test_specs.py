@@ -129,6 +129,16 @@ BAD_SPECS = [
         "exactly one of `value` or `init`",
     ),
     ('value = "M"', 'value = "M"\nshape = [1]', "params[3].shape", "no shape"),
+    # Values NumPy cannot hold in the scalar's dtype would raise for every submission.
+    ('value = "M"', 'value = "M * 100000000"', "params[3].value", "does not fit in int32"),
+    (
+        'value = "M"',
+        'init = { dist = "integers", low = 0, high = 5000000000 }',
+        "params[3].init.high",
+        "does not fit in int32",
+    ),
+    # cuBLAS multiplies matrices; as the reference of another oracle it would fail when timed.
+    ('oracle = "matmul"', 'oracle = "hadamard"', "references[1].builtin", "fits only"),
     ('kind = "out"', 'kind = "scratch"', "params", "nothing to check"),
     ("default = 32", "default = 64", "declare.TILE", "min <= default <= max"),
     ("max = 32", "max = 32\nstep = 2", "declare.TILE", "unknown key 'step'"),
@@ -298,6 +308,17 @@ def test_malformed_spec_is_refused_naming_the_field(
             "launch[1].args",
             "not a whole number",
         ),
+        ('value = "n"', 'value = "n - 2"', "params[3].value", "-1 does not fit in uint32"),
+        (
+            'args = ["partial", "total", "nblocks"]',
+            'args = ["partial", "total", "nblocks * 10000000"]',
+            "launch[1].args[2]",
+            "does not fit in uint32",
+        ),
+        # A built-in oracle that does not fit the params, or leaves an output unchecked.
+        ('oracle = "sum"', 'oracle = "dot"', "expected.oracle", "needs 2 input arrays"),
+        ('oracle = "sum"', 'oracle = "scale"', "expected.oracle", "needs a float scalar"),
+        ('kind = "scratch"', 'kind = "out"', "expected.oracle", "2 outputs (partial, total)"),
         (
             'nblocks = "min(1024, ceil(n / 1024))"',
             'nblocks = "min(1024, ceil(n / 1024)"',
