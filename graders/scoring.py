@@ -81,7 +81,10 @@ def summary_sentence(cases: list[CaseResult], perf: PerformanceScore, speed: str
     failed = [c for c in run if not c.passed]
     text = f"{len(passed)} of {len(cases)} cases passed"
     if failed:
-        text += f"; the first failure is {failed[0].name} ({failed[0].verdict.replace('_', ' ')})"
+        first = failed[0]
+        # The summary is shown at once; a hidden case shows only pass or fail until the due date.
+        why = "a hidden case" if first.hidden else first.verdict.replace("_", " ")
+        text += f"; the first failure is {first.name} ({why})"
     not_run = len(cases) - len(run)
     if not_run:
         text += f"; {not_run} not run"

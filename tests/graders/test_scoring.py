@@ -79,3 +79,13 @@ def test_summary_names_the_first_failure() -> None:
     assert scoring.summary_sentence([cases[0]], perf, "2x faster than the naive kernel") == (
         "All 1 cases passed; 2x faster than the naive kernel."
     )
+
+
+def test_summary_keeps_a_hidden_failure_to_pass_or_fail() -> None:
+    hidden = _case("hidden-large", False, 10)
+    hidden.hidden, hidden.verdict = True, "out_of_bounds_write"
+    text = scoring.summary_sentence(
+        [_case("square-64", True, 10), hidden], scoring.PerformanceScore(0.0, "")
+    )
+    assert "hidden-large (a hidden case)" in text
+    assert "out of bounds" not in text
