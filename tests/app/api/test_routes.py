@@ -345,7 +345,6 @@ async def test_hidden_cases_leak_through_no_other_field_before_the_due_date(
     client: httpx.AsyncClient, session: Session
 ) -> None:
     from app.grading.record import record_report
-    from graders import scoring
     from graders.results import CaseResult as GradedCase
     from graders.results import GradeReport
 
@@ -359,8 +358,9 @@ async def test_hidden_cases_leak_through_no_other_field_before_the_due_date(
             "secret-case", {"n": 1048579}, True, False, "out_of_bounds_write", "past dst", 0, 4
         ),
     ]
-    summary = scoring.summary_sentence(cases, scoring.PerformanceScore(points=0, sentence=""))
-    assert "out of bounds write" in summary  # the engine names the first failure's verdict
+    # As an engine that names the first failure's verdict wrote it (rows graded before the
+    # engine stopped naming a hidden case's verdict keep that text).
+    summary = "1 of 2 cases passed; the first failure is secret-case (out of bounds write)."
     # The kernel printed its size argument in every case, the hidden one included.
     report = GradeReport(
         lab="scale-test",

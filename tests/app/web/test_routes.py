@@ -225,11 +225,18 @@ async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
     assert "naive: 0.750 ms" in page  # the references timed beside it
     assert "Ran on NVIDIA H200 (sm_90), SM clock 1980 MHz, 35 °C" in page
     assert "run 6.2 s" in page or "run 6.3 s" in page
-    assert "hello from &lt;b&gt;block&lt;/b&gt; 0" in page  # printf output, escaped
+    # The printed output includes the hidden case's run (it could print the hidden sizes), so a
+    # student reads it after the due date; staff read it now, escaped.
+    assert "hello from" not in page
+    assert "shown after the due date, since it includes what it printed" in page
     assert "details shown after the due date" in page
     assert "secret detail" not in page
     assert "0 of 2 cases passed." in page
     assert "Regrade" not in page  # students get no regrade button
+    await login(client, world.ta)
+    staff_page = (await client.get(f"/submissions/{submission.id}")).text
+    assert "hello from &lt;b&gt;block&lt;/b&gt; 0" in staff_page  # printf output, escaped
+    assert "secret detail" in staff_page
 
 
 async def test_before_release_students_see_no_lab_text_and_staff_do(
