@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
 from app import __version__
@@ -53,16 +59,65 @@ def create_app() -> FastAPI:
         if request.url.path.startswith("/api/"):
             if isinstance(exc, NotAuthenticated):
                 headers = {"WWW-Authenticate": "Bearer"}
-            return JSONResponse(
-                {"detail": exc.message}, status_code=exc.status_code, headers=headers
-            )
-        if isinstance(exc, NotAuthenticated):
+        elif isinstance(exc, NotAuthenticated):
             return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
-        page = render(request, "error.html", {"message": exc.message}, status_code=exc.status_code)
-        page.headers.update(headers or {})
-        return page
+        return _error(request, exc.status_code, exc.message, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        return _error(request, 422, validation_sentence(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        message = str(exc.detail)
+        # Starlette's own 404 and 405 say only "Not Found"; say what was asked and what to do.
+        if message == HTTPStatus(exc.status_code).phrase:
+            message = _http_sentence(request, exc)
+        return _error(request, exc.status_code, message, exc.headers)
 
     app.include_router(api_router)
     app.include_router(tokens_router)
     app.include_router(web_router)
     return app
+
+
+def _error(
+    request: Request, status_code: int, message: str, headers: Mapping[str, str] | None = None
+) -> Response:
+    """JSON `{"detail": sentence}` under /api/, the error page elsewhere."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse(
+            {"detail": message}, status_code=status_code, headers=dict(headers or {})
+        )
+    page = render(request, "error.html", {"message": message}, status_code=status_code)
+    page.headers.update(headers or {})
+    return page
+
+
+def validation_sentence(errors: Sequence[Any]) -> str:
+    """FastAPI's list of field errors as one sentence a person can act on."""
+    parts = []
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ())]
+        where = {"body": "form", "query": "query", "path": "path"}.get(loc[0], "") if loc else ""
+        name = ".".join(loc[1:]) or (loc[0] if loc else "")
+        if error.get("type") == "missing":
+            parts.append(f"the {where} field '{name}' is missing".replace("  ", " "))
+        else:
+            msg = str(error.get("msg", "is not valid")).rstrip(".")
+            parts.append(f"the {where} field '{name}' is not valid ({msg})".replace("  ", " "))
+    listed = "; ".join(parts) or "it could not be read"
+    return f"The request is not valid: {listed}. Correct it and send it again."
+
+
+def _http_sentence(request: Request, exc: StarletteHTTPException) -> str:
+    path = request.url.path
+    api = path.startswith("/api/")
+    if exc.status_code == 404:
+        if api:
+            return f"There is no API endpoint at {path}; the endpoints are listed at /docs."
+        return f"There is no page at {path}; check the address, or start from the home page."
+    if exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        return f"{request.method} is not allowed on {path}; use {allowed or 'another method'}."
+    return f"The request failed ({exc.status_code} {HTTPStatus(exc.status_code).phrase})."

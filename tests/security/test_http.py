@@ -506,3 +506,28 @@ async def test_guessing_across_many_accounts_from_one_address_is_throttled_too(
         )
         assert r.status_code == 401, i
     assert await login(client, world.student) == 429
+
+
+async def test_malformed_requests_get_a_sentence_not_a_validation_dump(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    # The API: a form without its file field, an unknown path, a wrong method.
+    missing = await client.post(submit_url(world), headers=world.student.auth)
+    assert missing.status_code == 422
+    detail = missing.json()["detail"]
+    assert isinstance(detail, str) and "'file'" in detail and detail.endswith(".")
+    unknown = await client.get("/api/v1/no-such-thing", headers=world.student.auth)
+    assert unknown.status_code == 404
+    assert "/api/v1/no-such-thing" in unknown.json()["detail"]
+    wrong = await client.put("/api/v1/health")
+    assert wrong.status_code == 405 and "PUT" in wrong.json()["detail"]
+    assert "GET" in wrong.headers["allow"]
+    # A page: the upload form posted without a file answers with a page, not JSON.
+    await login(client, world.student)
+    page = await client.get(lab_url(world))
+    r = await client.post(lab_url(world) + "/submissions", data={"csrf_token": csrf_of(page.text)})
+    assert r.status_code == 422
+    assert r.headers["content-type"].startswith("text/html")
+    assert "&#39;file&#39; is missing" in r.text and '"loc"' not in r.text
+    nowhere = await client.get("/no/such/page")
+    assert nowhere.status_code == 404 and nowhere.headers["content-type"].startswith("text/html")
