@@ -62,10 +62,21 @@ class FailureThrottle:
         now = self._clock()
         with self._lock:
             if len(self._failures) >= self._max_keys:
-                # Someone is spraying keys: forget the lot rather than grow without bound.
-                self._failures.clear()
+                self._make_room(now)
             for key in keys:
                 self._failures.setdefault(key, deque()).append(now)
+
+    def _make_room(self, now: float) -> None:
+        # Someone is spraying keys. Forget what has aged out, then keys still under the limit;
+        # never a key that is waiting, or spraying made-up accounts would free the one under
+        # attack. Only if every key is waiting is the lot forgotten, to stay bounded.
+        for key in list(self._failures):
+            self._recent(key, now)
+        if len(self._failures) >= self._max_keys:
+            for key in [k for k, v in self._failures.items() if len(v) < self.max_failures]:
+                del self._failures[key]
+        if len(self._failures) >= self._max_keys:
+            self._failures.clear()
 
     def succeeded(self, *keys: str) -> None:
         with self._lock:
