@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -64,6 +65,22 @@ def _safe_next(target: str | None) -> str:
     return "/" if parts.scheme or parts.netloc else target
 
 
+def client_network(host: str) -> str:
+    """The address a login failure counts against: IPv4 as is, IPv6 by its /64 network.
+
+    An IPv6 host is handed a whole /64 and can pick a fresh address for every guess.
+    """
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
 @router.get("/login", response_class=HTMLResponse)
 def login_form(request: Request, next: str = "/") -> Response:
     return render(request, "login.html", {"next": _safe_next(next), "error": None})
@@ -81,7 +98,7 @@ def login(
     check_csrf(request, csrf_token)
     # Throttle guessing per account and per address, before spending time on the hash.
     account = "account:" + email.strip().lower()
-    address = "address:" + (request.client.host if request.client else "unknown")
+    address = "address:" + client_network(request.client.host if request.client else "")
     throttle, address_throttle = (
         request.app.state.login_throttle,
         request.app.state.login_address_throttle,

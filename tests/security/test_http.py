@@ -531,3 +531,32 @@ async def test_malformed_requests_get_a_sentence_not_a_validation_dump(
     assert "&#39;file&#39; is missing" in r.text and '"loc"' not in r.text
     nowhere = await client.get("/no/such/page")
     assert nowhere.status_code == 404 and nowhere.headers["content-type"].startswith("text/html")
+
+
+async def test_rotating_ipv6_addresses_within_one_network_does_not_escape_the_throttle(
+    world: World,
+) -> None:
+    from app.main import create_app
+
+    # Any IPv6 host holds a whole /64, so every guess can come from a fresh address in it.
+    app = create_app()
+    for i in range(get_settings().login_max_failures * 5):
+        transport = httpx.ASGITransport(app=app, client=(f"2001:db8:1:2::{i + 1:x}", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            page = await c.get("/login")
+            r = await c.post(
+                "/login",
+                data={
+                    "email": f"nobody{i}@example.edu",
+                    "password": "Summer2026!",
+                    "csrf_token": csrf_of(page.text),
+                },
+            )
+            assert r.status_code == 401, i
+    transport = httpx.ASGITransport(app=app, client=("2001:db8:1:2::ffff", 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        assert await login(c, world.other_student, password="Summer2026!") == 429
+    # Another network is not held back.
+    transport = httpx.ASGITransport(app=app, client=("2001:db8:9:9::1", 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        assert await login(c, world.other_student) == 303
