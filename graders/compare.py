@@ -115,8 +115,11 @@ def compare_sum(got: np.ndarray, expected: float, *, atol: float, rtol: float) -
         result.first_wrong_index = (int(np.flatnonzero(unwritten.reshape(-1))[0]),)
         return result
     diff = abs(total - expected)
-    result.max_abs_error = diff
-    result.max_rel_error = diff / abs(expected) if expected else None
+    if np.isfinite(diff):
+        result.max_abs_error = diff
+        result.max_rel_error = diff / abs(expected) if expected else None
+    else:  # a NaN or an infinity among the partial sums: as compare_elementwise reports it
+        result.max_abs_error = float("inf")
     result.ok = bool(diff <= atol + rtol * abs(expected))
     result.wrong_count = 0 if result.ok else 1
     if not result.ok:

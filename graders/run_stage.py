@@ -160,16 +160,22 @@ def judge(
     return last or Judgement(False, "wrong_answer", "The lab declares no output to check.")
 
 
+def _finite(x: float | None) -> float | None:
+    """NaN and infinities are not JSON: the service stores and serves these numbers as JSON
+    (a kernel that writes NaN must not make its own result page fail). The message says NaN."""
+    return x if x is not None and np.isfinite(x) else None
+
+
 def _fill_comparison(result: CaseResult, j: Judgement) -> None:
     cmp = j.comparison
     if cmp is None:
         return
     result.wrong_count = cmp.wrong_count
     result.first_wrong_index = list(cmp.first_wrong_index) if cmp.first_wrong_index else None
-    result.expected = cmp.expected
-    result.got = cmp.got if cmp.got is None or np.isfinite(cmp.got) else None
-    result.max_abs_error = cmp.max_abs_error if cmp.max_abs_error != float("inf") else None
-    result.max_rel_error = cmp.max_rel_error
+    result.expected = _finite(cmp.expected)
+    result.got = _finite(cmp.got)
+    result.max_abs_error = _finite(cmp.max_abs_error)
+    result.max_rel_error = _finite(cmp.max_rel_error)
 
 
 def grade_case(ctx: Context, case: CaseSpec, seed: int, flusher: L2Flusher | None) -> CaseResult:

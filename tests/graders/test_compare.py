@@ -86,3 +86,9 @@ def test_sum_check_with_an_unwritten_partial() -> None:
     cmp = compare.compare_sum(partial, 1.0, atol=1e-6, rtol=0)
     assert not cmp.ok and cmp.got is None and cmp.unwritten_count == 3
     assert "never written" in compare.describe(cmp, "partial", check="sum")
+
+
+def test_sum_check_with_a_nan_partial_is_wrong_and_says_so() -> None:
+    cmp = compare.compare_sum(np.array([1.0, np.nan]), 1.0, atol=1e-6, rtol=0)
+    assert not cmp.ok and cmp.max_abs_error == float("inf") and cmp.max_rel_error is None
+    assert "got NaN" in compare.describe(cmp, "partial", check="sum")
