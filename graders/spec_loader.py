@@ -467,7 +467,10 @@ def _timing(ctx: FieldReader, value: Any, cases: list[CaseSpec]) -> TimingSpec:
     if rse >= 1:
         ctx.fail("timing.target_rse", f"is a fraction (0.01 = 1 %), got {rse}")
     min_reps = ctx.integer(t.get("min_reps", d.min_reps), "timing.min_reps", minimum=1)
-    max_reps = ctx.integer(t.get("max_reps", d.max_reps), "timing.max_reps", minimum=min_reps)
+    # Two samples at least: the spread (and the rse the stop rule uses) needs two.
+    max_reps = ctx.integer(
+        t.get("max_reps", d.max_reps), "timing.max_reps", minimum=max(min_reps, 2)
+    )
     budget = ctx.number(
         t.get("budget_seconds", d.budget_seconds), "timing.budget_seconds", positive=True
     )

@@ -53,6 +53,9 @@ class TimingPlan:
         n = len(samples)
         if n >= self.max_reps:
             return True
+        if n < 2:
+            # One sample has no spread: its rse would be inf, which is not JSON for the service.
+            return False
         if n < self.min_reps:
             # The budget still stops a kernel so slow that min_reps would take minutes.
             return n >= 2 and elapsed_s > 4 * self.budget_seconds

@@ -250,6 +250,12 @@ BAD_SPECS = [
         "timing.max_reps",
         "at least 20",
     ),
+    (
+        'case = "square-1023"',
+        'case = "square-1023"\nmin_reps = 1\nmax_reps = 1',
+        "timing.max_reps",
+        "at least 2",
+    ),
     ('[timing]\ncase = "square-1023"\n', "", "timing", "performance points need a timed case"),
     ('baseline = "naive"', 'baseline = "naïve"', "scoring.baseline", "no reference"),
     ('target = "cublas"', 'target = "naive"', "scoring.target", "must differ"),

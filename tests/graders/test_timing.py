@@ -43,6 +43,14 @@ def test_plan_keeps_going_while_noisy_then_stops_on_budget() -> None:
     assert plan.done(noisy, 3.5)
 
 
+def test_plan_takes_two_samples_even_with_min_reps_one() -> None:
+    # A slow kernel spends the budget on its first sample; one sample's rse is inf.
+    plan = timing.TimingPlan(budget_seconds=0.1, target_rse=0.01, min_reps=1, max_reps=500)
+    assert not plan.done([5.0], 10.0)
+    assert plan.done([5.0, 5.5], 10.0)
+    assert math.isfinite(timing.stats_from_samples([5.0, 5.5]).rse)
+
+
 def test_plan_stops_at_max_reps() -> None:
     plan = timing.TimingPlan(budget_seconds=100.0, target_rse=0.0, min_reps=2, max_reps=30)
     assert plan.done([1.0, 2.0] * 15, 0.0)
