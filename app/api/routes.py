@@ -97,7 +97,7 @@ def list_labs(course: str, session: SessionDep, user: ApiUser) -> list[LabRead]:
 
 
 @router.post("/courses/{course}/labs/{lab}/submissions", status_code=202, tags=["submissions"])
-async def submit(
+def submit(
     course: str,
     lab: str,
     file: Annotated[UploadFile, File(description="the .cu source file")],
@@ -105,9 +105,11 @@ async def submit(
     user: ApiUser,
     response: Response,
 ) -> SubmissionCreated:
+    # A plain def, so FastAPI runs it in a worker thread: the database and the broker calls
+    # below block, and a slow broker must hold up this request only, not the event loop.
     limit = get_settings().max_upload_bytes
     # Read one byte past the limit: enough to refuse, without holding a huge upload.
-    data = await file.read(limit + 1)
+    data = file.file.read(limit + 1)
     found = get_course(session, slug=course)
     intake = create_submission(
         session,

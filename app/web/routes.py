@@ -191,7 +191,7 @@ def lab_page(
 
 
 @router.post("/courses/{course}/labs/{lab}/submissions", response_class=HTMLResponse)
-async def submit_form(
+def submit_form(
     request: Request,
     course: str,
     lab: str,
@@ -200,9 +200,10 @@ async def submit_form(
     file: Annotated[UploadFile, File()],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
+    # A plain def (a worker thread): the database and broker calls block; see the API's submit.
     check_csrf(request, csrf_token)
     limit = get_settings().max_upload_bytes
-    data = await file.read(limit + 1)
+    data = file.file.read(limit + 1)
     context = _lab_context(session, user, course, lab)
     try:
         intake = create_submission(

@@ -392,3 +392,38 @@ async def test_hidden_cases_leak_through_no_other_field_before_the_due_date(
     session.commit()
     after = (await client.get(f"/api/v1/submissions/{sid}", headers=world.student.auth)).json()
     assert "1048579" in after["stdout"] and "out of bounds" in after["summary"]
+
+
+async def test_a_hung_broker_holds_up_only_the_submission_that_waits_for_it(
+    client: httpx.AsyncClient, world: World, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import threading
+
+    from app.grading.celery_app import celery_app
+
+    entered, left, release = threading.Event(), threading.Event(), threading.Event()
+
+    def unreachable_broker(*args: object, **kwargs: object) -> None:
+        entered.set()
+        try:
+            release.wait(timeout=10)
+            raise ConnectionError("the broker does not answer")
+        finally:
+            left.set()
+
+    monkeypatch.setattr(celery_app, "send_task", unreachable_broker)
+    pending = asyncio.ensure_future(submit(client, world, world.student))
+    while not entered.is_set():
+        await asyncio.sleep(0.01)
+    # While that request waits on the broker, the server still answers everyone else.
+    assert (await client.get("/api/v1/health")).status_code == 200
+    still_waiting = not left.is_set()
+    release.set()
+    r = await pending
+    assert still_waiting, "the server stopped answering while one request waited on the broker"
+    # The submission is stored and its job left for the sweeper to send.
+    assert r.status_code == 202
+    sid = r.json()["id"]
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == sid)).one()
+    assert job.state == JobState.queued.value and job.sent_at is None
