@@ -21,7 +21,12 @@ from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
 from app.web.routes import router as web_router
-from app.web.templating import render
+from app.web.templating import render, templates
+
+INTERNAL_ERROR = (
+    "Something went wrong on our side, not because of what you sent; try again in a minute, "
+    "and tell the course staff if it keeps happening."
+)
 
 
 def create_app() -> FastAPI:
@@ -74,6 +79,19 @@ def create_app() -> FastAPI:
         if message == HTTPStatus(exc.status_code).phrase:
             message = _http_sentence(request, exc)
         return _error(request, exc.status_code, message, exc.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # Runs outside the session middleware (Starlette re-raises afterwards, so the traceback
+        # is still logged): a page without the session, and never the exception's text.
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"detail": INTERNAL_ERROR}, status_code=500)
+        return templates.TemplateResponse(
+            request,
+            "error.html",
+            {"message": INTERNAL_ERROR, "user": None, "csrf_token": ""},
+            status_code=500,
+        )
 
     app.include_router(api_router)
     app.include_router(tokens_router)

@@ -560,3 +560,26 @@ async def test_rotating_ipv6_addresses_within_one_network_does_not_escape_the_th
     transport = httpx.ASGITransport(app=app, client=("2001:db8:9:9::1", 40000))
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
         assert await login(c, world.other_student) == 303
+
+
+async def test_an_unexpected_failure_is_a_sentence_not_a_traceback(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.api import routes as api_routes
+    from app.main import create_app
+    from app.web import routes as web_routes
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(api_routes, "labs_of", broken)
+    monkeypatch.setattr(web_routes, "labs_of", broken)
+    transport = httpx.ASGITransport(app=create_app(), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        r = await c.get(f"/api/v1/courses/{world.course.slug}/labs", headers=world.student.auth)
+        assert r.status_code == 500
+        assert "on our side" in r.json()["detail"] and "secret" not in r.text
+        await login(c, world.student)
+        page = await c.get(f"/courses/{world.course.slug}")
+        assert page.status_code == 500 and page.headers["content-type"].startswith("text/html")
+        assert "on our side" in page.text and "secret" not in page.text
