@@ -137,7 +137,11 @@ class SourceViews:
 
     @classmethod
     def of(cls, source: str) -> SourceViews:
-        spliced, line_of = splice(source.replace("\r\n", "\n"))
+        # NVRTC takes a lone carriage return as a space (not as a newline), and a byte-order
+        # mark at the start as nothing: `\r#include "/etc/passwd"` is a directive to it, so
+        # both must be white space here too, or a directive hides from every check.
+        text = source.replace("\r\n", "\n").replace("\r", " ").replace("\ufeff", " ")
+        spliced, line_of = splice(text)
         return cls(
             spliced=spliced,
             line_of=line_of,

@@ -114,7 +114,13 @@ def test_parameters_in_another_order_are_refused(lab: LabSpec) -> None:
 
 
 @pytest.mark.parametrize(
-    "include", ['#include "/etc/passwd"', '#include "../../../../../../etc/passwd"']
+    "include",
+    [
+        '#include "/etc/passwd"',
+        '#include "../../../../../../etc/passwd"',
+        # A carriage return is a space to NVRTC: this opened the file past every check.
+        '\r#include "/etc/passwd"',
+    ],
 )
 def test_host_file_includes_are_refused_before_compiling(lab: LabSpec, include: str) -> None:
     result = compile_submission(lab, f"{include}\n{TILED}", arch=ARCH)

@@ -42,6 +42,15 @@ HOSTILE = [
     ("char c = L'/*';\n#include \"/etc/passwd\"\n// */", 2, "includes"),
     ("int n = 1'0; /* '\n#include \"/etc/passwd\"\n*/", 2, "includes"),
     ('const char* s = u8"/*";\n#include "/etc/passwd"\n// */', 2, "includes"),
+    # NVRTC takes a lone carriage return as a space and a leading byte-order mark as nothing:
+    # these are directives to it, and opened the host file.
+    ('\r#include "/etc/passwd"', 1, "includes"),
+    ('int a;\n \r\t#include "/etc/passwd"', 2, "includes"),
+    ('#\rinclude "/etc/passwd"', 1, "includes"),
+    ('\r%:include "/etc/passwd"', 1, "includes"),
+    ('\ufeff#include "/etc/passwd"', 1, "includes"),
+    ('\r#if __has_include("/etc/shadow")\n#endif', 1, "__has_include"),
+    ('\r#pragma GCC dependency "/etc/passwd"', 1, "#pragma GCC dependency"),
     ("int a;\x00#include", 1, "NUL"),
     ("int a;\n// \ud800", 2, "UTF-8"),
 ]
