@@ -427,3 +427,26 @@ async def test_a_hung_broker_holds_up_only_the_submission_that_waits_for_it(
     sid = r.json()["id"]
     job = session.scalars(select(GradingJob).where(GradingJob.submission_id == sid)).one()
     assert job.state == JobState.queued.value and job.sent_at is None
+
+
+async def test_a_database_hiccup_after_the_send_still_answers_202(
+    client: httpx.AsyncClient, world: World, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextlib import contextmanager
+
+    from sqlalchemy.exc import OperationalError
+
+    from app.grading import queue
+
+    @contextmanager
+    def locked_database():  # type: ignore[no-untyped-def]
+        raise OperationalError("UPDATE grading_jobs", {}, Exception("database is locked"))
+        yield
+
+    # The submission is committed and the broker took the job; only noting the send fails.
+    monkeypatch.setattr(queue, "session_scope", locked_database)
+    r = await submit(client, world, world.student)
+    assert r.status_code == 202, r.text
+    sid = r.json()["id"]
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == sid)).one()
+    assert job.state == JobState.queued.value  # the sweeper sends it again; a repeat is harmless
