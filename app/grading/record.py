@@ -16,9 +16,31 @@ if TYPE_CHECKING:
     from graders.results import CompileResult, GradeReport
 
 
+NOT_YOUR_FAULT = (
+    "Grading stopped because of a problem on our side, not because of your code; "
+    "please submit the same file again."
+)
+
+
+def _failed_on_our_side(
+    session: Session, *, submission: Submission, job: GradingJob, error: str
+) -> None:
+    # The grader, not the student's code, failed: no verdict, so an earlier one keeps counting
+    # (the gradebook counts graded_at) and the student is told to resubmit.
+    job.state = JobState.failed.value
+    job.finished_at = utcnow()
+    job.error = error
+    set_status(session, submission, Status.error, NOT_YOUR_FAULT)
+
+
 def record_compile(
     session: Session, *, submission: Submission, job: GradingJob, result: CompileResult
 ) -> None:
+    if not result.ok and result.reason == "internal":
+        _failed_on_our_side(
+            session, submission=submission, job=job, error=f"compile: {result.message}"
+        )
+        return
     submission.compile_ok = result.ok
     submission.compile_reason = result.reason
     submission.compile_message = result.message
@@ -64,6 +86,9 @@ def record_report(
     session: Session, *, submission: Submission, job: GradingJob, report: GradeReport
 ) -> None:
     """Store one job's cases, score and status; earlier rows of the same job are replaced."""
+    if report.error == "internal":
+        _failed_on_our_side(session, submission=submission, job=job, error=f"run: {report.summary}")
+        return
     session.execute(delete(CaseResult).where(CaseResult.job_id == job.id))
     session.flush()
     for position, case in enumerate(report.cases):

@@ -22,16 +22,11 @@ from app.courses.specs import spec_for
 from app.grading.gpu_probe import run_unavailable_reason, worker_arch
 from app.grading.heartbeat import Heartbeat
 from app.grading.models import GradingJob, JobState
-from app.grading.record import record_compile, record_report
+from app.grading.record import NOT_YOUR_FAULT, record_compile, record_report
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 
 log = logging.getLogger(__name__)
-
-NOT_YOUR_FAULT = (
-    "Grading stopped because of a problem on our side, not because of your code; "
-    "please submit the same file again."
-)
 
 
 class Outcome(enum.StrEnum):
@@ -132,7 +127,8 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
                 submission = session.get_one(Submission, submission_id)
                 record_compile(session, submission=submission, job=job, result=compiled)
                 if not compiled.ok:
-                    return Outcome.compile_error
+                    internal = compiled.reason == "internal"
+                    return Outcome.error if internal else Outcome.compile_error
                 if reason is not None:
                     job.state = JobState.waiting_gpu.value
                     set_status(
@@ -152,7 +148,7 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
                 job = session.get_one(GradingJob, job_id)
                 submission = session.get_one(Submission, submission_id)
                 record_report(session, submission=submission, job=job, report=report)
-            return Outcome.graded
+            return Outcome.error if report.error == "internal" else Outcome.graded
         except Exception as exc:
             log.exception("job %s of submission %s failed", job_id, submission_id)
             _fail(submission_id, job_id, me, f"{type(exc).__name__}: {exc}")

@@ -77,3 +77,27 @@ def test_recording_the_same_job_twice_leaves_one_result_set(session: Session) ->
         select(func.count()).select_from(CaseResult).where(CaseResult.job_id == job.id)
     )
     assert count == 2
+
+
+def test_a_grader_failure_in_the_run_stage_leaves_the_earlier_verdict(session: Session) -> None:
+    from app.core.database import utcnow
+    from app.grading.record import NOT_YOUR_FAULT
+
+    world = make_world(session)
+    submission, job = make_submission(
+        session, user=world.student.user, lab=world.lab, status=Status.running, score=8.0
+    )
+    graded_at = submission.graded_at = utcnow()
+    job.state = JobState.started.value
+    report = _report(passed_second=False)
+    # The run child failed on our side after one case: what it has is not a verdict.
+    report.error = "internal"
+    report.summary = "The grader failed (not your fault): the child stopped."
+    record_report(session, submission=submission, job=job, report=report)
+    session.commit()
+    session.expire_all()
+    submission = session.get_one(Submission, submission.id)
+    assert submission.status == Status.error.value
+    assert submission.status_message == NOT_YOUR_FAULT
+    assert submission.score == 8.0 and submission.graded_at == graded_at
+    assert session.get_one(GradingJob, job.id).state == JobState.failed.value

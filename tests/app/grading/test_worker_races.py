@@ -17,7 +17,7 @@ from app.grading import worker
 from app.grading.models import GradingJob, JobState
 from app.grading.sweeper import sweep
 from app.grading.worker import Outcome, grade_job
-from app.submissions.models import Status
+from app.submissions.models import Status, Submission
 from tests.app.conftest import GOOD_KERNEL, World, make_world
 from tests.app.factories import make_submission
 
@@ -116,3 +116,30 @@ async def test_a_regrade_replaces_a_job_still_waiting_for_a_gpu(
     assert second in sent and first not in sent
     session.expire_all()
     assert session.get_one(GradingJob, first).state == JobState.failed.value
+
+
+async def test_a_grader_failure_while_compiling_is_not_the_students_compile_error(
+    client: httpx.AsyncClient, world: World, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.grading.worker import NOT_YOUR_FAULT
+
+    sid, first = await _submit(client, world, session)
+    assert grade_job(sid, first, me="cpu-host:1") is Outcome.compiled
+    # A graded verdict the regrade must not take away.
+    submission = session.get_one(Submission, sid)
+    submission.score, submission.graded_at = 7.0, utcnow()
+    session.commit()
+    r = await client.post(f"/api/v1/submissions/{sid}/regrade", headers=world.ta.auth)
+    second = session.scalars(
+        select(GradingJob.id).where(GradingJob.submission_id == sid, GradingJob.id != first)
+    ).one()
+    assert r.status_code == 202
+    # An operator set an architecture NVRTC does not know: the grader fails, not the student.
+    monkeypatch.setattr(get_settings(), "default_arch", "sm_bogus")
+    assert grade_job(sid, second, me="cpu-host:1") is Outcome.error
+    session.expire_all()
+    submission = session.get_one(Submission, sid)
+    assert submission.status == Status.error.value
+    assert submission.status_message == NOT_YOUR_FAULT
+    assert submission.score == 7.0  # the earlier verdict still counts
+    assert session.get_one(GradingJob, second).state == JobState.failed.value
