@@ -10,8 +10,13 @@ remaining cases in a fresh child.
 from __future__ import annotations
 
 import base64
+import contextlib
+import ctypes
 import json
+import os
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -346,6 +351,49 @@ def not_run(case: CaseSpec, seed: int, message: str) -> CaseResult:
     )
 
 
+def _flush_all_output(*, device: bool) -> None:
+    """Python's buffers, the device's printf buffer, then C's stdio buffers (the driver writes
+    a kernel's printf through C's `stdout`), so every byte so far reaches the current fd 1.
+    `device=False` after a failure: a hung kernel would make the synchronize wait forever."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if device:
+        try:
+            import cupy as cp
+
+            cp.cuda.Device().synchronize()  # a synchronize hands the printf buffer over
+        except Exception:  # a dead context: whatever it printed is gone with it
+            pass
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).fflush(None)
+
+
+@contextlib.contextmanager
+def withheld_output(case: CaseSpec) -> Iterator[None]:
+    """A hidden case's printf output goes nowhere: students see only pass or fail for it, and
+    the stdout of a grading is shown to them at once (a kernel could print a hidden case's
+    sizes and data). Standard output is pointed at /dev/null while the case runs."""
+    if not case.hidden:
+        yield
+        return
+    _flush_all_output(device=True)
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    failed = False
+    try:
+        yield
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        _flush_all_output(device=not failed)
+        os.dup2(saved, 1)
+        os.close(saved)
+        print(f"[grader] The output of hidden case {case.name} is not shown.", flush=True)
+
+
 def run_cases(payload: dict[str, Any]) -> dict[str, Any]:
     """Grade the payload's cases in order; see the module docstring."""
     import cupy as cp
@@ -380,7 +428,8 @@ def run_cases(payload: dict[str, Any]) -> dict[str, Any]:
     for i, case in enumerate(cases):
         ctx.note({"start": case.name, "at": time.time()})
         try:
-            result = grade_case(ctx, case, seeds[case.name], flusher)
+            with withheld_output(case):
+                result = grade_case(ctx, case, seeds[case.name], flusher)
         except KernelFailure as exc:
             result = not_run(case, seeds[case.name], exc.message)
             result.verdict = exc.verdict
@@ -399,6 +448,7 @@ def run_cases(payload: dict[str, Any]) -> dict[str, Any]:
                 break
         results.append(result)
         ctx.note({"done": result.to_dict()})
+    _flush_all_output(device=False)  # the child ends with os._exit, which skips C's flush
     return {
         "cases": [r.to_dict() for r in results],
         "stopped": stopped,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 
@@ -41,3 +43,33 @@ def test_an_elementwise_inf_keeps_the_finite_evidence() -> None:
     run_stage._fill_comparison(result, run_stage.Judgement(False, "wrong_answer", "", cmp))
     json.dumps(result.to_dict(), allow_nan=False)
     assert result.first_wrong_index == [1] and result.expected == 2.0 and result.got is None
+
+
+_WITHHELD = r"""
+import ctypes, os, sys
+from graders.run_stage import withheld_output
+from graders.specs import CaseSpec
+
+libc = ctypes.CDLL(None)
+print("visible-before", flush=True)
+with withheld_output(CaseSpec("hidden-large", {"n": 5000011}, 10.0, True)):
+    os.write(1, b"secret-os-write\n")
+    print("secret-print")
+    libc.printf(b"secret-c-stdio\n")  # buffered in C's stdout, as the driver's printf is
+with withheld_output(CaseSpec("n-1000", {"n": 1000}, 10.0, False)):
+    libc.printf(b"visible-c-stdio\n")
+libc.fflush(None)
+print("visible-after", flush=True)
+"""
+
+
+def test_a_hidden_cases_output_goes_nowhere() -> None:
+    # The kernel's printf reaches stdout through C's stdio; run it in a fresh interpreter whose
+    # stdout is a pipe, as the sandboxed child's is.
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHHELD], capture_output=True, text=True, timeout=120, check=True
+    )
+    out = done.stdout
+    assert "secret-" not in out, out
+    assert "visible-before" in out and "visible-c-stdio" in out and "visible-after" in out
+    assert "[grader] The output of hidden case hidden-large is not shown." in out
