@@ -96,7 +96,28 @@ def create_app() -> FastAPI:
     app.include_router(api_router)
     app.include_router(tokens_router)
     app.include_router(web_router)
+    _document_errors_as_sent(app)
     return app
+
+
+def _document_errors_as_sent(app: FastAPI) -> None:
+    """The schema FastAPI writes for a 422 is its field list; ours sends a sentence instead."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            schemas = schema.get("components", {}).get("schemas", {})
+            if "HTTPValidationError" in schemas:
+                schemas["HTTPValidationError"] = {
+                    "title": "HTTPValidationError",
+                    "type": "object",
+                    "properties": {"detail": {"type": "string", "title": "Detail"}},
+                    "required": ["detail"],
+                }
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _error(

@@ -583,3 +583,9 @@ async def test_an_unexpected_failure_is_a_sentence_not_a_traceback(
         page = await c.get(f"/courses/{world.course.slug}")
         assert page.status_code == 500 and page.headers["content-type"].startswith("text/html")
         assert "on our side" in page.text and "secret" not in page.text
+
+
+async def test_the_api_documents_its_errors_as_they_are_sent(client: httpx.AsyncClient) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    error = schema["components"]["schemas"]["HTTPValidationError"]
+    assert error["properties"]["detail"]["type"] == "string"
