@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
@@ -89,9 +89,18 @@ class SubmissionCreated(BaseModel):
 
 
 def result_job(session: Session, *, submission: Submission) -> GradingJob | None:
+    """The job whose verdict the submission shows: the newest graded one, or a newer compile
+    error (it has no cases; the older job's cases are not its result). Jobs that failed on our
+    side carry an error and leave the earlier verdict in place."""
+    verdict = or_(
+        GradingJob.state == JobState.done.value,
+        (GradingJob.state == JobState.failed.value)
+        & (GradingJob.error == "")
+        & GradingJob.compiled_at.is_not(None),
+    )
     return session.scalar(
         select(GradingJob)
-        .where(GradingJob.submission_id == submission.id, GradingJob.state == JobState.done.value)
+        .where(GradingJob.submission_id == submission.id, verdict)
         .order_by(GradingJob.finished_at.desc(), GradingJob.id.desc())
         .limit(1)
     )
@@ -176,6 +185,8 @@ def submission_read(
     course = session.get_one(Course, lab.course_id)
     owner = session.get_one(User, submission.user_id)
     job = result_job(session, submission=submission)
+    if job is not None and job.state != JobState.done.value:
+        job = None  # a compile error: no cases, no run report
     rows: list[CaseResult] = []
     if job is not None:
         rows = list(

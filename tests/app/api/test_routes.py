@@ -450,3 +450,34 @@ async def test_a_database_hiccup_after_the_send_still_answers_202(
     sid = r.json()["id"]
     job = session.scalars(select(GradingJob).where(GradingJob.submission_id == sid)).one()
     assert job.state == JobState.queued.value  # the sweeper sends it again; a repeat is harmless
+
+
+async def test_after_a_regrade_fails_to_compile_the_old_cases_are_not_shown_as_its_result(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    from app.grading.record import record_compile, record_report
+    from graders.results import CaseResult as GradedCase
+    from graders.results import CompileResult, GradeReport
+
+    world = make_world(session)
+    sid = (await submit(client, world, world.student)).json()["id"]
+    submission = session.get_one(Submission, sid)
+    first = session.scalars(select(GradingJob).where(GradingJob.submission_id == sid)).one()
+    case = GradedCase("n-1000", {"n": 1000}, False, True, "pass", "ok", points=10, max_points=10)
+    report = GradeReport(lab="scale-test", cases=[case], score=10, max_score=10)
+    record_report(session, submission=submission, job=first, report=report)
+    session.commit()
+    r = await client.post(f"/api/v1/submissions/{sid}/regrade", headers=world.ta.auth)
+    assert r.status_code == 202
+    second = session.scalars(
+        select(GradingJob).where(GradingJob.submission_id == sid, GradingJob.id != first.id)
+    ).one()
+    # The lab changed since, and the regrade no longer compiles.
+    failed = CompileResult(
+        ok=False, reason="compile_error", message="1 error.", log="scale.cu(4): error: x"
+    )
+    record_compile(session, submission=submission, job=second, result=failed)
+    session.commit()
+    mine = (await client.get(f"/api/v1/submissions/{sid}", headers=world.student.auth)).json()
+    assert mine["status"] == "compile_error" and mine["score"] == 0
+    assert mine["cases"] == []  # not the first grading's passing case beside a score of 0
