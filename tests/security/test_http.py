@@ -589,3 +589,37 @@ async def test_the_api_documents_its_errors_as_they_are_sent(client: httpx.Async
     schema = (await client.get("/openapi.json")).json()
     error = schema["components"]["schemas"]["HTTPValidationError"]
     assert error["properties"]["detail"]["type"] == "string"
+
+
+async def test_a_ta_of_one_course_can_do_nothing_in_another(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    elsewhere = make_world(session)
+    theirs, _ = make_submission(session, user=elsewhere.student.user, lab=elsewhere.lab)
+    session.commit()
+    ta, slug = world.ta, elsewhere.course.slug
+    for method, path in (
+        ("GET", f"/api/v1/submissions/{theirs.id}"),
+        ("POST", f"/api/v1/submissions/{theirs.id}/regrade"),
+        ("GET", f"/api/v1/courses/{slug}/submissions"),
+        ("GET", f"/api/v1/courses/{slug}/gradebook.csv"),
+        ("GET", f"/api/v1/courses/{slug}/labs"),
+    ):
+        r = await client.request(method, path, headers=ta.auth)
+        assert r.status_code in (403, 404), (path, r.status_code)
+        assert elsewhere.student.email not in r.text
+    await login(client, ta)
+    for path in (
+        f"/submissions/{theirs.id}",
+        f"/courses/{slug}/gradebook",
+        f"/courses/{slug}/labs/{elsewhere.lab.slug}/submissions",
+    ):
+        r = await client.get(path)
+        assert r.status_code in (403, 404), (path, r.status_code)
+        assert elsewhere.student.email not in r.text
+    page = await client.get(f"/submissions/{theirs.id}")
+    r = await client.post(
+        f"/submissions/{theirs.id}/regrade", data={"csrf_token": csrf_of(page.text)}
+    )
+    assert r.status_code == 404
+    assert session.get_one(Submission, theirs.id).status == Status.graded.value
