@@ -237,8 +237,16 @@ def submission_page(
     return render(
         request,
         "submission.html",
-        {"s": view, "source_lines": submission.source_text.splitlines(), "staff": staff},
+        {"s": view, "source_lines": source_lines(submission.source_text), "staff": staff},
     )
+
+
+def source_lines(text: str) -> list[str]:
+    # Lines as the compiler and the grader count them, by "\n" only: str.splitlines() also
+    # breaks at form feeds and other separators, which would shift every later line number
+    # away from the compile log's.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 @router.post("/submissions/{submission_id}/regrade")

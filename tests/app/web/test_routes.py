@@ -257,3 +257,30 @@ async def test_before_release_students_see_no_lab_text_and_staff_do(
     await login(client, world.instructor)
     page = (await client.get(url)).text
     assert "<h1>Scale a vector</h1>" in page and 'type="file"' in page
+
+
+async def test_the_source_view_numbers_lines_as_the_compiler_does(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    from sqlalchemy import select
+
+    from app.grading.models import GradingJob
+    from app.grading.worker import grade_job
+
+    # A form feed (old editors put them between sections) is whitespace to the compiler, not a
+    # line break: the error on line 4 must be line 4 of the page too.
+    source = GOOD_KERNEL.replace("{\n", "{\f\n", 1).replace("factor * src[i]", "factr * src[i]")
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        headers=world.student.auth,
+        files={"file": ("scale.cu", source.encode(), "text/plain")},
+    )
+    sid = r.json()["id"]
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    grade_job(sid, job_id, me="test-worker:1")
+    session.expire_all()
+    assert "scale.cu(4)" in session.get_one(Submission, sid).compile_log
+    await login(client, world.student)
+    page = (await client.get(f"/submissions/{sid}")).text
+    flagged = re.search(r'<tr id="L4" class="flag">(.*?)</tr>', page, re.S)
+    assert flagged and "factr" in flagged.group(1)
