@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
@@ -26,6 +27,11 @@ from app.web.templating import render, templates
 INTERNAL_ERROR = (
     "Something went wrong on our side, not because of what you sent; try again in a minute, "
     "and tell the course staff if it keeps happening."
+)
+
+UNSTORABLE = (
+    "The request holds a value that cannot be stored (a NUL character, or text longer than the "
+    "field allows); correct it and send it again."
 )
 
 
@@ -79,6 +85,12 @@ def create_app() -> FastAPI:
         if message == HTTPStatus(exc.status_code).phrase:
             message = _http_sentence(request, exc)
         return _error(request, exc.status_code, message, exc.headers)
+
+    @app.exception_handler(DataError)
+    async def unstorable(request: Request, exc: DataError) -> Response:
+        # What a client sent that the database refuses as a value: PostgreSQL takes no NUL in
+        # text and no string past a column's length (SQLite takes both, so it never gets here).
+        return _error(request, 422, UNSTORABLE)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

@@ -623,3 +623,25 @@ async def test_a_ta_of_one_course_can_do_nothing_in_another(
     )
     assert r.status_code == 404
     assert session.get_one(Submission, theirs.id).status == Status.graded.value
+
+
+async def test_a_nul_byte_in_a_path_query_or_form_is_a_4xx_on_every_database(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    # PostgreSQL refuses NUL in text outright (SQLite stores it); run with
+    # KERNELGRADER_TEST_DATABASE_URL=postgresql+psycopg://... to try it there.
+    slug = world.course.slug
+    for path in (
+        "/api/v1/courses/a%00b/labs",
+        f"/api/v1/courses/{slug}/labs/x%00y/submissions",
+        f"/api/v1/courses/{slug}/submissions?user=ada%00@uni.edu",
+    ):
+        r = await client.get(path, headers=world.ta.auth)
+        assert 400 <= r.status_code < 500, (path, r.status_code, r.text)
+        assert isinstance(r.json()["detail"], str)
+    page = await client.get("/login")
+    r = await client.post(
+        "/login",
+        data={"email": "ada\x00@uni.edu", "password": "x", "csrf_token": csrf_of(page.text)},
+    )
+    assert 400 <= r.status_code < 500
