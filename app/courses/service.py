@@ -24,6 +24,8 @@ def create_course(session: Session, *, slug: str, title: str) -> Course:
         raise Invalid(
             f"'{slug}' is not a course slug; use lower-case letters, digits, '-' and '_'."
         )
+    if len(title.strip()) > 200:
+        raise Invalid("The course title is longer than 200 characters; shorten it.")
     if session.scalar(select(Course).where(Course.slug == slug)) is not None:
         raise Conflict(f"A course named {slug} already exists; pick another slug.")
     course = Course(slug=slug, title=title.strip() or slug)

@@ -36,6 +36,8 @@ def ensure_user(
 ) -> User:
     """Return the user with this email, creating it if needed; a given password is (re)set."""
     email = normalize_email(email)
+    if len(name.strip()) > 200:
+        raise Invalid(f"The name for {email} is longer than 200 characters; shorten it.")
     user = find_user(session, email=email)
     if user is None:
         user = User(email=email, name=name.strip())
@@ -59,6 +61,8 @@ def authenticate(session: Session, *, email: str, password: str) -> User | None:
 
 def create_api_token(session: Session, *, user: User, name: str = "") -> str:
     """Store a new token's hash and return the token itself, which is never stored."""
+    if len(name) > 100:
+        raise Invalid("The token's label is longer than 100 characters; shorten it.")
     token = new_api_token()
     session.add(ApiToken(user_id=user.id, token_hash=hash_api_token(token), name=name))
     session.flush()

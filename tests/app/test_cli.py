@@ -123,3 +123,13 @@ def test_unusable_settings_are_refused_in_a_sentence(monkeypatch: pytest.MonkeyP
     assert result.exit_code == 2
     assert "KERNELGRADER_SECRET_KEY is still the development default" in result.output
     assert "Traceback" not in result.output
+
+
+def test_text_longer_than_its_column_is_refused_with_a_sentence(course: str) -> None:
+    # PostgreSQL refuses it with a traceback, SQLite stores it whole: both get a sentence now.
+    assert "longer than 200" in fails("course", "create", unique("long"), "--title", "T" * 201)
+    email = f"{unique('long')}@example.edu"
+    out = fails("user", "add", email, "--role", "student", "--course", course, "--name", "N" * 201)
+    assert "longer than 200" in out
+    run("user", "add", email, "--role", "student", "--course", course)
+    assert "longer than 100" in fails("token", "create", email, "--name", "x" * 101)
