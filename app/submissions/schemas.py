@@ -174,7 +174,7 @@ def _redact(text: str, hidden_names: list[str]) -> str:
     # The engine's summary names the first failing case with its verdict, "the first failure
     # is NAME (wrong answer)"; for a hidden case the verdict is a detail students wait for.
     for name in hidden_names:
-        text = re.sub(rf"{re.escape(name)} \([a-z ]+\)", f"{name} (hidden)", text)
+        text = re.sub(rf"(?<![\w.-]){re.escape(name)} \([a-z ]+\)", f"{name} (hidden)", text)
     return text
 
 
