@@ -18,6 +18,7 @@ from graders.source_text import SourceViews
 from graders.specs import DeclareSpec
 
 _INT_LITERAL = re.compile(r"(0[xX][0-9a-fA-F]+|\d+)(?:[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)?")
+_VALUE_CHARS = 200
 _ARITHMETIC = re.compile(r"^[\d\s()+\-*/%]+$")
 _TYPES = (
     r"(?:unsigned\s+int|unsigned\s+long\s+long|unsigned\s+long|unsigned|long\s+long|long|"
@@ -42,9 +43,12 @@ def _patterns(spelling: str) -> list[re.Pattern[str]]:
     name = re.escape(spelling)
     return [
         re.compile(rf"^[ \t]*#[ \t]*define[ \t]+{name}[ \t]+([^\n]+?)[ \t]*$", re.M),
+        # The value is at most _VALUE_CHARS long: unbounded, every `const int T =` of a long run
+        # without `;` read to the run's end (quadratic; minutes on a 256 KiB file).
         re.compile(
             rf"\b(?:static\s+)?(?:constexpr|const)\s+(?:static\s+)?(?:const\s+)?{_TYPES}\s+"
-            rf"{name}\s*(?:=\s*([^;{{}}]+?)|\{{\s*([^;{{}}]+?)\s*\}})\s*;"
+            rf"{name}\s*(?:=\s*([^;{{}}]{{1,{_VALUE_CHARS}}}?)|\{{\s*([^;{{}}]{{1,{_VALUE_CHARS}}}?)\s*\}})"
+            r"\s*;"
         ),
     ]
 

@@ -32,8 +32,13 @@ _BARRIER = re.compile(
 _PTX_BARRIER = re.compile(r"\bbar(?:rier)?\.(?:sync|cta\.sync)\b")
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b")
 _TAINT_SOURCES = frozenset({"threadIdx", "thread_rank", "__lane_id", "laneid"})
+# The right-hand side is read up to the statement's end but at most _RHS_CHARS characters: a
+# chain `a = 1, a = 1, ...` with no `;` for 256 KiB made each match read to the end (minutes of
+# the worker's CPU, quadratic in the file).
+_RHS_CHARS = 300
 _ASSIGNMENT = re.compile(
-    r"(?<![\w\].>])([A-Za-z_]\w*)\s*(?:=(?!=)|\+=|-=|\*=|/=|%=|<<=|>>=|\|=|&=|\^=)(?=\s*([^;{}]*))"
+    r"(?<![\w\].>])([A-Za-z_]\w*)\s*(?:=(?!=)|\+=|-=|\*=|/=|%=|<<=|>>=|\|=|&=|\^=)"
+    rf"(?=\s*([^;{{}}]{{0,{_RHS_CHARS}}}))"
 )
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 # Statements nest deeper than this only in generated or hostile code; the walk recurses per level.
@@ -148,17 +153,20 @@ def _matching(table: dict[int, int], i: int, length: int) -> int:
 
 def _tainted_names(text: str) -> set[str]:
     """Variables assigned (directly or through others) from the thread index; a fixpoint."""
-    assignments = [
-        (m.group(1), set(_IDENT.findall(m.group(2)))) for m in _ASSIGNMENT.finditer(text)
-    ]
+    # name -> the names assigned from it; tainting spreads along these edges. (Sweeping all
+    # assignments until nothing changed took a sweep per link of a chain written backwards:
+    # quadratic, seconds of the worker's CPU on one file.)
+    assigned_from: dict[str, set[str]] = {}
+    for m in _ASSIGNMENT.finditer(text):
+        for used in _IDENT.findall(m.group(2)):
+            assigned_from.setdefault(used, set()).add(m.group(1))
     tainted = set(_TAINT_SOURCES)
-    changed = True
-    while changed:
-        changed = False
-        for name, used in assignments:
-            if name not in tainted and used & tainted:
+    todo = list(tainted)
+    while todo:
+        for name in assigned_from.get(todo.pop(), ()):
+            if name not in tainted:
                 tainted.add(name)
-                changed = True
+                todo.append(name)
     return tainted
 
 

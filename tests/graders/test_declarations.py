@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from graders.declarations import DeclarationError, find_declarations, resolve_declarations
+from graders.declarations import (
+    DeclarationError,
+    _patterns,
+    find_declarations,
+    resolve_declarations,
+)
 from graders.specs import DeclareSpec
 
 TILE = DeclareSpec("TILE", ("TILE_WIDTH", "TILE_SIZE", "BLOCK_SIZE", "T"), 32, 1, 32)
@@ -65,3 +70,13 @@ def test_values_that_are_not_numbers_are_refused() -> None:
     # Not a C literal at all (8 is no octal digit): a sentence, not a grader failure.
     with pytest.raises(DeclarationError, match="cannot read as a whole number"):
         resolve_declarations("#define TILE_WIDTH 08\n", DECLARES)
+
+
+def test_a_value_is_read_only_so_far() -> None:
+    # Unbounded, every `const int T =` of a 256 KiB run without `;` read to the run's end:
+    # quadratic, about two minutes of the worker's CPU for one upload.
+    pattern = _patterns("T")[1]
+    assert pattern.search("const int T = " + "1 + " * 30 + "1;")
+    assert pattern.search("const int T = " + "1 + " * 100 + "1;") is None
+    run = "const int T = " * 200 + "}"
+    assert find_declarations(run + "\nconst int T = 8;\n", {"TILE": TILE})[0].value == 8

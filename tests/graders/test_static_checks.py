@@ -206,3 +206,35 @@ __global__ void k(float* s) {
 """
     (finding,) = find_barrier_problems(source)
     assert finding.line == 8
+
+
+def test_an_assignments_right_hand_side_is_read_only_so_far() -> None:
+    # Unbounded, each `a = 1` of `a = 1, a = 1, ...;` read to the statement's end: quadratic,
+    # about two minutes of the worker's CPU for a 256 KiB file that compiles.
+    from graders.static_checks import _ASSIGNMENT, _RHS_CHARS
+
+    match = _ASSIGNMENT.search("a = 1" + ", a = 1" * 1000 + ";")
+    assert match is not None and match.group(1) == "a"
+    assert len(match.group(2)) <= _RHS_CHARS
+    # A thread index within reach still taints the name.
+    source = (
+        'extern "C" __global__ void k(int* x) {\n    int a = 0;\n    a = threadIdx.x'
+        + ", a = a" * 10
+        + ";\n    if (a) __syncthreads();\n    x[0] = a;\n}\n"
+    )
+    assert [f.line for f in find_barrier_problems(source)] == [4]
+
+
+def test_a_chain_written_backwards_still_taints() -> None:
+    # b3 = b2; b2 = b1; b1 = threadIdx.x: tainting spreads along the chain whatever its order
+    # (found in one pass over the edges; sweeping until nothing changed was quadratic).
+    names = [f"b{i}" for i in range(50)]
+    chain = "".join(f"    {names[i]} = {names[i - 1]};\n" for i in range(49, 0, -1))
+    source = (
+        'extern "C" __global__ void k(int* x) {\n    int '
+        + ", ".join(names)
+        + ";\n"
+        + chain
+        + "    b0 = threadIdx.x;\n    if (b49) __syncthreads();\n    x[0] = b49;\n}\n"
+    )
+    assert [f.line for f in find_barrier_problems(source)] == [53]
