@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_SECRET_KEY = "dev-insecure-secret-change-me"
 DEV_GRADING_SECRET = "dev-grading-secret"
+MIN_SECRET_LENGTH = 16
 
 
 class Settings(BaseSettings):
@@ -59,6 +60,17 @@ class Settings(BaseSettings):
         if not self.broker_url:
             self.broker_url = f"sqla+sqlite:///{data_dir / 'broker.sqlite'}"
         if self.env != "development":
+            # An empty or short key is as guessable as the default: anyone could sign a login
+            # cookie for any user, or work out the hidden cases' seeds.
+            for name, value in (
+                ("KERNELGRADER_SECRET_KEY", self.secret_key),
+                ("KERNELGRADER_GRADING_SECRET", self.grading_secret),
+            ):
+                if len(value) < MIN_SECRET_LENGTH:
+                    raise ValueError(
+                        f"{name} is shorter than {MIN_SECRET_LENGTH} characters; set it to a long "
+                        "random string (e.g. `openssl rand -hex 32`)."
+                    )
             if self.secret_key == DEV_SECRET_KEY:
                 raise ValueError(
                     "KERNELGRADER_SECRET_KEY is still the development default; set it to a long "

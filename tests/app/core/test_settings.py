@@ -27,3 +27,12 @@ def test_the_development_secret_is_refused_outside_development(env: str) -> None
 def test_production_starts_with_real_secrets() -> None:
     settings = Settings(env="production", secret_key="s" * 40, grading_secret="g" * 40)
     assert settings.env == "production"
+
+
+@pytest.mark.parametrize("weak", ["", "secret", "x" * 15])
+def test_an_empty_or_short_secret_is_refused_outside_development(weak: str) -> None:
+    # An empty signing key lets anyone sign a session cookie for any user.
+    with pytest.raises(ValidationError, match="KERNELGRADER_SECRET_KEY is shorter than 16"):
+        Settings(env="production", secret_key=weak, grading_secret="g" * 40)
+    with pytest.raises(ValidationError, match="KERNELGRADER_GRADING_SECRET is shorter than 16"):
+        Settings(env="production", secret_key="s" * 40, grading_secret=weak)
