@@ -133,3 +133,23 @@ def test_text_longer_than_its_column_is_refused_with_a_sentence(course: str) -> 
     assert "longer than 200" in out
     run("user", "add", email, "--role", "student", "--course", course)
     assert "longer than 100" in fails("token", "create", email, "--name", "x" * 101)
+
+
+def test_a_due_date_with_an_offset_is_the_same_instant_in_utc(course: str) -> None:
+    from datetime import UTC, datetime
+
+    from sqlalchemy import select
+
+    from app.courses.models import Course, Lab
+
+    # 00:30 in UTC+02:00 is 22:30 UTC the day before; without an offset the time is UTC.
+    run("lab", "add", course, str(TEST_LAB), "--due", "2030-01-02T00:30+02:00")
+    run("lab", "add", course, "vector-scale", "--due", "2030-01-01T22:30")
+    with session_scope() as session:
+        labs = session.scalars(
+            select(Lab).join(Course, Course.id == Lab.course_id).where(Course.slug == course)
+        ).all()
+        due = {lab.slug: lab.due_at for lab in labs}
+    expected = datetime(2030, 1, 1, 22, 30, tzinfo=UTC)
+    assert due == {"scale-test": expected, "vector-scale": expected}
+    assert all(d is not None and d.utcoffset() is not None for d in due.values())
