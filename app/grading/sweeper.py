@@ -60,14 +60,16 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
         ).all():
             submission = session.get_one(Submission, job.submission_id)
             if job.attempt >= settings.max_attempts:
-                moved = _move(session, job, JobState.started, JobState.failed)
+                moved = _move(
+                    session, job, JobState.started, JobState.failed, stale_before=stale_before
+                )
                 if moved:
                     job.finished_at = now
                     job.error = f"worker {job.worker_id} stopped after {job.attempt} attempts"
                     set_status(session, submission, Status.error, NOT_YOUR_FAULT)
                     report.failed.append(job.id)
                 continue
-            if _move(session, job, JobState.started, JobState.queued):
+            if _move(session, job, JobState.started, JobState.queued, stale_before=stale_before):
                 job.queued_at = now
                 job.worker_id = None
                 set_status(
@@ -93,13 +95,24 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
     return report
 
 
-def _move(session: Session, job: GradingJob, old: JobState, new: JobState) -> bool:
-    """Change a job's state only if nobody else changed it first (several workers sweep)."""
+def _move(
+    session: Session,
+    job: GradingJob,
+    old: JobState,
+    new: JobState,
+    *,
+    stale_before: datetime | None = None,
+) -> bool:
+    """Change a job's state only if nobody else changed it first (several workers sweep).
+
+    With `stale_before`, only while its heartbeat is still that old: a slow worker whose beat
+    landed after the sweep looked keeps its job.
+    """
+    query = update(GradingJob).where(GradingJob.id == job.id, GradingJob.state == old.value)
+    if stale_before is not None:
+        query = query.where(GradingJob.heartbeat_at < stale_before)
     result = session.execute(
-        update(GradingJob)
-        .where(GradingJob.id == job.id, GradingJob.state == old.value)
-        .values(state=new.value, sent_at=None)
-        .execution_options(synchronize_session="fetch")
+        query.values(state=new.value, sent_at=None).execution_options(synchronize_session="fetch")
     )
     return result.rowcount == 1  # type: ignore[attr-defined]
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -135,3 +137,30 @@ def test_a_job_sent_long_ago_and_never_taken_is_sent_once_more(session: Session)
     session.expire_all()
     assert session.get_one(GradingJob, job.id).sent_at > long_ago
     assert job.id not in sweep().resent
+
+
+def test_a_beat_that_lands_after_the_sweep_looked_keeps_the_job_with_its_worker(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import update
+
+    from app.grading import sweeper
+
+    submission_id, job_id = _lost_job(session, attempt=1)
+    real_move = sweeper._move
+
+    def worker_beats_first(s: Session, job: GradingJob, *args: Any, **kwargs: Any) -> bool:
+        # The worker was only slow: its beat lands between the sweep's look and its move.
+        if job.id == job_id:
+            s.execute(
+                update(GradingJob).where(GradingJob.id == job_id).values(heartbeat_at=utcnow())
+            )
+        return real_move(s, job, *args, **kwargs)
+
+    monkeypatch.setattr(sweeper, "_move", worker_beats_first)
+    report = sweep()
+    assert job_id not in report.requeued
+    session.expire_all()
+    job = session.get_one(GradingJob, job_id)
+    assert job.state == JobState.started.value and job.worker_id == "gone-host:123"
+    assert session.get_one(Submission, submission_id).status == Status.compiling.value
