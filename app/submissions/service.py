@@ -125,6 +125,14 @@ def regrade(session: Session, *, user: User, submission: Submission, now: dateti
     """Queue a new grading job for a submission (staff only); the caller commits, then sends."""
     if not is_staff_for(session, user, submission):
         raise Forbidden("Only the course's staff may regrade a submission.")
+    # A write first, so two regrades of one submission take turns (a row lock on PostgreSQL,
+    # the write lock on SQLite): the second then sees the first's job and is refused.
+    session.execute(
+        update(Submission)
+        .where(Submission.id == submission.id)
+        .values(status=Submission.status)
+        .execution_options(synchronize_session=False)
+    )
     job = latest_job(session, submission=submission)
     if job is not None and job.state in (JobState.queued.value, JobState.started.value):
         raise Conflict(

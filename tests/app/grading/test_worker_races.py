@@ -143,3 +143,48 @@ async def test_a_grader_failure_while_compiling_is_not_the_students_compile_erro
     assert submission.status_message == NOT_YOUR_FAULT
     assert submission.score == 7.0  # the earlier verdict still counts
     assert session.get_one(GradingJob, second).state == JobState.failed.value
+
+
+async def test_two_regrades_at_once_queue_one_job(
+    client: httpx.AsyncClient, world: World, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.submissions import service
+    from app.users.models import User
+
+    sid, first = await _submit(client, world, session)
+    assert grade_job(sid, first, me="cpu-host:1") is Outcome.compiled
+    real_latest = service.latest_job
+    outcomes: list[str] = []
+
+    def second_click() -> None:
+        # The Regrade button pressed twice: the second request runs while the first is inside.
+        try:
+            with session_scope() as other:
+                ta = other.get_one(User, world.ta.user.id)
+                sub = other.get_one(Submission, sid)
+                service.regrade(other, user=ta, submission=sub, now=utcnow())
+            outcomes.append("queued")
+        except service.Conflict:
+            outcomes.append("conflict")
+
+    def latest_during_a_second_click(s: Session, *, submission: Submission) -> Any:
+        if not threads:
+            thread = threading.Thread(target=second_click)
+            threads.append(thread)
+            thread.start()
+            thread.join(timeout=1.0)
+        return real_latest(s, submission=submission)
+
+    threads: list[threading.Thread] = []
+    monkeypatch.setattr(service, "latest_job", latest_during_a_second_click)
+    r = await client.post(f"/api/v1/submissions/{sid}/regrade", headers=world.ta.auth)
+    for thread in threads:
+        thread.join()
+    session.expire_all()
+    waiting = session.scalars(
+        select(GradingJob).where(
+            GradingJob.submission_id == sid, GradingJob.state == JobState.queued.value
+        )
+    ).all()
+    assert len(waiting) == 1, (r.status_code, outcomes)
+    assert sorted([r.status_code, 202 if outcomes == ["queued"] else 409]) == [202, 409]
