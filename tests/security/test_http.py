@@ -645,3 +645,54 @@ async def test_a_nul_byte_in_a_path_query_or_form_is_a_4xx_on_every_database(
         data={"email": "ada\x00@uni.edu", "password": "x", "csrf_token": csrf_of(page.text)},
     )
     assert 400 <= r.status_code < 500
+
+
+async def test_parallel_submissions_cannot_pass_the_last_free_slot_together(
+    client: httpx.AsyncClient, world: World, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from app.core.database import session_scope
+    from app.core.errors import RateLimited
+    from app.courses.models import Course, Lab
+    from app.submissions import service
+    from app.users.models import User
+
+    monkeypatch.setattr(get_settings(), "submission_rate_limit", 1)
+    real_enforce = service.enforce_submission_quota
+    second: list[str] = []
+
+    def other_request() -> None:
+        # The same student's second request of a burst, arriving just after this one counted.
+        try:
+            with session_scope() as other:
+                service.create_submission(
+                    other,
+                    user=other.get_one(User, world.student.user.id),
+                    course=other.get_one(Course, world.course.id),
+                    lab=other.get_one(Lab, world.lab.id),
+                    filename="k.cu",
+                    data=GOOD_KERNEL.encode(),
+                    now=utcnow(),
+                )
+            second.append("stored")
+        except RateLimited:
+            second.append("refused")
+
+    def count_then_race(*args: object, **kwargs: object) -> object:
+        quota = real_enforce(*args, **kwargs)  # type: ignore[arg-type]
+        if not threads:
+            thread = threading.Thread(target=other_request)
+            threads.append(thread)
+            thread.start()
+            thread.join(timeout=1.0)
+        return quota
+
+    threads: list[threading.Thread] = []
+    monkeypatch.setattr(service, "enforce_submission_quota", count_then_race)
+    first = await api_submit(client, world, world.student)
+    for thread in threads:
+        thread.join()
+    stored = session.scalars(select(Submission).where(Submission.user_id == world.student.user.id))
+    assert len(list(stored)) == 1, (first.status_code, second)
+    assert first.status_code == 202 and second == ["refused"]
