@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -71,7 +72,8 @@ def create_app() -> FastAPI:
             if isinstance(exc, NotAuthenticated):
                 headers = {"WWW-Authenticate": "Bearer"}
         elif isinstance(exc, NotAuthenticated):
-            return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+            target = quote(_return_path(request), safe="/")
+            return RedirectResponse(f"/login?next={target}", status_code=303)
         return _error(request, exc.status_code, exc.message, headers)
 
     @app.exception_handler(RequestValidationError)
@@ -130,6 +132,17 @@ def _document_errors_as_sent(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _return_path(request: Request) -> str:
+    """Where to go after logging in: the page asked for, or for a form post the page it was on
+    (its target may be a staff-only list, or a POST-only path)."""
+    if request.method in ("GET", "HEAD"):
+        return request.url.path
+    referer = urlsplit(request.headers.get("referer", ""))
+    if referer.netloc == request.url.netloc and referer.path.startswith("/"):
+        return referer.path
+    return "/"
 
 
 def _error(

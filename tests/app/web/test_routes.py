@@ -284,3 +284,26 @@ async def test_the_source_view_numbers_lines_as_the_compiler_does(
     page = (await client.get(f"/submissions/{sid}")).text
     flagged = re.search(r'<tr id="L4" class="flag">(.*?)</tr>', page, re.S)
     assert flagged and "factr" in flagged.group(1)
+
+
+async def test_a_form_posted_after_the_login_expired_returns_to_its_page_after_login(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    lab_page = f"/courses/{world.course.slug}/labs/{world.lab.slug}"
+    # Not logged in (the session expired while the page was open): the upload is refused, and
+    # logging in leads back to the lab page, not to the form's target (a staff-only list).
+    r = await client.post(
+        lab_page + "/submissions",
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+        headers={"Referer": "http://testserver" + lab_page},
+    )
+    assert r.status_code == 303
+    assert r.headers["location"] == f"/login?next={lab_page}"
+    # A GET keeps its own path, and an outside referer is not followed.
+    assert (await client.get(lab_page)).headers["location"] == f"/login?next={lab_page}"
+    r = await client.post(
+        lab_page + "/submissions",
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+        headers={"Referer": "https://elsewhere.example/phish"},
+    )
+    assert r.headers["location"] == "/login?next=/"
