@@ -9,6 +9,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# The line the run stage prints in place of what a kernel printed during a hidden case. The
+# service shows a grading's output to students at once only where every hidden case that ran
+# carries this line (the output was withheld at the source).
+HIDDEN_OUTPUT_NOTE = "[grader] The output of hidden case {name} is not shown."
+
 
 @dataclass
 class CompileResult:

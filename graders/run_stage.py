@@ -37,7 +37,7 @@ from graders.harness import (
     run_and_wait,
 )
 from graders.inputs import DTYPES, generate_arrays, scalar_values
-from graders.results import CaseResult, TimingStats
+from graders.results import HIDDEN_OUTPUT_NOTE, CaseResult, TimingStats
 from graders.specs import CaseSpec, LabSpec, load_lab
 from graders.timing import L2Flusher, TimingPlan, time_repetitions
 
@@ -391,7 +391,7 @@ def withheld_output(case: CaseSpec) -> Iterator[None]:
         _flush_all_output(device=not failed)
         os.dup2(saved, 1)
         os.close(saved)
-        print(f"[grader] The output of hidden case {case.name} is not shown.", flush=True)
+        print(HIDDEN_OUTPUT_NOTE.format(name=case.name), flush=True)
 
 
 def run_cases(payload: dict[str, Any]) -> dict[str, Any]:

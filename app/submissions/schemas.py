@@ -16,6 +16,7 @@ from app.grading.models import CaseResult, GradingJob, JobState
 from app.submissions.models import Status, Submission
 from app.submissions.service import events_of, queue_position
 from app.users.models import User
+from graders.results import HIDDEN_OUTPUT_NOTE
 
 
 class CaseErrors(BaseModel):
@@ -203,9 +204,12 @@ def submission_read(
     report: dict[str, Any] = (job.report or {}) if job else {}
     hidden = [] if show_hidden else _hidden_names(session, submission=submission)
     stdout: str = report.get("stdout", "")
-    if hidden and stdout and any(row.hidden and row.verdict != "not_run" for row in rows):
-        # One stream for every case: a kernel that prints its arguments would show the hidden
-        # sizes, so the student reads it once the details are theirs to see.
+    ran_hidden = [row.name for row in rows if row.hidden and row.verdict != "not_run"]
+    withheld_at_source = all(HIDDEN_OUTPUT_NOTE.format(name=name) in stdout for name in ran_hidden)
+    if hidden and stdout and not withheld_at_source:
+        # The engine withholds what a kernel prints during a hidden case and says so per case;
+        # output without that line (cut by the cap, or from an older engine) may hold hidden
+        # sizes or data, so the student reads it once the details are theirs to see.
         stdout = HIDDEN_OUTPUT
     return SubmissionRead(
         id=submission.id,

@@ -307,3 +307,60 @@ async def test_a_form_posted_after_the_login_expired_returns_to_its_page_after_l
         headers={"Referer": "https://elsewhere.example/phish"},
     )
     assert r.headers["location"] == "/login?next=/"
+
+
+@pytest.mark.parametrize("withheld", [True, False])
+async def test_students_read_the_output_at_once_where_the_engine_withheld_hidden_cases(
+    client: httpx.AsyncClient, session: Session, withheld: bool
+) -> None:
+    from datetime import timedelta
+
+    from app.core.database import utcnow
+    from app.grading.models import JobState
+    from app.grading.record import record_report
+    from app.submissions.models import Status
+    from graders.results import HIDDEN_OUTPUT_NOTE, GradeReport
+    from graders.results import CaseResult as GradedCase
+    from tests.app.conftest import make_world
+    from tests.app.factories import make_submission
+
+    world = make_world(session, due_at=utcnow() + timedelta(days=1))
+    submission, job = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.running,
+        job_state=JobState.started,
+    )
+    cases = [
+        GradedCase(
+            name="n-1000",
+            sizes={"n": 1000},
+            hidden=False,
+            passed=True,
+            verdict="pass",
+            message="",
+            max_points=6,
+        ),
+        GradedCase(
+            name="n-1048579",
+            sizes={"n": 1048579},
+            hidden=True,
+            passed=True,
+            verdict="pass",
+            message="",
+            max_points=4,
+        ),
+    ]
+    stdout = "debug: n = 1000\n"
+    if withheld:
+        stdout += HIDDEN_OUTPUT_NOTE.format(name="n-1048579") + "\n"
+    report = GradeReport(lab="scale-test", cases=cases, score=10, max_score=10, stdout=stdout)
+    record_report(session, submission=submission, job=job, report=report)
+    session.commit()
+    await login(client, world.student)
+    page = (await client.get(f"/submissions/{submission.id}")).text
+    # printf debugging works before the due date, but only where the engine says it kept the
+    # hidden case's output out; otherwise the output waits for the due date.
+    assert ("debug: n = 1000" in page) is withheld
+    assert ("shown after the due date, since it includes" in page) is not withheld
