@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Any
 
 import httpx
 import pytest
@@ -161,17 +162,14 @@ async def test_logout_ends_the_session(client: httpx.AsyncClient, world: World) 
     assert (await client.get(f"/courses/{world.course.slug}")).status_code == 303
 
 
-async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
-    client: httpx.AsyncClient, session: Session
-) -> None:
+def _graded_before_due_date(session: Session, report: Any) -> tuple[World, int]:
+    """A lab due tomorrow and a student's submission whose grading recorded `report`."""
     from datetime import timedelta
 
     from app.core.database import utcnow
     from app.grading.models import JobState
     from app.grading.record import record_report
     from app.submissions.models import Status
-    from graders.results import CaseResult as GradedCase
-    from graders.results import GpuInfo, GradeReport, TimingStats
     from tests.app.conftest import make_world
     from tests.app.factories import make_submission
 
@@ -183,6 +181,17 @@ async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
         status=Status.running,
         job_state=JobState.started,
     )
+    record_report(session, submission=submission, job=job, report=report)
+    session.commit()
+    return world, submission.id
+
+
+async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    from graders.results import CaseResult as GradedCase
+    from graders.results import GpuInfo, GradeReport, TimingStats
+
     timing = TimingStats(median_ms=0.25, min_ms=0.2, mean_ms=0.25, stdev_ms=0.01, reps=9, rse=0.01)
     cases = [
         GradedCase(
@@ -216,10 +225,9 @@ async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
         stage_seconds={"compile": 0.5, "run": 6.25},
         stdout="hello from <b>block</b> 0",
     )
-    record_report(session, submission=submission, job=job, report=report)
-    session.commit()
+    world, submission_id = _graded_before_due_date(session, report)
     await login(client, world.student)
-    page = (await client.get(f"/submissions/{submission.id}")).text
+    page = (await client.get(f"/submissions/{submission_id}")).text
     assert "dst[7]: expected 2.5, got 0." in page
     assert "0.250 ms" in page
     assert "naive: 0.750 ms" in page  # the references timed beside it
@@ -234,7 +242,7 @@ async def test_a_graded_submission_page_shows_cases_and_hides_hidden_details(
     assert "0 of 2 cases passed." in page
     assert "Regrade" not in page  # students get no regrade button
     await login(client, world.ta)
-    staff_page = (await client.get(f"/submissions/{submission.id}")).text
+    staff_page = (await client.get(f"/submissions/{submission_id}")).text
     assert "hello from &lt;b&gt;block&lt;/b&gt; 0" in staff_page  # printf output, escaped
     assert "secret detail" in staff_page
 
@@ -313,25 +321,9 @@ async def test_a_form_posted_after_the_login_expired_returns_to_its_page_after_l
 async def test_students_read_the_output_at_once_where_the_engine_withheld_hidden_cases(
     client: httpx.AsyncClient, session: Session, withheld: bool
 ) -> None:
-    from datetime import timedelta
-
-    from app.core.database import utcnow
-    from app.grading.models import JobState
-    from app.grading.record import record_report
-    from app.submissions.models import Status
     from graders.results import HIDDEN_OUTPUT_NOTE, GradeReport
     from graders.results import CaseResult as GradedCase
-    from tests.app.conftest import make_world
-    from tests.app.factories import make_submission
 
-    world = make_world(session, due_at=utcnow() + timedelta(days=1))
-    submission, job = make_submission(
-        session,
-        user=world.student.user,
-        lab=world.lab,
-        status=Status.running,
-        job_state=JobState.started,
-    )
     cases = [
         GradedCase(
             name="n-1000",
@@ -356,10 +348,9 @@ async def test_students_read_the_output_at_once_where_the_engine_withheld_hidden
     if withheld:
         stdout += HIDDEN_OUTPUT_NOTE.format(name="n-1048579") + "\n"
     report = GradeReport(lab="scale-test", cases=cases, score=10, max_score=10, stdout=stdout)
-    record_report(session, submission=submission, job=job, report=report)
-    session.commit()
+    world, submission_id = _graded_before_due_date(session, report)
     await login(client, world.student)
-    page = (await client.get(f"/submissions/{submission.id}")).text
+    page = (await client.get(f"/submissions/{submission_id}")).text
     # printf debugging works before the due date, but only where the engine says it kept the
     # hidden case's output out; otherwise the output waits for the due date.
     assert ("debug: n = 1000" in page) is withheld
