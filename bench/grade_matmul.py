@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from graders.grade import grade_source  # noqa: E402
-from graders.specs import list_builtin_labs, load_builtin_lab  # noqa: E402
+from graders.spec import list_builtin_labs, load_builtin_lab  # noqa: E402
 
 SECRET = "bench-secret"
 

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("labs", help="list the built-in labs")
     args = parser.parse_args(argv)
 
-    from graders.specs import list_builtin_labs, load_builtin_lab, load_lab
+    from graders.spec import list_builtin_labs, load_builtin_lab, load_lab
 
     if args.command == "labs":
         print("\n".join(list_builtin_labs()))

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graders import scoring
 from graders.gpu import check_gpu_health, gpu_unavailable_reason, lock_dir
-from graders.inputs import case_seed
 from graders.results import CaseResult, CompileResult, Finding, GpuInfo, GradeReport, TimingStats
-from graders.specs import CaseSpec, LabSpec
+from graders.run.inputs import case_seed
+from graders.scoring import points as scoring
+from graders.spec import CaseSpec, LabSpec
 
 # Fresh children a grading may start after one stops on a crash or a hang.
 MAX_CHILDREN = 3
@@ -32,7 +32,7 @@ CHILD_STARTUP_S = 60.0
 
 def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     """Sandbox target (`graders.grade:run_in_child`): the run stage for some cases."""
-    from graders.run_stage import run_cases
+    from graders.run.cases import run_cases
 
     return run_cases(payload)
 
@@ -42,7 +42,7 @@ def _b64(data: bytes) -> str:
 
 
 def _compile(lab: LabSpec, source: str, **kwargs: Any) -> CompileResult:
-    from graders.compile import compile_submission
+    from graders.compile.compiler import compile_submission
 
     return compile_submission(lab, source, **kwargs)
 
@@ -51,7 +51,7 @@ def _compile(lab: LabSpec, source: str, **kwargs: Any) -> CompileResult:
 def _compile_reference_cached(
     lab_folder: str, name: str, digest: str, arch: str | None, line_info: bool
 ) -> CompileResult:
-    from graders.specs import load_lab
+    from graders.spec import load_lab
 
     lab = load_lab(lab_folder)
     ref = lab.reference(name)
@@ -115,7 +115,7 @@ def _wall_limit(lab: LabSpec, n_cases: int, n_refs: int) -> float:
 
 
 def _limits(lab: LabSpec, wall: float) -> Any:
-    from graders.sandbox import SandboxLimits
+    from graders.sandbox.runner import SandboxLimits
 
     return SandboxLimits(
         wall_seconds=wall, cpu_seconds=int(wall) + 30, memory_mb=lab.limits.memory_mb + 2048
@@ -184,7 +184,7 @@ def _run_stage(
     timing: bool = True,
 ) -> list[CaseResult]:
     """Run every case, starting a fresh child after one that crashed, hung or was killed."""
-    from graders.sandbox import run_sandboxed
+    from graders.sandbox.runner import run_sandboxed
 
     results: dict[str, CaseResult] = {}
     remaining = [c.name for c in lab.cases]
@@ -277,8 +277,8 @@ def _run_stage(
 def _sanitizer_stage(
     lab: LabSpec, source: str, compiled: CompileResult, seeds: dict[str, int]
 ) -> tuple[list[Finding], str]:
-    from graders import sanitizer
-    from graders.sandbox import SandboxLimits, run_sandboxed
+    from graders.sandbox.runner import SandboxLimits, run_sandboxed
+    from graders.sanitizer import tool as sanitizer
 
     reason = sanitizer.unavailable_reason()
     if reason:
@@ -300,7 +300,7 @@ def _sanitizer_stage(
         wall_seconds=timeout + 30, cpu_seconds=int(timeout) * 4, memory_mb=None, max_processes=512
     )
     outcome = run_sandboxed(
-        "graders.sanitizer:run_in_child",
+        "graders.sanitizer.tool:run_in_child",
         {"job": job, "timeout_s": timeout, "executable": sanitizer.executable()},
         limits=limits,
         gpu=True,

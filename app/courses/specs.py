@@ -1,4 +1,4 @@
-"""Finding a lab's spec: a built-in lab id or a lab folder, through graders.specs."""
+"""Finding a lab's spec: a built-in lab id or a lab folder, through graders.spec."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ from app.core.errors import Invalid, NotFound
 
 if TYPE_CHECKING:
     from app.courses.models import Lab
-    from graders.specs import LabSpec
+    from graders.spec import LabSpec
 
 
 def list_builtin_labs() -> list[str]:
-    from graders.specs import list_builtin_labs as _list
+    from graders.spec import list_builtin_labs as _list
 
     return _list()
 
 
 @functools.cache
 def _load(builtin_id: str | None, folder: str | None) -> LabSpec:
-    from graders.specs import LabSpecError, load_builtin_lab, load_lab
+    from graders.spec import LabSpecError, load_builtin_lab, load_lab
 
     try:
         if builtin_id:

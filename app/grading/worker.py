@@ -109,7 +109,7 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
             return Outcome.missing if exists is None else Outcome.duplicate
     with Heartbeat(job_id=job_id, worker_id=me, every_seconds=settings.heartbeat_seconds):
         try:
-            from graders.compile import compile_submission
+            from graders.compile.compiler import compile_submission
 
             with session_scope() as session:
                 submission = session.get_one(Submission, submission_id)

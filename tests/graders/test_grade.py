@@ -10,7 +10,7 @@ import pytest
 from graders import grade
 from graders.gpu import gpu_unavailable_reason
 from graders.results import CaseResult, CompileResult, TimingStats
-from graders.specs import load_builtin_lab
+from graders.spec import load_builtin_lab
 
 SECRET = "test-secret"
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graders.compile import compile_submission
-from graders.inputs import case_seed, generate_arrays
+from graders.compile.compiler import compile_submission
 from graders.results import CompileResult
-from graders.specs import LabSpec, builtin_labs_dir, list_builtin_labs, load_builtin_lab
+from graders.run.inputs import case_seed, generate_arrays
+from graders.spec import LabSpec, builtin_labs_dir, list_builtin_labs, load_builtin_lab
 
 # The catalogue (shared/LABS.md): lab id -> the kernel's exact extern "C" signature.
 CATALOGUE: dict[str, str] = {

@@ -21,7 +21,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from graders.specs import LabSpec, load_builtin_lab, load_lab
+from graders.spec import LabSpec, load_builtin_lab, load_lab
 
 KERNELS_DIR = Path(__file__).parent / "kernels"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from graders.specs import list_builtin_labs, load_builtin_lab
+from graders.spec import list_builtin_labs, load_builtin_lab
 from tests.security.hostile import HostileKernel, all_kernels, leaked_host_text, small_lab
 
 KERNELS = all_kernels()
@@ -58,7 +58,7 @@ def _reference_source(lab_id: str) -> str:
 
 @pytest.mark.parametrize("kernel", COMPILE_STAGE, ids=lambda k: k.name)
 def test_compile_stage_defence(kernel: HostileKernel) -> None:
-    from graders.compile import compile_submission
+    from graders.compile.compiler import compile_submission
 
     lab = load_builtin_lab(kernel.lab)
     lab = dataclasses.replace(

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from graders.specs import builtin_labs_dir, list_builtin_labs
+from graders.spec import builtin_labs_dir, list_builtin_labs
 
 HEADER_LINE = re.compile(r"^//\s*(?P<key>[a-z-]+):\s*(?P<value>.+?)\s*$")
 COMPILE_VERDICTS = {

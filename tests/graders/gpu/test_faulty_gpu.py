@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from graders.compile import compile_submission
+from graders.compile.compiler import compile_submission
 from graders.grade import run_submission
-from graders.specs import load_builtin_lab
+from graders.spec import load_builtin_lab
 
 from .faults import SANITIZER_FINDINGS, Expectation, all_expectations
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from graders.grade import grade_source
-from graders.specs import load_builtin_lab
+from graders.spec import load_builtin_lab
 
 SECRET = "kernelgrader-test-secret"
 KERNELS = Path(__file__).parent / "kernels"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graders.grade import compile_reference, run_submission
-from graders.specs import LabSpecError, list_builtin_labs, load_builtin_lab
+from graders.spec import LabSpecError, list_builtin_labs, load_builtin_lab
 
 SECRET = "kernelgrader-test-secret"
 

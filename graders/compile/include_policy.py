@@ -1,0 +1,202 @@
+"""Refuse, before compiling, anything in a submission that would make NVRTC open a host file.
+
+NVRTC opens whatever path an `#include` names (`#include "/etc/passwd"` prints that file into the
+compile log), and `__has_include` tells whether a path exists. A submission is one self-contained
+`.cu` file, so the only includes allowed are a few headers that kernels copied from course
+material start with; the grader serves them from memory (`BUILTIN_HEADERS`), never from disk.
+
+The check runs on three views of the source (comments blanked with string literals understood,
+comments blanked with quotes ignored, and the raw text), so a construct this scanner
+misreads one way is still seen in another; `#include` spellings with digraphs (`%:include`),
+spaces, comments or line continuations are all directives here, as they are to the compiler.
+"""
+
+from __future__ import annotations
+
+import re
+
+from graders.compile.source_text import SourceViews
+
+_STDINT = (
+    "typedef signed char int8_t; typedef short int16_t; typedef int int32_t; "
+    "typedef long long int64_t; typedef unsigned char uint8_t; typedef unsigned short uint16_t; "
+    "typedef unsigned int uint32_t; typedef unsigned long long uint64_t; "
+    "typedef long long intptr_t; typedef unsigned long long uintptr_t;\n"
+)
+_FLOAT = (
+    "#define FLT_MAX 3.402823466e+38F\n#define FLT_MIN 1.175494351e-38F\n"
+    "#define FLT_EPSILON 1.192092896e-07F\n#define DBL_MAX 1.7976931348623158e+308\n"
+    "#define DBL_MIN 2.2250738585072014e-308\n#define DBL_EPSILON 2.2204460492503131e-016\n"
+)
+_LIMITS = (
+    "#define INT_MAX 2147483647\n#define INT_MIN (-2147483647 - 1)\n"
+    "#define UINT_MAX 4294967295U\n#define LLONG_MAX 9223372036854775807LL\n"
+)
+# Header name -> the text the grader serves for it. NVRTC builds in printf, the math library,
+# atomics and the CUDA built-ins, so most of these need nothing at all.
+BUILTIN_HEADERS: dict[str, str] = {
+    "cuda_runtime.h": "",
+    "cuda_runtime_api.h": "",
+    "cuda.h": "",
+    "device_launch_parameters.h": "",
+    "stdio.h": "",
+    "cstdio": "",
+    "math.h": "",
+    "cmath": "",
+    "stdint.h": _STDINT,
+    "cstdint": _STDINT,
+    "float.h": _FLOAT,
+    "cfloat": _FLOAT,
+    "limits.h": _LIMITS,
+    "climits": _LIMITS,
+}
+ALLOWED_PRAGMAS = frozenset(
+    {
+        "unroll", "nounroll", "once", "message", "push_macro", "pop_macro",
+        "nv_diag_suppress", "nv_diag_warning", "nv_diag_error", "nv_diag_default",
+        "nv_diag_once", "diag_suppress", "diag_warning", "diag_error", "diag_default",
+    }
+)  # fmt: skip
+_INCLUDE_FAMILY = frozenset({"include", "include_next", "import", "embed"})
+_DIRECTIVE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*([A-Za-z_]\w*)?(.*)$")
+_HEADER_OPERAND = re.compile(r'^\s*(?:<([^<>"]+)>|"([^<>"]+)")\s*$')
+_PRAGMA_OPERATOR = re.compile(r"\b_Pragma\b")
+_PRAGMA_LITERAL = re.compile(r'\s*\(\s*(?:L|u8|u|U)?"((?:[^"\\\n]|\\.)*)"\s*\)')
+_FILE_QUERY = re.compile(r"__has_include(?:_next)?\b|__has_embed\b")
+# `CAT(__has_, include)("/etc/shadow")` builds the file query from pieces, so any `##` is refused.
+_TOKEN_PASTE = re.compile(r"##|%:%:")
+_TRIGRAPH = re.compile(r"\?\?[=/'()!<>-]")
+
+
+def allowed_headers_text() -> str:
+    return ", ".join(f"<{name}>" for name in BUILTIN_HEADERS)
+
+
+def check_includes(source: str) -> str | None:
+    """None when the source may be compiled; otherwise one sentence naming the line."""
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = source.count("\n", 0, exc.start) + 1
+        return f"Line {line} is not valid UTF-8 text; save the file as UTF-8 and resubmit."
+    if "\x00" in source:
+        line = source.count("\n", 0, source.index("\x00")) + 1
+        return f"Line {line} contains a NUL character; submit plain CUDA source text."
+    trigraph = _TRIGRAPH.search(source)
+    if trigraph:
+        line = source.count("\n", 0, trigraph.start()) + 1
+        return (
+            f"Line {line} contains the trigraph `{trigraph.group()}`, which the grader does not "
+            "accept; write the character it stands for instead."
+        )
+    views = SourceViews.of(source)
+    query = _FILE_QUERY.search(views.spliced)
+    if query:
+        return (
+            f"Line {views.line_at(query.start())} uses `{query.group()}`, which asks about files "
+            "on the grading machine; a submission must be one self-contained file, so remove it."
+        )
+    pasting = _TOKEN_PASTE.search(views.bare)
+    if pasting:
+        return (
+            f"Line {views.line_at(pasting.start())} uses token pasting (`{pasting.group()}`), "
+            "which the grader does not accept: pasted names can ask about files on the grading "
+            "machine. Write the names out in full."
+        )
+    for view in (views.code, views.quoteless, views.spliced):
+        problem = _check_directives(views, view, pragmas=view is views.code)
+        if problem:
+            return problem
+    return _check_pragma_operators(views)
+
+
+def _check_directives(views: SourceViews, view: str, *, pragmas: bool) -> str | None:
+    for line in views.lines(view):
+        match = _DIRECTIVE.match(line.text)
+        if not match or not match.group(1):
+            continue
+        name, operand = match.group(1), match.group(2)
+        if name in _INCLUDE_FAMILY:
+            header = _HEADER_OPERAND.match(operand)
+            target = (header.group(1) or header.group(2)) if header else None
+            if name == "include" and target in BUILTIN_HEADERS:
+                continue
+            return _include_sentence(line.number, name, operand.strip(), target)
+        if pragmas and name == "pragma":
+            problem = _pragma_problem(operand)
+            if problem:
+                return f"Line {line.number} has `#pragma {operand.strip()}`: {problem}"
+    return None
+
+
+def _include_sentence(line: int, directive: str, operand: str, target: str | None) -> str:
+    allowed = allowed_headers_text()
+    if directive != "include":
+        return (
+            f"Line {line} uses `#{directive}`, which the grader does not allow: a submission is "
+            f"one self-contained .cu file (only {allowed} may be included); remove the line."
+        )
+    if target is None:
+        return (
+            f"Line {line} includes `{operand or '(nothing)'}`, a file name that is not written "
+            f"out; the grader compiles one self-contained .cu file and allows only {allowed}, "
+            "so remove the line."
+        )
+    return (
+        f"Line {line} includes {operand}, which the grader does not allow: a submission is one "
+        f"self-contained .cu file, and only {allowed} may be included (they are built in). "
+        "Put what you need into your file and resubmit."
+    )
+
+
+def _pragma_problem(operand: str) -> str | None:
+    words = operand.split()
+    first = words[0] if words else ""
+    if first in ALLOWED_PRAGMAS:
+        return None
+    return (
+        "the grader accepts only the pragmas " + ", ".join(sorted(ALLOWED_PRAGMAS)) + "; "
+        "remove the line."
+    )
+
+
+def _check_pragma_operators(views: SourceViews) -> str | None:
+    for found in _PRAGMA_OPERATOR.finditer(views.code):
+        line = views.line_at(found.start())
+        literal = _PRAGMA_LITERAL.match(views.code, found.end())
+        if not literal:
+            return (
+                f"Line {line} uses `_Pragma` without a plain string literal; write the pragma "
+                "out, e.g. `#pragma unroll`."
+            )
+        text = literal.group(1).replace('\\"', '"').replace("\\\\", "\\")
+        problem = _pragma_problem(text)
+        if problem:
+            return f'Line {line} has `_Pragma("{text}")`: {problem}'
+    return None
+
+
+def without_line_directives(source: str) -> str:
+    """The source with `#line` directives (and `# 12 "file"` markers) blanked, newlines kept:
+    they would rename the file and renumber the lines in the compiler's messages, and the log
+    must point into the student's own file."""
+    views = SourceViews.of(source)
+    logical = views.lines(views.code)
+    blank: set[int] = set()
+    for i, line in enumerate(logical):
+        match = _DIRECTIVE.match(line.text)
+        if match is None:
+            continue
+        is_line = match.group(1) == "line" or (
+            match.group(1) is None and match.group(2).strip()[:1].isdigit()
+        )
+        if is_line:
+            last = logical[i + 1].number - 1 if i + 1 < len(logical) else line.number
+            blank.update(range(line.number, last + 1))
+    if not blank:
+        return source
+    physical = source.split("\n")  # newlines only, as the views count lines
+    for number in blank:
+        if 0 < number <= len(physical):
+            physical[number - 1] = "\r" if physical[number - 1].endswith("\r") else ""
+    return "\n".join(physical)

@@ -1,0 +1,186 @@
+"""How a sandboxed child is cut off: environment, rlimits, network namespace, unprivileged user.
+
+Used by `graders.sandbox.runner`; see its docstring for the whole picture. Each isolation that
+may be refused on some machine (namespaces, a user to drop to) is probed once, in a throwaway
+child, and reported as a sentence for the outcome's log, so a fallback is never silent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import pwd
+import resource
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from graders.sandbox.limits import SandboxLimits
+
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+# Environment variables the CUDA driver, runtime and CuPy read; passed only for gpu=True.
+_GPU_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "CUPY_", "NCCL_")
+# Library paths are not secrets; NVRTC (CPU-only) needs them too.
+_LIBRARY_ENV = ("LD_LIBRARY_PATH", "CUDA_PATH", "CUDA_HOME")
+# Who a CPU-only child (the compiler) runs as when the worker is root; "" turns this off.
+SANDBOX_USER_ENV = "KERNELGRADER_SANDBOX_USER"
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+@dataclass(frozen=True)
+class Credentials:
+    uid: int
+    gid: int
+    name: str
+
+
+def _libc_unshare() -> Callable[[int], int] | None:
+    """os.unshare on 3.12+, libc's unshare through ctypes on 3.11; None where neither exists."""
+    if hasattr(os, "unshare"):
+
+        def via_os(flags: int) -> int:
+            os.unshare(flags)  # type: ignore[attr-defined]  # new in Python 3.12
+            return 0
+
+        return via_os
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        func = libc.unshare
+    except (OSError, AttributeError):
+        return None
+
+    def via_libc(flags: int) -> int:
+        if func(flags) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+        return 0
+
+    return via_libc
+
+
+def _probe(preexec: Callable[[], object], code: str = "pass") -> None:
+    """Start a throwaway child with this preexec; raise if it cannot start or run `code`."""
+    subprocess.run(
+        [sys.executable, "-c", code],
+        preexec_fn=preexec,
+        check=True,
+        timeout=60,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": PACKAGE_ROOT, "HOME": "/"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+@functools.cache
+def network_isolation() -> tuple[int, str]:
+    """The unshare flags that cut a child off the network here, or (0, why not)."""
+    unshare = _libc_unshare()
+    if unshare is None:
+        return 0, "network isolation unavailable: this system has no unshare(2)"
+    flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
+    try:
+        _probe(lambda: unshare(flags))  # one system call, right after fork
+    except (subprocess.SubprocessError, OSError) as exc:
+        who = "as root" if os.geteuid() == 0 else "without root (user namespaces refused?)"
+        return 0, f"network isolation unavailable: unshare failed {who}: {exc}"
+    kind = "network namespace" if flags == _CLONE_NEWNET else "user + network namespace"
+    return flags, f"network isolated: new {kind}"
+
+
+def _drop_to(creds: Credentials) -> None:
+    os.setgroups([])
+    os.setgid(creds.gid)
+    os.setuid(creds.uid)
+
+
+@functools.cache
+def unprivileged_user() -> tuple[Credentials | None, str]:
+    """Whom a CPU-only child runs as when the worker is root, or (None, why it stays)."""
+    if os.geteuid() != 0:
+        return None, "runs as the worker's own (unprivileged) user"
+    name = os.environ.get(SANDBOX_USER_ENV, "nobody")
+    if not name:
+        return None, f"privilege drop off: {SANDBOX_USER_ENV} is empty; runs as root"
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None, f"privilege drop unavailable: there is no user {name!r}; runs as root"
+    creds = Credentials(uid=entry.pw_uid, gid=entry.pw_gid, name=name)
+    try:
+        # The child must be able to start Python, import the sandbox and load NVRTC as that
+        # user; an interpreter under a private home (pyenv in /root) is the usual refusal.
+        _probe(
+            lambda: _drop_to(creds),
+            "import graders.sandbox.child\n"
+            "try:\n    import cupy_backends.cuda.libs.nvrtc\nexcept ImportError:\n    pass\n",
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        return None, f"privilege drop unavailable: {name} cannot run {sys.executable} ({exc})"
+    return creds, f"runs as {name} (uid {creds.uid})"
+
+
+def child_env(workdir: str, gpu: bool) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONPATH": PACKAGE_ROOT,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    for name in _LIBRARY_ENV:
+        if name in os.environ:
+            env[name] = os.environ[name]
+    if gpu:
+        for name, value in os.environ.items():
+            if name.startswith(_GPU_ENV_PREFIXES):
+                env[name] = value
+    # The child's compile cache must stay inside its private directory, not in a shared HOME.
+    env["CUPY_CACHE_DIR"] = os.path.join(workdir, ".cupy")
+    return env
+
+
+def make_preexec(
+    limits: SandboxLimits, gpu: bool, unshare_flags: int, creds: Credentials | None
+) -> Callable[[], None]:
+    """Runs in the child between fork and exec: only plain system calls, nothing that locks."""
+    unshare = _libc_unshare() if unshare_flags else None
+    mib = 1024 * 1024
+    settings: list[tuple[int, int]] = [
+        (resource.RLIMIT_CPU, max(1, int(limits.cpu_seconds))),
+        (resource.RLIMIT_NOFILE, limits.max_open_files),
+        (resource.RLIMIT_FSIZE, limits.max_file_size_mb * mib),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    if limits.memory_mb is not None:
+        memory_kind = resource.RLIMIT_DATA if gpu else resource.RLIMIT_AS
+        settings.append((memory_kind, limits.memory_mb * mib))
+    if os.geteuid() != 0 or creds is not None:
+        # Counts every process of the user the child ends up as; root would ignore it.
+        settings.append((resource.RLIMIT_NPROC, limits.max_processes))
+
+    def preexec() -> None:
+        for kind, value in settings:
+            soft, hard = resource.getrlimit(kind)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            # CPU: SIGXCPU at the soft limit, SIGKILL a second later if it is ignored.
+            new_hard = value + 1 if kind == resource.RLIMIT_CPU else value
+            if hard != resource.RLIM_INFINITY:
+                new_hard = min(new_hard, hard)
+            resource.setrlimit(kind, (value, new_hard))
+        if unshare is not None:
+            unshare(unshare_flags)  # needs root's capabilities: before dropping them
+        if creds is not None:
+            _drop_to(creds)
+
+    return preexec

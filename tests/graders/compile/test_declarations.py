@@ -1,0 +1,82 @@
+"""Declarations a submission makes (TILE, COARSE): spellings, forms, comments and bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from graders.compile.declarations import (
+    DeclarationError,
+    _patterns,
+    find_declarations,
+    resolve_declarations,
+)
+from graders.spec import DeclareSpec
+
+TILE = DeclareSpec("TILE", ("TILE_WIDTH", "TILE_SIZE", "BLOCK_SIZE", "T"), 32, 1, 32)
+COARSE = DeclareSpec("COARSE", ("COARSE_FACTOR", "COARSE"), 1, 1, 8)
+DECLARES = {"TILE": TILE, "COARSE": COARSE}
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("#define TILE_WIDTH 16\n", {"TILE": 16, "COARSE": 1}),
+        ("#  define TILE_SIZE (8)\n#define COARSE_FACTOR 4u\n", {"TILE": 8, "COARSE": 4}),
+        ("constexpr int TILE_WIDTH = 16;\n", {"TILE": 16, "COARSE": 1}),
+        ("static constexpr unsigned int BLOCK_SIZE = 0x10;\n", {"TILE": 16, "COARSE": 1}),
+        ("const int T = 7;\n", {"TILE": 7, "COARSE": 1}),
+        ("constexpr int TILE_WIDTH{12};\n", {"TILE": 12, "COARSE": 1}),
+        ("#define TILE_WIDTH (4 * 4)\n", {"TILE": 16, "COARSE": 1}),
+        ("#define TILE_WIDTH 32 / 2\n", {"TILE": 16, "COARSE": 1}),
+        # A leading 0 is octal in C (Python's int(x, 0) refuses it).
+        ("#define TILE_WIDTH 010\nconstexpr int COARSE = 0004u;\n", {"TILE": 8, "COARSE": 4}),
+        # Seed 004 defines T inside the kernel body.
+        ("__global__ void k() {\n#define T 7\n}\n", {"TILE": 7, "COARSE": 1}),
+        ("", {"TILE": 32, "COARSE": 1}),
+        # Commented-out code does not count.
+        ("// #define TILE_WIDTH 64\n/* #define TILE_WIDTH 2 */\n#define TILE_WIDTH 8\n",
+         {"TILE": 8, "COARSE": 1}),
+        # The lab's order of spellings decides: TILE_WIDTH before T.
+        ("#define T 4\n#define TILE_WIDTH 8\n", {"TILE": 8, "COARSE": 1}),
+        # Names that merely contain a spelling, and template parameters, are not declarations.
+        ("#define MY_TILE_WIDTH 64\ntemplate <int T> __device__ int f() { return T; }\n",
+         {"TILE": 32, "COARSE": 1}),
+        ("int TILE_WIDTH_HALF = 4;\n#define T(x) x\n", {"TILE": 32, "COARSE": 1}),
+    ],
+)  # fmt: skip
+def test_values(source: str, expected: dict[str, int]) -> None:
+    assert resolve_declarations(source, DECLARES) == expected
+
+
+def test_line_numbers_and_spelling() -> None:
+    (decl,) = find_declarations("\n\n#define TILE_SIZE 16 // the tile\n", {"TILE": TILE})
+    assert (decl.spelling, decl.value, decl.line, decl.text) == ("TILE_SIZE", 16, 3, "16")
+
+
+def test_out_of_bounds_names_the_bounds() -> None:
+    with pytest.raises(DeclarationError) as info:
+        resolve_declarations("#define TILE_WIDTH 64\n", DECLARES)
+    assert str(info.value) == (
+        "Line 1 sets TILE_WIDTH to 64, but this lab accepts TILE from 1 to 32; change it and "
+        "resubmit."
+    )
+    with pytest.raises(DeclarationError, match="COARSE from 1 to 8"):
+        resolve_declarations("constexpr int COARSE = 0;\n", DECLARES)
+
+
+def test_values_that_are_not_numbers_are_refused() -> None:
+    with pytest.raises(DeclarationError, match="cannot read as a whole number"):
+        resolve_declarations("#define TILE_WIDTH blockDim.x\n", DECLARES)
+    # Not a C literal at all (8 is no octal digit): a sentence, not a grader failure.
+    with pytest.raises(DeclarationError, match="cannot read as a whole number"):
+        resolve_declarations("#define TILE_WIDTH 08\n", DECLARES)
+
+
+def test_a_value_is_read_only_so_far() -> None:
+    # Unbounded, every `const int T =` of a 256 KiB run without `;` read to the run's end:
+    # quadratic, about two minutes of the worker's CPU for one upload.
+    pattern = _patterns("T")[1]
+    assert pattern.search("const int T = " + "1 + " * 30 + "1;")
+    assert pattern.search("const int T = " + "1 + " * 100 + "1;") is None
+    run = "const int T = " * 200 + "}"
+    assert find_declarations(run + "\nconst int T = 8;\n", {"TILE": TILE})[0].value == 8

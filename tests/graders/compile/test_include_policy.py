@@ -1,0 +1,85 @@
+"""The include policy: every spelling of "open a host file" is refused before NVRTC runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from graders.compile.include_policy import check_includes
+
+KERNEL = 'extern "C" __global__ void k(float* a) { a[0] = 1.0f; }\n'
+
+HOSTILE = [
+    ('#include "/etc/passwd"', 1, "includes"),
+    ('#include "../../etc/passwd"', 1, "includes"),
+    ("#include </etc/passwd>", 1, "includes"),
+    ('#  include "/etc/passwd"', 1, "includes"),
+    ('\t #\tinclude "/etc/passwd"', 1, "includes"),
+    ('#define F "/etc/passwd"\n#include F', 2, "not written out"),
+    ("#define H <cuda_runtime.h>\n#include H", 2, "not written out"),
+    ('%:include "/etc/passwd"', 1, "includes"),
+    ('%:  include "/etc/passwd"', 1, "includes"),
+    ('#\\\ninclude "/etc/passwd"', 1, "includes"),
+    ('#inc\\\nlude "/etc/passwd"', 1, "includes"),
+    ('#include \\\n"/etc/passwd"', 1, "includes"),
+    ('/* a */ # /* b */ include "/etc/passwd"', 1, "includes"),
+    ('/* multi\nline */ #include "/etc/passwd"', 2, "includes"),
+    ('#include /*\n*/ "/etc/passwd"', 1, "not written out"),
+    ('#include_next "passwd"', 1, "#include_next"),
+    ('#import "/etc/passwd"', 1, "#import"),
+    ('const char s[] = {\n#embed "/etc/passwd"\n};', 2, "#embed"),
+    ("#include <cuda_fp16.h>", 1, "includes <cuda_fp16.h>"),
+    ('#include "kernel_helpers.cuh"', 1, "includes"),
+    ('#if __has_include("/etc/shadow")\n#error yes\n#endif', 1, "__has_include"),
+    ('#define Q(x) __has_include(x)\n#if Q("/etc/shadow")\n#endif', 1, "__has_include"),
+    ('#define CAT(a, b) a##b\n#if CAT(__has_, include)("/etc/shadow")\n#endif', 1, "pasting"),
+    ('#define CAT(a, b) a %:%: b\n#if CAT(__has_, include)("/etc/shadow")\n#endif', 1, "`%:%:`"),
+    ('??=include "/etc/passwd"', 1, "trigraph"),
+    ('#include ??/\n"/etc/passwd"', 1, "trigraph"),
+    ('#pragma GCC dependency "/etc/passwd"', 1, "#pragma GCC dependency"),
+    ('_Pragma("GCC dependency \\"/etc/passwd\\"")', 1, "_Pragma"),
+    ("#define P(x) _Pragma(#x)\nP(unroll)", 1, "without a plain string literal"),
+    # A character literal this scanner could misread as opening a comment.
+    ("char c = L'/*';\n#include \"/etc/passwd\"\n// */", 2, "includes"),
+    ("int n = 1'0; /* '\n#include \"/etc/passwd\"\n*/", 2, "includes"),
+    ('const char* s = u8"/*";\n#include "/etc/passwd"\n// */', 2, "includes"),
+    # NVRTC takes a lone carriage return as a space and a leading byte-order mark as nothing:
+    # these are directives to it, and opened the host file.
+    ('\r#include "/etc/passwd"', 1, "includes"),
+    ('int a;\n \r\t#include "/etc/passwd"', 2, "includes"),
+    ('#\rinclude "/etc/passwd"', 1, "includes"),
+    ('\r%:include "/etc/passwd"', 1, "includes"),
+    ('\ufeff#include "/etc/passwd"', 1, "includes"),
+    ('\r#if __has_include("/etc/shadow")\n#endif', 1, "__has_include"),
+    ('\r#pragma GCC dependency "/etc/passwd"', 1, "#pragma GCC dependency"),
+    ("int a;\x00#include", 1, "NUL"),
+    ("int a;\n// \ud800", 2, "UTF-8"),
+]
+
+
+@pytest.mark.parametrize(("prefix", "line", "fragment"), HOSTILE)
+def test_hostile_spellings_are_refused_with_the_line(prefix: str, line: int, fragment: str) -> None:
+    message = check_includes(prefix + "\n" + KERNEL)
+    assert message is not None, "this spelling was let through"
+    assert message.startswith(f"Line {line} "), message
+    assert fragment in message
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "#include <cuda_runtime.h>",
+        '#include "cuda_runtime.h"',
+        "#include <stdio.h>\n#include <cstdint>\n#include <math.h>",
+        "# include <device_launch_parameters.h>",
+        '// #include "/etc/passwd" (commented out)',
+        "int x; // \\\n",
+        "#pragma unroll\n#pragma unroll 4\n#pragma once",
+        '_Pragma("unroll")',
+        "#define TILE_WIDTH 16\n#ifdef TILE_WIDTH\n#endif",
+        'const char* s = "#include \\"/etc/passwd\\"";',
+        "int n = 1'000'000;",
+        'printf("## %d\\n", 1);',
+    ],
+)
+def test_ordinary_sources_pass(prefix: str) -> None:
+    assert check_includes(prefix + "\n" + KERNEL) is None

@@ -1,0 +1,240 @@
+"""The barrier problem, found statically: flagged where a barrier is divergent, silent elsewhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from graders.compile.static_checks import find_barrier_problems
+
+# The shape of seed 004's tiled kernel (written here): the whole tile loop, barriers included,
+# sits inside the bounds check on the output element.
+BARRIER_IN_BOUNDS_CHECK = """\
+extern "C" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K)
+{
+#define T 8
+    __shared__ float sa[T][T];
+    __shared__ float sb[T][T];
+    int r = blockIdx.y * T + threadIdx.y;
+    int c = blockIdx.x * T + threadIdx.x;
+    int x = threadIdx.x, y = threadIdx.y;
+    float acc = 0.0f;
+    if ((r < M) && (c < K))
+    {
+        for (int p = 0; p < N / T + 1; p++)
+        {
+            sa[y][x] = (p * T + x < N) ? A[r * N + p * T + x] : 0.0f;
+            sb[y][x] = (p * T + y < N) ? B[(p * T + y) * K + c] : 0.0f;
+            __syncthreads();
+            for (int q = 0; q < T; q++)
+                acc += sa[y][q] * sb[q][x];
+            __syncthreads();
+        }
+        C[r * K + c] = acc;
+    }
+}
+"""
+
+# The correct tiled kernel: bounds checks only around loads and the store.
+CORRECT_TILED = """\
+#define TILE_WIDTH 16
+extern "C" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K)
+{
+    __shared__ float As[TILE_WIDTH][TILE_WIDTH], Bs[TILE_WIDTH][TILE_WIDTH];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int Row = blockIdx.y * blockDim.y + ty, Col = blockIdx.x * blockDim.x + tx;
+    float sum = 0;
+    for (int t = 0; t < (N + TILE_WIDTH - 1) / TILE_WIDTH; ++t) {
+        if (Row < M && t * TILE_WIDTH + tx < N) As[ty][tx] = A[Row * N + t * TILE_WIDTH + tx];
+        else As[ty][tx] = 0;
+        if (Col < K && t * TILE_WIDTH + ty < N) Bs[ty][tx] = B[(t * TILE_WIDTH + ty) * K + Col];
+        else Bs[ty][tx] = 0;
+        __syncthreads();
+        #pragma unroll
+        for (int k = 0; k < TILE_WIDTH; ++k) sum += As[ty][k] * Bs[k][tx];
+        __syncthreads();
+    }
+    if (Row < M && Col < K) C[Row * K + Col] = sum;
+}
+"""
+
+# Seed 002's shared-memory tree sum: the loop bound comes from blockDim (uniform), and the
+# thread-dependent `if` holds no barrier.
+TREE_SUM = """\
+extern "C" __global__ void block_sum(const float* src, float* partial, unsigned int n)
+{
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x;
+    float v = 0;
+    for (unsigned int i = blockIdx.x * blockDim.x + tid; i < n; i += blockDim.x * gridDim.x)
+        v += src[i];
+    sdata[tid] = v;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) partial[blockIdx.x] = sdata[0];
+    if (blockIdx.x == 0) { __syncthreads(); }  // the same for the whole block
+}
+"""
+
+
+def test_seed_004_shape_is_flagged_at_both_barriers() -> None:
+    findings = find_barrier_problems(BARRIER_IN_BOUNDS_CHECK)
+    assert [f.line for f in findings] == [16, 19]
+    for f in findings:
+        assert f.tool == "static" and f.kind == "divergent_barrier"
+        assert "`__syncthreads()` is inside `if ((r < M) && (c < K))` on line 10" in f.message
+        assert "through c, r" in f.message and "barrier problem" in f.message
+
+
+@pytest.mark.parametrize("source", [CORRECT_TILED, TREE_SUM], ids=["tiled", "tree-sum"])
+def test_correct_kernels_are_not_flagged(source: str) -> None:
+    assert find_barrier_problems(source) == []
+
+
+def test_early_return_before_a_barrier() -> None:
+    source = """\
+extern "C" __global__ void k(float* a, int n) {
+    __shared__ float s[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    s[threadIdx.x] = a[i];
+    __syncthreads();
+    a[i] = s[255 - threadIdx.x];
+}
+"""
+    (finding,) = find_barrier_problems(source)
+    assert finding.line == 4 and "barrier on line 6" in finding.message
+    assert "`if (i >= n)`" in finding.message
+
+
+def test_early_return_after_the_last_barrier_is_fine() -> None:
+    source = """\
+extern "C" __global__ void k(float* a, int n) {
+    __shared__ float s[256];
+    s[threadIdx.x] = a[threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x >= n) return;
+    a[threadIdx.x] = s[0];
+}
+"""
+    assert find_barrier_problems(source) == []
+
+
+@pytest.mark.parametrize(
+    ("barrier", "named"),
+    [
+        ("__syncwarp();", "`__syncwarp()`"),
+        ("__syncthreads_or(1);", "`__syncthreads_or()`"),
+        ("block.sync();", "`sync()`"),
+        ("cg::sync(block);", "`cg::sync()`"),
+        ('asm volatile("bar.sync 0;");', "`bar.sync` (inline PTX)"),
+    ],
+)
+def test_every_barrier_spelling_is_seen(barrier: str, named: str) -> None:
+    source = f"""\
+__global__ void k(float* a, int n) {{
+    int i = threadIdx.x;
+    while (i < n) {{
+        a[i] = 0;
+        {barrier}
+        i += blockDim.x;
+    }}
+}}
+"""
+    (finding,) = find_barrier_problems(source)
+    assert finding.line == 5 and finding.message.startswith(f"{named} is inside `while (i < n)`")
+
+
+def test_else_branch_and_grid_stride_loop_are_divergent() -> None:
+    source = """\
+__global__ void k(float* a, int n) {
+    int tid = threadIdx.x;
+    if (tid < 32) a[tid] = 1;
+    else { __syncthreads(); }
+    for (int i = blockIdx.x * blockDim.x + tid; i < n; i += blockDim.x * gridDim.x) {
+        __syncthreads();
+    }
+}
+"""
+    findings = find_barrier_problems(source)
+    assert [f.line for f in findings] == [4, 6]
+    assert "inside `else (tid < 32)`" in findings[0].message
+    assert "inside `for (i < n)`" in findings[1].message
+
+
+def test_comments_and_strings_do_not_count() -> None:
+    source = """\
+__global__ void k(float* a) {
+    int t = threadIdx.x;
+    if (t < 4) {
+        // __syncthreads();
+        /* __syncthreads(); */
+        printf("__syncthreads()\\n");
+    }
+}
+"""
+    assert find_barrier_problems(source) == []
+
+
+def test_deep_nesting_neither_crashes_nor_hides_ordinary_depths() -> None:
+    def nested(depth: int) -> str:
+        body = "if (threadIdx.x) {" * depth + "__syncthreads();" + "}" * depth
+        return "__global__ void k() {" + body + "}"
+
+    assert len(find_barrier_problems(nested(50))) == 1
+    assert find_barrier_problems(nested(5000)) == []  # too deep to follow: silence, no crash
+
+
+def test_many_barriers_stay_fast_enough_to_finish() -> None:
+    source = "__global__ void k() { if (threadIdx.x) {" + "__syncthreads();" * 20000 + "}}"
+    assert len(find_barrier_problems(source)) == 20000
+
+
+def test_warp_barrier_under_a_warp_aligned_condition_is_fine() -> None:
+    source = """\
+__global__ void k(float* s) {
+    int tid = threadIdx.x;
+    if (tid < 32) {
+        s[tid] += s[tid + 32];
+        __syncwarp();
+        s[tid] += s[tid + 16];
+    }
+    if (tid < 20) { __syncwarp(); }
+}
+"""
+    (finding,) = find_barrier_problems(source)
+    assert finding.line == 8
+
+
+def test_an_assignments_right_hand_side_is_read_only_so_far() -> None:
+    # Unbounded, each `a = 1` of `a = 1, a = 1, ...;` read to the statement's end: quadratic,
+    # about two minutes of the worker's CPU for a 256 KiB file that compiles.
+    from graders.compile.static_checks import _ASSIGNMENT, _RHS_CHARS
+
+    match = _ASSIGNMENT.search("a = 1" + ", a = 1" * 1000 + ";")
+    assert match is not None and match.group(1) == "a"
+    assert len(match.group(2)) <= _RHS_CHARS
+    # A thread index within reach still taints the name.
+    source = (
+        'extern "C" __global__ void k(int* x) {\n    int a = 0;\n    a = threadIdx.x'
+        + ", a = a" * 10
+        + ";\n    if (a) __syncthreads();\n    x[0] = a;\n}\n"
+    )
+    assert [f.line for f in find_barrier_problems(source)] == [4]
+
+
+def test_a_chain_written_backwards_still_taints() -> None:
+    # b3 = b2; b2 = b1; b1 = threadIdx.x: tainting spreads along the chain whatever its order
+    # (found in one pass over the edges; sweeping until nothing changed was quadratic).
+    names = [f"b{i}" for i in range(50)]
+    chain = "".join(f"    {names[i]} = {names[i - 1]};\n" for i in range(49, 0, -1))
+    source = (
+        'extern "C" __global__ void k(int* x) {\n    int '
+        + ", ".join(names)
+        + ";\n"
+        + chain
+        + "    b0 = threadIdx.x;\n    if (b49) __syncthreads();\n    x[0] = b49;\n}\n"
+    )
+    assert [f.line for f in find_barrier_problems(source)] == [53]
