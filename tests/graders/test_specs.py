@@ -408,3 +408,12 @@ def test_builtin_labs_state_their_work(lab_id: str) -> None:
     assert lab.work is not None, f"{lab_id}: no [work] table"
     flops, traffic = lab.work.for_case(lab.sizes_for(lab.cases[-1]))
     assert flops > 0 and traffic > 0
+
+
+@pytest.mark.parametrize("lab_id", list_builtin_labs())
+def test_builtin_lab_pages_speak_to_the_student(lab_id: str) -> None:
+    # The pages were written from a course's material; a student of another course reads
+    # them without its seeds, lab numbers, homework numbers or Slovak phrases.
+    page = load_builtin_lab(lab_id).page_markdown
+    for cited in ("seed ", "Seed ", "Lab 14", "homework", "presnosti", "lecture"):
+        assert cited not in page, f"{lab_id}/lab.md cites course material: {cited!r}"
