@@ -24,10 +24,10 @@ from app.users.models import User
 # ?status= values of the staff view and its API.
 STATUS_FILTERS = {
     "none": "no submission",
-    "pending": "a submission still grading",
-    "scored": "a counted score",
+    "pending": "still grading",
+    "scored": "has a score",
     "full": "full marks",
-    "not_full": "less than full marks, or nothing counted",
+    "not_full": "below full marks",
 }
 
 

@@ -161,7 +161,8 @@ class Performance:
     flops: float | None = None
     traffic_bytes: float | None = None
     references: list[tuple[str, float]] = field(default_factory=list)
-    class_times_ms: list[float] = field(default_factory=list)  # classmates' best, same GPU
+    # The other students' best fully correct times on the same GPU model.
+    class_times_ms: list[float] = field(default_factory=list)
     all_passed: bool = False
 
     @property
@@ -234,7 +235,7 @@ def submission_performance(
     lab = session.get_one(Lab, submission.lab_id)
     best = best_times_by_student(
         timed_results(session, lab=lab),
-        student_ids=student_ids_of(session, lab=lab),
+        student_ids=student_ids_of(session, lab=lab) - {submission.user_id},
         gpu_model=perf.gpu_model,
     )
     perf.class_times_ms = sorted(r.median_ms for r in best.values())

@@ -57,9 +57,9 @@ def bar_chart(bars: Sequence[Bar], *, title: str) -> Markup:
 
 
 def meters(rows: Sequence[tuple[str, float, str]], *, title: str) -> Markup:
-    """Bars against a full scale: (label, fraction of the maximum, text). A fraction above 1 is
-    drawn full, in the highlight colour."""
-    label_w, row_h = 120, 30
+    """Bars against a full scale: (label, fraction of the maximum, text), the text above its
+    bar. A fraction above 1 is drawn full, in the highlight colour."""
+    label_w, row_h = 92, 44
     span = WIDTH - label_w - 4
     body = []
     for i, (label, fraction, text) in enumerate(rows):
@@ -67,13 +67,13 @@ def meters(rows: Sequence[tuple[str, float, str]], *, title: str) -> Markup:
         w = span * min(max(fraction, 0.0), 1.0)
         fill = HIGHLIGHT if fraction > 1 else ACCENT
         body.append(
-            f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end">{escape(label)}</text>'
-            f'<rect x="{label_w}" y="{y}" width="{span}" height="22" rx="2" fill="#e5e8ec"/>'
-            f'<rect x="{label_w}" y="{y}" width="{max(w, 1):.1f}" height="22" rx="2" '
+            f'<text x="{label_w - 6}" y="{y + 31}" text-anchor="end">{escape(label)}</text>'
+            f'<text x="{label_w}" y="{y + 13}">{escape(text)}</text>'
+            f'<rect x="{label_w}" y="{y + 18}" width="{span}" height="18" rx="2" fill="#e5e8ec"/>'
+            f'<rect x="{label_w}" y="{y + 18}" width="{max(w, 1.5):.1f}" height="18" rx="2" '
             f'fill="{fill}"/>'
-            f'<text x="{label_w + 6}" y="{y + 15}" fill="#111">{escape(text)}</text>'
         )
-    return _svg(len(rows) * row_h + 6, body, title)
+    return _svg(len(rows) * row_h + 4, body, title)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def histogram(
 ) -> Markup:
     """Vertical bars with their counts above them; `marker` draws a line at one value (this
     submission, say) over the bin it falls in."""
-    left, bottom, top_pad, height = 28, 36, 18, 170
+    left, bottom, top_pad, height = 28, 36, 30, 182
     if not bins:
         return _svg(40, [f'<text x="4" y="24" fill="{MUTED}">No data yet.</text>'], title)
     plot_w = WIDTH - left - 6
@@ -165,11 +165,16 @@ def histogram(
                 or (last and marker >= b.high)
                 or (i == 0 and marker < b.low)
             ):
-                x = left + (i + 0.5) * step
+                # Where in its bin: log-spaced bins (times) interpolate on a log scale.
+                if b.low > 0 and marker > 0:
+                    frac = math.log(marker / b.low) / math.log(b.high / b.low)
+                else:
+                    frac = (marker - b.low) / ((b.high - b.low) or 1.0)
+                x = left + (i + min(max(frac, 0.05), 0.95)) * step
                 body.append(
                     f'<line x1="{x:.1f}" y1="{top_pad - 4}" x2="{x:.1f}" y2="{top_pad + plot_h}" '
                     f'stroke="{HIGHLIGHT}" stroke-width="3"/>'
-                    f'<text x="{min(x, WIDTH - 40):.1f}" y="{top_pad - 6}" text-anchor="middle" '
+                    f'<text x="{min(x, WIDTH - 40):.1f}" y="{top_pad - 10}" text-anchor="middle" '
                     f'font-size="12" font-weight="600" fill="{HIGHLIGHT}">yours</text>'
                 )
                 break

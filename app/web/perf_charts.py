@@ -23,15 +23,18 @@ def submission_charts(perf: Performance) -> dict[str, Markup]:
     )
     rows = []
     if perf.gflops is not None:
-        peak = perf.peak.tflops(perf.dtype) * 1e3 if perf.peak else None
-        text = f"{number(perf.gflops)} GFLOP/s"
-        if peak and perf.flops_fraction is not None:
-            text += f" of {number(peak)} ({perf.flops_fraction:.1%})"
+        if perf.gflops >= 1000:
+            text = f"{number(perf.gflops / 1e3)} TFLOP/s"
+        else:
+            text = f"{number(perf.gflops)} GFLOP/s"
+        if perf.peak and perf.flops_fraction is not None:
+            peak = perf.peak.tflops(perf.dtype)
+            text += f" of {number(peak)} TFLOP/s ({perf.flops_fraction:.1%})"
         rows.append(("arithmetic", perf.flops_fraction or 0.0, text))
     if perf.gbs is not None:
         text = f"{number(perf.gbs)} GB/s"
         if perf.peak and perf.bandwidth_fraction is not None:
-            text += f" of {number(perf.peak.bandwidth_gbs)} ({perf.bandwidth_fraction:.1%})"
+            text += f" of {number(perf.peak.bandwidth_gbs)} GB/s ({perf.bandwidth_fraction:.1%})"
         rows.append(("memory", perf.bandwidth_fraction or 0.0, text))
     if rows:
         charts["peaks"] = meters(

@@ -233,7 +233,8 @@ def _extensions_context(
     ).all()
     return {
         "course": found,
-        "labs": labs_of(session, course=found),
+        # Only a lab with a due date can be extended.
+        "labs": [lab for lab in labs_of(session, course=found) if lab.due_at is not None],
         "students": students,
         "rows": extensions_of(session, course=found),
         "chosen_lab": lab,

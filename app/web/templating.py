@@ -69,7 +69,13 @@ def number(value: float | None, digits: int = 3) -> str:
     return text
 
 
+def points(value: float | None) -> str:
+    """A score as people write it: 99.1608 -> '99.16', 40.0 -> '40'."""
+    return "—" if value is None else f"{round(value, 2):g}"
+
+
 templates.env.filters["markdown"] = markdown
+templates.env.filters["points"] = points
 templates.env.filters["when"] = when
 templates.env.filters["number"] = number
 templates.env.filters["status_word"] = status_word
