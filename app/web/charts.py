@@ -154,6 +154,10 @@ def histogram(
                 f'fill="#374151">{escape(b.label)}</text>'
             )
     body.append(
+        f'<text x="{WIDTH - 6}" y="{top_pad + plot_h + 15}" font-size="11" '
+        f'text-anchor="end" fill="#374151">{escape(_short(bins[-1].high))}</text>'
+    )
+    body.append(
         f'<text x="{WIDTH / 2:.0f}" y="{height - 4}" text-anchor="middle" font-size="12" '
         f'fill="#374151">{escape(x_label)}</text>'
     )
