@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.courses.models import Extension, Lab, LatePolicy
@@ -87,14 +87,22 @@ def refresh_late_flags(session: Session, *, lab: Lab, user_id: int | None = None
     many changed."""
     session.flush()
     extensions = extensions_by_user(session, lab=lab)
-    query = select(Submission).where(Submission.lab_id == lab.id)
+    query = select(Submission.id, Submission.user_id, Submission.created_at, Submission.late).where(
+        Submission.lab_id == lab.id
+    )
     if user_id is not None:
         query = query.where(Submission.user_id == user_id)
-    changed = 0
-    for submission in session.scalars(query):
-        late = deadline_from(lab, extensions.get(submission.user_id)).is_late(submission.created_at)
-        if submission.late != late:
-            submission.late = late
-            changed += 1
-    session.flush()
-    return changed
+    flips: dict[bool, list[int]] = {True: [], False: []}
+    for sub_id, author, created_at, was_late in session.execute(query):
+        late = deadline_from(lab, extensions.get(author)).is_late(created_at)
+        if bool(was_late) != late:
+            flips[late].append(sub_id)
+    for late, ids in flips.items():
+        for start in range(0, len(ids), 500):
+            session.execute(
+                update(Submission)
+                .where(Submission.id.in_(ids[start : start + 500]))
+                .values(late=late)
+                .execution_options(synchronize_session="fetch")
+            )
+    return len(flips[True]) + len(flips[False])

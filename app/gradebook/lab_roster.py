@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from app.core.errors import Invalid
 from app.courses.deadlines import Deadline, deadline_from, extensions_by_user
@@ -69,7 +69,9 @@ def lab_roster(
         )
     )
     by_user: dict[int, list[Submission]] = {}
-    for sub in session.scalars(select(Submission).where(Submission.lab_id == lab.id)):
+    # The sources stay in the database until one is read (the zip reads the chosen ones).
+    of_lab = select(Submission).where(Submission.lab_id == lab.id)
+    for sub in session.scalars(of_lab.options(defer(Submission.source_text))):
         by_user.setdefault(sub.user_id, []).append(sub)
     extensions = extensions_by_user(session, lab=lab)
     timed = timed_results(session, lab=lab)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from app.courses.models import Lab
 from app.grading.models import GradingJob, JobState, Priority
@@ -41,7 +41,13 @@ def regrade_lab(
     """Queue a background job for every submission of the lab (or only each student's
     counted one), skipping those already waiting or being graded. The caller commits; the
     sweep sends them."""
-    submissions = list(session.scalars(select(Submission).where(Submission.lab_id == lab.id)))
+    submissions = list(
+        session.scalars(
+            select(Submission)
+            .where(Submission.lab_id == lab.id)
+            .options(defer(Submission.source_text))
+        )
+    )
     if counted_only:
         from app.gradebook.service import counted_submission
 
