@@ -11,11 +11,18 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from app.core.errors import DomainError
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from app.courses.models import Course, Lab
+    from app.courses.service import Keep
+    from app.users.invites import IssuedInvite
 
 cli = typer.Typer(help="kernelgrader: a CUDA kernel autograder.", no_args_is_help=True)
 db_cli = typer.Typer(help="The database schema.", no_args_is_help=True)
@@ -25,6 +32,7 @@ user_cli = typer.Typer(help="Users and their roles.", no_args_is_help=True)
 roster_cli = typer.Typer(help="Enrol many users at once.", no_args_is_help=True)
 token_cli = typer.Typer(help="API tokens.", no_args_is_help=True)
 gradebook_cli = typer.Typer(help="The gradebook.", no_args_is_help=True)
+extension_cli = typer.Typer(help="Extensions: a student's own due date.", no_args_is_help=True)
 for sub, name in [
     (db_cli, "db"),
     (course_cli, "course"),
@@ -33,6 +41,7 @@ for sub, name in [
     (roster_cli, "roster"),
     (token_cli, "token"),
     (gradebook_cli, "gradebook"),
+    (extension_cli, "extension"),
 ]:
     cli.add_typer(sub, name=name)
 
@@ -57,6 +66,10 @@ def check_settings() -> None:
 def _fail(message: str) -> typer.Exit:
     typer.secho(message, err=True, fg=typer.colors.RED)
     return typer.Exit(code=1)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def _when(text: str | None) -> datetime | None:
@@ -109,8 +122,14 @@ def lab_add(
     lab: Annotated[str, typer.Argument(help="a built-in lab id or a lab folder")],
     release: Annotated[str | None, typer.Option(help="opens at (UTC, ISO 8601)")] = None,
     due: Annotated[str | None, typer.Option(help="due at (UTC, ISO 8601)")] = None,
-    policy: Annotated[str, typer.Option(help="which submission counts: best or last")] = "best",
-    late: Annotated[str, typer.Option(help="after the due date: accept or refuse")] = "accept",
+    policy: Annotated[
+        str,
+        typer.Option("--score-policy", "--policy", help="which submission counts: best or last"),
+    ] = "best",
+    late: Annotated[
+        str,
+        typer.Option("--late-policy", "--late", help="after the due date: accept or refuse"),
+    ] = "accept",
 ) -> None:
     """Add a lab to a course."""
     from app.core.database import session_scope
@@ -139,6 +158,221 @@ def lab_add(
         raise _fail(exc.message) from None
 
 
+def _lab_in(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
+    from app.courses.service import get_course, get_lab
+
+    found = get_course(session, slug=course)
+    return found, get_lab(session, course=found, slug=lab)
+
+
+def _when_or_none(text: str | None) -> datetime | None | Keep:
+    """An option's date: KEEP when not given, None for 'none' (clears it), else the date."""
+    from app.courses.service import KEEP
+
+    if text is None:
+        return KEEP
+    if text.strip().lower() in ("none", "never", ""):
+        return None
+    return _when(text)
+
+
+@lab_cli.command("update")
+def lab_update(
+    course: str,
+    lab: str,
+    release: Annotated[
+        str | None, typer.Option(help="opens at (UTC, ISO 8601); 'none': open at once")
+    ] = None,
+    due: Annotated[
+        str | None, typer.Option(help="due at (UTC, ISO 8601); 'none': no due date")
+    ] = None,
+    late_policy: Annotated[
+        str | None, typer.Option("--late-policy", help="after the due date: accept or refuse")
+    ] = None,
+    score_policy: Annotated[
+        str | None, typer.Option("--score-policy", help="which submission counts: best or last")
+    ] = None,
+) -> None:
+    """Change a lab's dates and policies; late flags follow a new due date. Points come from
+    the lab's lab.toml."""
+    from app.core.database import session_scope
+    from app.courses.models import LatePolicy, ScorePolicy
+    from app.courses.service import update_lab
+
+    try:
+        late_value = LatePolicy(late_policy) if late_policy else None
+        score_value = ScorePolicy(score_policy) if score_policy else None
+    except ValueError:
+        raise _fail(
+            "--score-policy is best or last, and --late-policy is accept or refuse."
+        ) from None
+    try:
+        with session_scope() as session:
+            _, row = _lab_in(session, course, lab)
+            changes = update_lab(
+                session,
+                lab=row,
+                release_at=_when_or_none(release),
+                due_at=_when_or_none(due),
+                late_policy=late_value,
+                score_policy=score_value,
+            )
+    except DomainError as exc:
+        raise _fail(exc.message) from None
+    if changes:
+        typer.echo(f"{course}/{lab} now " + "; ".join(changes) + ".")
+    else:
+        typer.echo(f"{course}/{lab} already had these settings; nothing changed.")
+
+
+@lab_cli.command("remove")
+def lab_remove(course: str, lab: str) -> None:
+    """Remove a lab: students no longer see it or submit to it, the gradebook leaves it out.
+    Its submissions stay; `lab restore` brings it back."""
+    from app.core.database import session_scope, utcnow
+    from app.courses.service import archive_lab
+
+    try:
+        with session_scope() as session:
+            _, row = _lab_in(session, course, lab)
+            done = archive_lab(session, lab=row, now=utcnow())
+    except DomainError as exc:
+        raise _fail(exc.message) from None
+    if done:
+        typer.echo(
+            f"Removed {lab} from {course}; its submissions are kept "
+            f"(`kernelgrader lab restore {course} {lab}` brings it back)."
+        )
+    else:
+        typer.echo(f"{lab} was already removed from {course}; nothing changed.")
+
+
+@lab_cli.command("restore")
+def lab_restore(course: str, lab: str) -> None:
+    """Bring back a removed lab, with its submissions."""
+    from app.core.database import session_scope
+    from app.courses.service import restore_lab
+
+    try:
+        with session_scope() as session:
+            _, row = _lab_in(session, course, lab)
+            done = restore_lab(session, lab=row)
+    except DomainError as exc:
+        raise _fail(exc.message) from None
+    typer.echo(
+        f"Restored {lab} in {course}." if done else f"{lab} was not removed; nothing changed."
+    )
+
+
+@extension_cli.command("grant")
+def extension_grant(
+    course: str,
+    lab: str,
+    email: str,
+    until: Annotated[str, typer.Option(help="the student's own due date (UTC, ISO 8601)")],
+    note: Annotated[str, typer.Option(help="why, for the staff")] = "",
+) -> None:
+    """Give a student their own due date for a lab (replaces an earlier extension)."""
+    from app.core.database import session_scope
+    from app.courses.extensions import grant_extension
+    from app.users.service import get_user
+
+    due_at = _when(until)
+    assert due_at is not None
+    try:
+        with session_scope() as session:
+            found, row = _lab_in(session, course, lab)
+            student = get_user(session, email=email)
+            grant_extension(
+                session,
+                course=found,
+                lab=row,
+                student=student,
+                due_at=due_at,
+                granted_by=None,
+                note=note,
+            )
+    except DomainError as exc:
+        raise _fail(exc.message) from None
+    typer.echo(f"{email} may submit {lab} until {due_at:%Y-%m-%d %H:%M} UTC.")
+
+
+@extension_cli.command("revoke")
+def extension_revoke(course: str, lab: str, email: str) -> None:
+    """Take an extension back: the lab's own due date applies again."""
+    from app.core.database import session_scope
+    from app.courses.extensions import revoke_extension
+    from app.users.service import get_user
+
+    try:
+        with session_scope() as session:
+            _, row = _lab_in(session, course, lab)
+            done = revoke_extension(session, lab=row, student=get_user(session, email=email))
+    except DomainError as exc:
+        raise _fail(exc.message) from None
+    if not done:
+        raise _fail(f"{email} has no extension for {lab}; nothing was changed.")
+    typer.echo(f"Revoked the extension of {email} for {lab}; the lab's due date applies again.")
+
+
+@extension_cli.command("list")
+def extension_list(
+    course: str, lab: Annotated[str | None, typer.Option(help="only this lab")] = None
+) -> None:
+    """The course's extensions: lab, student, until, granted by."""
+    from app.core.database import session_scope
+    from app.courses.extensions import extensions_of
+    from app.courses.service import get_course, get_lab
+
+    try:
+        with session_scope() as session:
+            found = get_course(session, slug=course)
+            only = get_lab(session, course=found, slug=lab) if lab else None
+            rows = extensions_of(session, course=found, lab=only)
+            lines = [
+                f"{r.lab.slug}\t{r.student.email}\t{r.extension.due_at:%Y-%m-%d %H:%M} UTC"
+                f"\t{r.granted_by.email if r.granted_by else 'CLI'}"
+                + (f"\t{r.extension.note}" if r.extension.note else "")
+                for r in rows
+            ]
+    except DomainError as exc:
+        raise _fail(exc.message) from None
+    if not lines:
+        typer.echo(f"{course} has no extensions.")
+        return
+    typer.echo("lab\tstudent\tuntil\tgranted by\tnote")
+    for line in lines:
+        typer.echo(line)
+
+
+@cli.command()
+def regrade(
+    course: str,
+    lab: str,
+    counted_only: Annotated[
+        bool, typer.Option(help="only each student's counted submission, not every one")
+    ] = False,
+) -> None:
+    """Regrade a whole lab (after fixing it). The jobs wait behind students' new uploads: the
+    workers' sweep sends a few at a time, only while no new submission waits."""
+    from app.core.database import session_scope, utcnow
+    from app.grading.bulk import regrade_lab
+
+    try:
+        with session_scope() as session:
+            _, row = _lab_in(session, course, lab)
+            result = regrade_lab(
+                session, lab=row, requested_by="the CLI", now=utcnow(), counted_only=counted_only
+            )
+    except DomainError as exc:
+        raise _fail(exc.message) from None
+    skipped = f"; {result.skipped} already waiting or grading" if result.skipped else ""
+    typer.echo(
+        f"Queued {result.queued} submission{'s' if result.queued != 1 else ''} of {lab} for a "
+        f"regrade{skipped}. Running workers send them a few at a time, behind new uploads."
+    )
+
+
 @user_cli.command("add")
 def user_add(
     email: str,
@@ -162,27 +396,89 @@ def user_add(
             found = get_course(session, slug=course)
             user = ensure_user(session, email=email, name=name, password=password)
             enroll(session, user=user, course=found, role=chosen)
-            typer.echo(f"{user.email} is a {chosen.value} in {found.slug}.")
+            typer.echo(f"{user.email} is {_article(chosen.value)} {chosen.value} in {found.slug}.")
     except DomainError as exc:
         raise _fail(exc.message) from None
 
 
 @roster_cli.command("import")
-def roster_import(course: str, file: Path) -> None:
+def roster_import(
+    course: str,
+    file: Path,
+    invites: Annotated[
+        Path | None,
+        typer.Option(help="write a one-time password link for each user without a password"),
+    ] = None,
+    days: Annotated[float, typer.Option(help="how long the links work")] = 7,
+) -> None:
     """Enrol everyone in a CSV file with columns email, name and (optional) role."""
-    from app.core.database import session_scope
+    from app.core.database import session_scope, utcnow
     from app.courses.service import get_course, import_roster
+    from app.users.invites import issue_invite
 
     try:
         text = file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise _fail(f"Could not read {file}: {exc}.") from None
+    links = []
     try:
         with session_scope() as session:
             users = import_roster(session, course=get_course(session, slug=course), text=text)
+            if invites is not None:
+                now = utcnow()
+                for user in users:
+                    if user.password_hash is None:
+                        links.append(issue_invite(session, user=user, now=now, days=days))
+            if invites is not None:
+                _write_invites(invites, links)
             typer.echo(f"Enrolled {len(users)} users in {course}.")
     except DomainError as exc:
         raise _fail(exc.message) from None
+    if invites is not None:
+        typer.echo(
+            f"Wrote {len(links)} invite link{'s' if len(links) != 1 else ''} to {invites} "
+            "(users who already had a password got none)."
+        )
+
+
+def _write_invites(path: Path, links: list[IssuedInvite]) -> None:
+    import csv
+
+    try:
+        with path.open("w", encoding="utf-8", newline="") as out:
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(["email", "name", "link", "expires_at"])
+            for link in links:
+                writer.writerow(
+                    [link.user.email, link.user.name, link.url, link.expires_at.isoformat()]
+                )
+    except OSError as exc:
+        # Raised inside the transaction, so no link is stored that nobody could hand out.
+        raise _fail(f"Could not write {path}: {exc}; no links were made.") from None
+
+
+@user_cli.command("invite")
+def user_invite(
+    email: str,
+    days: Annotated[float, typer.Option(help="how long the link works")] = 7,
+) -> None:
+    """Print a one-time link with which the user sets a password (also a reset link)."""
+    from app.core.database import session_scope, utcnow
+    from app.users.invites import issue_invite
+    from app.users.service import get_user
+
+    try:
+        with session_scope() as session:
+            issued = issue_invite(
+                session, user=get_user(session, email=email), now=utcnow(), days=days
+            )
+    except DomainError as exc:
+        raise _fail(exc.message) from None
+    typer.echo(
+        f"A link for {email} to set a password, usable once, until "
+        f"{issued.expires_at:%Y-%m-%d %H:%M} UTC (earlier links stop working):"
+    )
+    typer.echo(issued.url)
 
 
 @token_cli.command("create")

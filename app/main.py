@@ -15,6 +15,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
 from app import __version__
+from app.api.docs import add_offline_docs
+from app.api.labs import router as labs_router
 from app.api.routes import router as api_router
 from app.api.tokens import router as tokens_router
 from app.core.errors import DomainError, NotAuthenticated, RateLimited
@@ -22,7 +24,9 @@ from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
+from app.web.account import router as account_router
 from app.web.routes import router as web_router
+from app.web.staff import router as staff_router
 from app.web.templating import render, templates
 
 INTERNAL_ERROR = (
@@ -42,6 +46,8 @@ def create_app() -> FastAPI:
         title="kernelgrader",
         version=__version__,
         description="A CUDA kernel autograder: submit a kernel, read its verdicts and scores.",
+        docs_url=None,
+        redoc_url=None,
     )
     app.add_middleware(
         BodySizeLimit, max_body_bytes=settings.max_upload_bytes + FORM_OVERHEAD_BYTES
@@ -108,8 +114,12 @@ def create_app() -> FastAPI:
         )
 
     app.include_router(api_router)
+    app.include_router(labs_router)
     app.include_router(tokens_router)
     app.include_router(web_router)
+    app.include_router(staff_router)
+    app.include_router(account_router)
+    add_offline_docs(app)
     _document_errors_as_sent(app)
     return app
 

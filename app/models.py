@@ -1,10 +1,10 @@
 """Every ORM model, imported in one place so Alembic sees the whole schema."""
 
 from app.core.database import Base
-from app.courses.models import Course, Enrollment, Lab
+from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
 from app.grading.models import CaseResult, GradingJob
 from app.submissions.models import Submission, SubmissionEvent
-from app.users.models import ApiToken, User
+from app.users.models import ApiToken, Invite, User
 
 __all__ = [
     "ApiToken",
@@ -12,8 +12,11 @@ __all__ = [
     "CaseResult",
     "Course",
     "Enrollment",
+    "Extension",
     "GradingJob",
+    "Invite",
     "Lab",
+    "LeaderboardEntry",
     "Submission",
     "SubmissionEvent",
     "User",

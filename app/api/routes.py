@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, File, Query, Response, UploadFile
 from fastapi.responses import PlainTextResponse
@@ -15,9 +16,10 @@ from app.core.database import utcnow
 from app.core.deps import ApiUser, RowId, SessionDep
 from app.core.errors import NotFound
 from app.core.settings import get_settings
+from app.courses.deadlines import deadline_for, lab_state
 from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
-from app.gradebook.service import gradebook_csv
+from app.gradebook.service import canvas_csv, gradebook_csv
 from app.grading.queue import send_job
 from app.submissions.models import Status
 from app.submissions.quota import submission_quota
@@ -45,7 +47,10 @@ class LabRead(BaseModel):
     slug: str
     title: str
     release_at: datetime | None
+    # The due date in force for the caller: their extension's where they have one.
     due_at: datetime | None
+    lab_due_at: datetime | None
+    extended: bool
     score_policy: str
     late_policy: str
     max_score: float
@@ -76,24 +81,30 @@ def health(session: SessionDep) -> Health:
 @router.get("/courses/{course}/labs", tags=["courses"])
 def list_labs(course: str, session: SessionDep, user: ApiUser) -> list[LabRead]:
     found = get_course(session, slug=course)
-    require_member(session, user=user, course=found)
+    role = require_member(session, user=user, course=found)
     now = utcnow()
-    return [
-        LabRead(
-            slug=lab.slug,
-            title=lab.title,
-            release_at=lab.release_at,
-            due_at=lab.due_at,
-            score_policy=lab.score_policy,
-            late_policy=lab.late_policy,
-            max_score=lab.max_score,
-            open=(lab.release_at is None or lab.release_at <= now)
-            and not (lab.due_at and now > lab.due_at and lab.late_policy == "refuse"),
-            submit_url=f"/api/v1/courses/{found.slug}/labs/{lab.slug}/submissions",
-            submissions_remaining=submission_quota(session, user=user, lab=lab, now=now).remaining,
+    labs = []
+    for lab in labs_of(session, course=found):
+        deadline = deadline_for(session, lab=lab, user_id=user.id)
+        labs.append(
+            LabRead(
+                slug=lab.slug,
+                title=lab.title,
+                release_at=lab.release_at,
+                due_at=deadline.due_at,
+                lab_due_at=lab.due_at,
+                extended=deadline.extended,
+                score_policy=lab.score_policy,
+                late_policy=lab.late_policy,
+                max_score=lab.max_score,
+                open=lab_state(lab, deadline, now=now, staff=role.is_staff).accepts,
+                submit_url=f"/api/v1/courses/{found.slug}/labs/{lab.slug}/submissions",
+                submissions_remaining=submission_quota(
+                    session, user=user, lab=lab, now=now
+                ).remaining,
+            )
         )
-        for lab in labs_of(session, course=found)
-    ]
+    return labs
 
 
 @router.post("/courses/{course}/labs/{lab}/submissions", status_code=202, tags=["submissions"])
@@ -164,7 +175,8 @@ def list_submissions(
 ) -> list[SubmissionListItem]:
     found = get_course(session, slug=course)
     require_staff(session, user=user, course=found)
-    labs = labs_of(session, course=found)
+    # Removed labs' submissions stay, and so they stay listed here.
+    labs = labs_of(session, course=found) + labs_of(session, course=found, archived=True)
     if lab is not None:
         labs = [get_lab(session, course=found, slug=lab)]
     user_id = None
@@ -199,11 +211,45 @@ def list_submissions(
     response_class=PlainTextResponse,
     responses={200: {"content": {"text/csv": {}}}},
 )
-def export_gradebook(course: str, session: SessionDep, user: ApiUser) -> PlainTextResponse:
+def export_gradebook(
+    course: str,
+    session: SessionDep,
+    user: ApiUser,
+    format: Annotated[
+        Literal["kernelgrader", "canvas"],
+        Query(description="kernelgrader (default) or canvas (Canvas's gradebook import)"),
+    ] = "kernelgrader",
+) -> PlainTextResponse:
     found = get_course(session, slug=course)
     require_staff(session, user=user, course=found)
+    canvas = format == "canvas"
+    text = canvas_csv(session, course=found) if canvas else gradebook_csv(session, course=found)
+    name = f"{found.slug}-gradebook{'-canvas' if canvas else ''}.csv"
     return PlainTextResponse(
-        gradebook_csv(session, course=found),
+        text,
         media_type="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="{found.slug}-gradebook.csv"'},
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
+@router.get(
+    "/submissions/{submission_id}/source",
+    tags=["submissions"],
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {}}}},
+)
+def submission_source(
+    submission_id: RowId, session: SessionDep, user: ApiUser
+) -> PlainTextResponse:
+    """The submitted file as it was stored (its author and the course's staff)."""
+    submission = get_visible_submission(session, user=user, submission_id=submission_id)
+    name = submission.filename.replace('"', "_")
+    ascii_name = name.encode("ascii", "replace").decode().replace("?", "_")
+    return PlainTextResponse(
+        submission.source_text,
+        media_type="text/plain; charset=utf-8",
+        headers={
+            "Content-Disposition": f'attachment; filename="{ascii_name}"; '
+            f"filename*=UTF-8''{quote(name)}"
+        },
     )

@@ -13,13 +13,12 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # The pages carry one small inline script (the status poll), hence 'unsafe-inline' for scripts;
-# everything else is held to this site. /docs loads Swagger UI from a CDN and is left alone.
+# everything else is held to this site, /docs included (Swagger UI is served by the app).
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
     "form-action 'self'"
 )
-_DOCS_PATHS = ("/docs", "/redoc", "/openapi.json")
 
 
 class SecurityHeadersMiddleware:
@@ -33,7 +32,6 @@ class SecurityHeadersMiddleware:
             await self.app(scope, receive, send)
             return
         https = scope.get("scheme") == "https"
-        docs = scope.get("path", "").startswith(_DOCS_PATHS)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -41,8 +39,7 @@ class SecurityHeadersMiddleware:
                 headers.setdefault("X-Content-Type-Options", "nosniff")
                 headers.setdefault("X-Frame-Options", "DENY")
                 headers.setdefault("Referrer-Policy", "same-origin")
-                if not docs:
-                    headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+                headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
                 if https:
                     headers.setdefault("Strict-Transport-Security", "max-age=31536000")
                     _secure_cookies(headers)

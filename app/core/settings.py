@@ -51,6 +51,8 @@ class Settings(BaseSettings):
     # five times as many, since a classroom may share one.
     login_max_failures: int = 5
     login_window_seconds: int = 900
+    # Where people reach this server; invite links printed by the CLI start with it.
+    public_url: str = "http://localhost:8000"
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_dev_secrets(self) -> Settings:

@@ -69,3 +69,41 @@ class Lab(Base):
     # Cached from the spec so the gradebook does not parse every lab folder.
     max_score: Mapped[float] = mapped_column(default=0.0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Removed by the staff: hidden from students' lists and the gradebook, closed for
+    # submissions; its submissions stay, and restoring it brings everything back.
+    archived_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Extension(Base):
+    """One student's own due date for one lab, granted by the staff."""
+
+    __tablename__ = "extensions"
+    __table_args__ = (UniqueConstraint("lab_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    lab_id: Mapped[int] = mapped_column(ForeignKey("labs.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    due_at: Mapped[datetime]
+    granted_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )
+    note: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class LeaderboardEntry(Base):
+    """A student's opt-in to a lab's leaderboard, under a pseudonym of their choosing."""
+
+    __tablename__ = "leaderboard_entries"
+    __table_args__ = (
+        UniqueConstraint("lab_id", "user_id"),
+        UniqueConstraint("lab_id", "pseudonym_key"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    lab_id: Mapped[int] = mapped_column(ForeignKey("labs.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    pseudonym: Mapped[str] = mapped_column(String(40))
+    # Lower-cased, so "Warp9" and "warp9" cannot both appear on one board.
+    pseudonym_key: Mapped[str] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import enum
 import io
 import re
 from datetime import datetime
@@ -63,6 +64,13 @@ def require_staff(session: Session, *, user: User, course: Course) -> Role:
     role = require_member(session, user=user, course=course)
     if not role.is_staff:
         raise Forbidden(f"Only the staff of {course.slug} (TAs and instructors) may see this.")
+    return role
+
+
+def require_instructor(session: Session, *, user: User, course: Course) -> Role:
+    role = require_member(session, user=user, course=course)
+    if role is not Role.instructor:
+        raise Forbidden(f"Only the instructors of {course.slug} may change its labs.")
     return role
 
 
@@ -132,8 +140,17 @@ def add_lab(
     late_policy: LatePolicy = LatePolicy.accept,
 ) -> Lab:
     builtin_id, folder, spec = resolve_lab_ref(ref)
-    if session.scalar(select(Lab).where(Lab.course_id == course.id, Lab.slug == spec.id)):
-        raise Conflict(f"The course {course.slug} already has a lab {spec.id}.")
+    existing = session.scalar(select(Lab).where(Lab.course_id == course.id, Lab.slug == spec.id))
+    if existing is not None:
+        if existing.archived_at is not None:
+            raise Conflict(
+                f"The course {course.slug} already has a lab {spec.id}, removed earlier; bring "
+                f"it back with `kernelgrader lab restore {course.slug} {spec.id}`."
+            )
+        raise Conflict(
+            f"The course {course.slug} already has a lab {spec.id}; change it with "
+            f"`kernelgrader lab update {course.slug} {spec.id}`."
+        )
     if release_at and due_at and due_at < release_at:
         raise Invalid("The due date is before the release date; swap them or fix one.")
     lab = Lab(
@@ -153,9 +170,15 @@ def add_lab(
     return lab
 
 
-def labs_of(session: Session, *, course: Course) -> list[Lab]:
-    """The course's labs in the gradebook's fixed order: due date (none last), then slug."""
-    labs = session.scalars(select(Lab).where(Lab.course_id == course.id)).all()
+def labs_of(session: Session, *, course: Course, archived: bool = False) -> list[Lab]:
+    """The course's labs in the gradebook's fixed order: due date (none last), then slug.
+    Removed (archived) labs only when `archived` is true, and then only those."""
+    query = select(Lab).where(Lab.course_id == course.id)
+    if archived:
+        query = query.where(Lab.archived_at.is_not(None))
+    else:
+        query = query.where(Lab.archived_at.is_(None))
+    labs = session.scalars(query).all()
     far = datetime.max.replace(tzinfo=None)
     return sorted(
         labs, key=lambda lab: (lab.due_at.replace(tzinfo=None) if lab.due_at else far, lab.slug)
@@ -167,3 +190,74 @@ def get_lab(session: Session, *, course: Course, slug: str) -> Lab:
     if lab is None:
         raise NotFound(f"The course {course.slug} has no lab {slug}.")
     return lab
+
+
+class Keep(enum.Enum):
+    """`update_lab`'s marker for "leave this as it is" (None clears a date)."""
+
+    keep = "keep"
+
+
+KEEP = Keep.keep
+
+
+def update_lab(
+    session: Session,
+    *,
+    lab: Lab,
+    release_at: datetime | None | Keep = KEEP,
+    due_at: datetime | None | Keep = KEEP,
+    score_policy: ScorePolicy | None = None,
+    late_policy: LatePolicy | None = None,
+) -> list[str]:
+    """Change a lab's dates and policies; return a sentence per change. A changed due date
+    recomputes every submission's late flag (extensions still apply)."""
+    from app.courses.deadlines import refresh_late_flags
+
+    new_release = lab.release_at if isinstance(release_at, Keep) else release_at
+    new_due = lab.due_at if isinstance(due_at, Keep) else due_at
+    if new_release and new_due and new_due < new_release:
+        raise Invalid("The due date would be before the release date; swap them or fix one.")
+    changes = []
+    if new_release != lab.release_at:
+        lab.release_at = new_release
+        changes.append(f"opens {_when_text(new_release, 'at once')}")
+    if new_due != lab.due_at:
+        lab.due_at = new_due
+        changes.append(f"due {_when_text(new_due, 'never (no due date)')}")
+    if score_policy is not None and score_policy.value != lab.score_policy:
+        lab.score_policy = score_policy.value
+        changes.append(f"counts each student's {score_policy.value} submission")
+    if late_policy is not None and late_policy.value != lab.late_policy:
+        lab.late_policy = late_policy.value
+        changes.append(
+            "accepts late submissions (marked late)"
+            if late_policy is LatePolicy.accept
+            else "refuses late submissions"
+        )
+    if not isinstance(due_at, Keep):
+        refresh_late_flags(session, lab=lab)
+    session.flush()
+    return changes
+
+
+def _when_text(value: datetime | None, none: str) -> str:
+    return f"{value:%Y-%m-%d %H:%M} UTC" if value else none
+
+
+def archive_lab(session: Session, *, lab: Lab, now: datetime) -> bool:
+    """Remove a lab from students' lists and the gradebook; its submissions stay. False when
+    it was removed already."""
+    if lab.archived_at is not None:
+        return False
+    lab.archived_at = now
+    session.flush()
+    return True
+
+
+def restore_lab(session: Session, *, lab: Lab) -> bool:
+    if lab.archived_at is None:
+        return False
+    lab.archived_at = None
+    session.flush()
+    return True

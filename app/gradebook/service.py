@@ -1,4 +1,10 @@
-"""Counting scores per lab (best or last submission) and writing the gradebook CSV."""
+"""Counting scores per lab (best or last submission) and writing the gradebook CSV.
+
+A cell of the gradebook is a `LabCell`: the counted submission (its score and late flag, the
+flag following the due date in force for the student, extensions included) and how many of
+the student's submissions to the lab are still being graded, so a grade that may still change
+is never shown as a plain 0 or blank.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.courses.models import Course, Enrollment, Lab, Role, ScorePolicy
 from app.courses.service import labs_of
-from app.submissions.models import Submission
+from app.submissions.models import Status, Submission
 from app.users.models import User
 
 
@@ -38,14 +44,44 @@ def counted_submission(lab: Lab, submissions: list[Submission]) -> Counted | Non
     return Counted(score=chosen.score or 0.0, late=chosen.late, submission_id=chosen.id)
 
 
+@dataclass(frozen=True)
+class LabCell:
+    """One student's standing in one lab."""
+
+    counted: Counted | None
+    # Their submissions to the lab still on the way to a verdict (queued, compiling, waiting
+    # for a GPU, running; a regrade too): the counted score may still change.
+    pending: int = 0
+
+    @property
+    def score(self) -> float | None:
+        return None if self.counted is None else self.counted.score
+
+
+def is_pending(submission: Submission) -> bool:
+    return not Status(submission.status).is_final
+
+
+def lab_cell(lab: Lab, submissions: list[Submission]) -> LabCell:
+    """The counted submission and the pending count; `submissions` are one student's."""
+    return LabCell(
+        counted=counted_submission(lab, submissions),
+        pending=sum(1 for s in submissions if is_pending(s)),
+    )
+
+
 @dataclass
 class GradebookRow:
     user: User
-    cells: list[Counted | None]
+    cells: list[LabCell]
 
     @property
     def total(self) -> float:
-        return sum(c.score for c in self.cells if c is not None)
+        return sum(c.counted.score for c in self.cells if c.counted is not None)
+
+    @property
+    def pending(self) -> int:
+        return sum(c.pending for c in self.cells)
 
 
 def gradebook(session: Session, *, course: Course) -> tuple[list[Lab], list[GradebookRow]]:
@@ -70,15 +106,15 @@ def gradebook(session: Session, *, course: Course) -> tuple[list[Lab], list[Grad
     rows = [
         GradebookRow(
             user=user,
-            cells=[counted_submission(lab, by_key.get((user.id, lab.id), [])) for lab in labs],
+            cells=[lab_cell(lab, by_key.get((user.id, lab.id), [])) for lab in labs],
         )
         for user in students
     ]
     return labs, rows
 
 
-def best_scores(session: Session, *, user: User, labs: list[Lab]) -> dict[int, Counted | None]:
-    """For a student's course page: each lab's counted score."""
+def best_scores(session: Session, *, user: User, labs: list[Lab]) -> dict[int, LabCell]:
+    """For a student's course page: each lab's counted score and pending count."""
     subs: dict[int, list[Submission]] = {lab.id: [] for lab in labs}
     if labs:
         for sub in session.scalars(
@@ -87,7 +123,7 @@ def best_scores(session: Session, *, user: User, labs: list[Lab]) -> dict[int, C
             )
         ):
             subs[sub.lab_id].append(sub)
-    return {lab.id: counted_submission(lab, subs[lab.id]) for lab in labs}
+    return {lab.id: lab_cell(lab, subs[lab.id]) for lab in labs}
 
 
 def _cell(text: str) -> str:
@@ -100,20 +136,52 @@ def _number(value: float) -> str:
 
 
 def gradebook_csv(session: Session, *, course: Course) -> str:
-    """Columns: student_id, name, email, then `<lab>` and `<lab>_late` per lab, then total."""
+    """Columns: student_id, name, email, then `<lab>`, `<lab>_late` and `<lab>_pending` per
+    lab, then total. `<lab>_pending` counts the student's submissions still being graded: the
+    score beside it may still change (empty score and pending > 0: the first verdict is on its
+    way)."""
     labs, rows = gradebook(session, course=course)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     header = ["student_id", "name", "email"]
     for lab in labs:
-        header += [lab.slug, f"{lab.slug}_late"]
+        header += [lab.slug, f"{lab.slug}_late", f"{lab.slug}_pending"]
     writer.writerow([*header, "total"])
     for row in rows:
         line: list[str] = [str(row.user.id), _cell(row.user.name), _cell(row.user.email)]
         for cell in row.cells:
-            if cell is None:
+            if cell.counted is None:
                 line += ["", ""]
             else:
-                line += [_number(cell.score), "1" if cell.late else "0"]
+                line += [_number(cell.counted.score), "1" if cell.counted.late else "0"]
+            line.append(str(cell.pending))
         writer.writerow([*line, _number(row.total)])
+    return out.getvalue()
+
+
+def canvas_csv(session: Session, *, course: Course) -> str:
+    """The gradebook in the layout Canvas's gradebook import reads: `Student, ID, SIS User ID,
+    SIS Login ID, Section`, one column per lab named by its title, and a `Points Possible` row.
+    The email goes in SIS Login ID (Canvas matches students by it where logins are emails);
+    Canvas's own ids are unknown here and left empty. A lab with no counted score yet, still
+    pending or not, is an empty cell, which Canvas's import leaves as it was."""
+    labs, rows = gradebook(session, course=course)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(
+        [
+            "Student",
+            "ID",
+            "SIS User ID",
+            "SIS Login ID",
+            "Section",
+            *[_cell(lab.title) for lab in labs],
+        ]
+    )
+    writer.writerow(["Points Possible", "", "", "", "", *[_number(lab.max_score) for lab in labs]])
+    for row in rows:
+        scores = ["" if c.counted is None else _number(c.counted.score) for c in row.cells]
+        writer.writerow(
+            [_cell(row.user.name or row.user.email), "", "", _cell(row.user.email), "", *scores]
+        )
     return out.getvalue()

@@ -24,6 +24,15 @@ class JobState(enum.StrEnum):
         return self in (JobState.done, JobState.failed)
 
 
+class Priority(enum.IntEnum):
+    """Students' uploads and single regrades go to the broker at once; a whole lab's regrade
+    waits in the database and is sent a few jobs at a time, only while no student's job waits
+    (app.grading.bulk), so it queues behind new uploads on any broker."""
+
+    normal = 0
+    background = 1
+
+
 class GradingJob(Base):
     __tablename__ = "grading_jobs"
 
@@ -32,6 +41,7 @@ class GradingJob(Base):
         ForeignKey("submissions.id", ondelete="CASCADE"), index=True
     )
     state: Mapped[str] = mapped_column(String(20), default=JobState.queued.value, index=True)
+    priority: Mapped[int] = mapped_column(default=Priority.normal.value, server_default="0")
     # How many times a worker has taken this job; a lost job is sent again until max_attempts.
     attempt: Mapped[int] = mapped_column(default=0)
     worker_id: Mapped[str | None] = mapped_column(String(200), default=None)

@@ -12,8 +12,9 @@ from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
+from app.grading.bulk import background_jobs_to_send
 from app.grading.celery_app import GPU_QUEUE, QUEUE
-from app.grading.models import GradingJob, JobState
+from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import send_job
 from app.grading.worker import NOT_YOUR_FAULT
 from app.submissions.models import Status, Submission
@@ -28,6 +29,7 @@ class SweepReport:
     requeued: list[int] = field(default_factory=list)  # lost jobs sent again
     failed: list[int] = field(default_factory=list)  # lost jobs out of attempts
     to_gpu: list[int] = field(default_factory=list)  # compiled jobs handed to a GPU worker
+    background: list[int] = field(default_factory=list)  # a lab regrade's jobs, a few at a time
 
 
 def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
@@ -45,7 +47,10 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
             select(GradingJob).where(
                 GradingJob.state == JobState.queued.value,
                 or_(
-                    GradingJob.sent_at.is_(None) & (GradingJob.queued_at < unsent_before),
+                    # A lab regrade's jobs are held back on purpose; they go out below.
+                    GradingJob.sent_at.is_(None)
+                    & (GradingJob.queued_at < unsent_before)
+                    & (GradingJob.priority == Priority.normal.value),
                     GradingJob.sent_at < lost_send_before,
                 ),
             )
@@ -89,6 +94,9 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
                     job.queued_at = now
                     sends.append((job.submission_id, job.id, GPU_QUEUE))
                     report.to_gpu.append(job.id)
+        for submission_id, job_id in background_jobs_to_send(session, now=now):
+            sends.append((submission_id, job_id, QUEUE))
+            report.background.append(job_id)
     # Send only once the state changes are committed, so a fast worker finds them.
     for submission_id, job_id, queue in sends:
         send_job(submission_id=submission_id, job_id=job_id, queue=queue)
@@ -130,7 +138,13 @@ class SweeperThread(threading.Thread):
         while not self.stopped.wait(every):
             try:
                 report = sweep(has_gpu=self.has_gpu)
-                if report.resent or report.requeued or report.failed or report.to_gpu:
+                if (
+                    report.resent
+                    or report.requeued
+                    or report.failed
+                    or report.to_gpu
+                    or report.background
+                ):
                     log.info("sweep: %s", report)
             except Exception:
                 log.exception("sweep failed; trying again in %s s", every)

@@ -11,9 +11,10 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
 from app.core.settings import get_settings
-from app.courses.models import Course, Lab, LatePolicy
+from app.courses.deadlines import Availability, deadline_for, lab_state
+from app.courses.models import Course, Lab
 from app.courses.service import require_member, role_in
-from app.grading.models import GradingJob, JobState
+from app.grading.models import GradingJob, JobState, Priority
 from app.submissions.models import Status, Submission, SubmissionEvent
 from app.submissions.quota import enforce_submission_quota
 from app.users.models import User
@@ -71,18 +72,25 @@ def create_submission(
 ) -> Intake:
     """Check and store a submission with a queued grading job; the caller commits, then sends."""
     role = require_member(session, user=user, course=course)
-    # Staff try labs out before release and after the due date; students cannot.
-    if lab.release_at and now < lab.release_at and not role.is_staff:
+    deadline = deadline_for(session, lab=lab, user_id=user.id)
+    state = lab_state(lab, deadline, now=now, staff=role.is_staff)
+    if state.availability is Availability.archived:
+        raise Closed(
+            f"The course staff removed {lab.slug}, so it takes no more submissions; your "
+            "earlier submissions are kept."
+        )
+    if state.availability is Availability.not_released:
         raise Closed(
             f"{lab.slug} opens for submissions at {lab.release_at:%Y-%m-%d %H:%M} UTC; "
             "submit again after that."
         )
-    late = bool(lab.due_at and now > lab.due_at)
-    if late and lab.late_policy == LatePolicy.refuse.value and not role.is_staff:
+    if state.availability is Availability.closed:
+        yours = " (your extension)" if deadline.extended else ""
         raise Closed(
-            f"{lab.slug} was due at {lab.due_at:%Y-%m-%d %H:%M} UTC and does not accept late "
-            "submissions; ask your instructor if you need an extension."
+            f"{lab.slug} was due at {deadline.due_at:%Y-%m-%d %H:%M} UTC{yours} and does not "
+            "accept late submissions; ask the course staff if you need an extension."
         )
+    late = state.late_now
     text = check_source(data, limit=get_settings().max_upload_bytes)
     # A write on the student's row before counting, so one student's requests take turns (a
     # row lock on PostgreSQL, the write lock on SQLite): a burst cannot all count the same
@@ -182,12 +190,15 @@ def queue_position(session: Session, *, submission: Submission) -> int | None:
     job = latest_job(session, submission=submission)
     if job is None or job.state != JobState.queued.value:
         return None
+    if job.priority != Priority.normal.value and job.sent_at is None:
+        return None  # a lab regrade's job, held back until no new submission waits
     ahead = session.scalar(
         select(func.count())
         .select_from(GradingJob)
         .where(
             GradingJob.state == JobState.queued.value,
             GradingJob.queued_at < job.queued_at,
+            (GradingJob.priority == Priority.normal.value) | GradingJob.sent_at.is_not(None),
         )
     )
     return int(ahead or 0) + 1

@@ -25,6 +25,20 @@ class User(Base):
         return self.name or self.email
 
 
+class Invite(Base):
+    """A one-time link to set a password; only the sha256 of its token is stored."""
+
+    __tablename__ = "invites"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
+    # Set when the link was used, or when a newer link for the same user replaced it.
+    used_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
 class ApiToken(Base):
     __tablename__ = "api_tokens"
 

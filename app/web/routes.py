@@ -14,6 +14,8 @@ from app.core.database import utcnow
 from app.core.deps import RowId, SessionDep, session_user
 from app.core.errors import DomainError, NotAuthenticated, RateLimited
 from app.core.settings import get_settings
+from app.courses.deadlines import deadline_for, lab_state
+from app.courses.models import Lab
 from app.courses.service import (
     courses_of,
     get_course,
@@ -23,8 +25,10 @@ from app.courses.service import (
     require_staff,
 )
 from app.courses.specs import spec_for
-from app.gradebook.service import best_scores, gradebook
+from app.gradebook.service import best_scores, gradebook, is_pending
 from app.grading.queue import send_job
+from app.performance.leaderboard import my_entry
+from app.performance.service import submission_performance
 from app.submissions.quota import submission_quota
 from app.submissions.schemas import submission_read
 from app.submissions.service import (
@@ -36,6 +40,7 @@ from app.submissions.service import (
 )
 from app.users.models import User
 from app.users.service import authenticate
+from app.web.perf_charts import submission_charts
 from app.web.templating import Viewer, check_csrf, render
 
 router = APIRouter(include_in_schema=False)
@@ -152,15 +157,28 @@ def course_page(request: Request, course: str, session: SessionDep, user: WebUse
     found = get_course(session, slug=course)
     role = require_member(session, user=user, course=found)
     labs = labs_of(session, course=found)
+    scores = best_scores(session, user=user, labs=labs)
+    now = utcnow()
+    rows = []
+    for lab in labs:
+        deadline = deadline_for(session, lab=lab, user_id=user.id)
+        rows.append(
+            {
+                "lab": lab,
+                "cell": scores[lab.id],
+                "deadline": deadline,
+                "state": lab_state(lab, deadline, now=now, staff=role.is_staff),
+            }
+        )
     return render(
         request,
         "course.html",
         {
             "course": found,
             "role": role,
-            "labs": labs,
-            "scores": best_scores(session, user=user, labs=labs),
-            "now": utcnow(),
+            "rows": rows,
+            "archived": labs_of(session, course=found, archived=True) if role.is_staff else [],
+            "now": now,
         },
     )
 
@@ -169,12 +187,18 @@ def _lab_context(session: SessionDep, user: User, course: str, lab: str) -> dict
     found = get_course(session, slug=course)
     role = require_member(session, user=user, course=found)
     lab_row = get_lab(session, course=found, slug=lab)
+    # A removed lab is gone from the lists, but its page stays: a student who kept its address
+    # finds their own submissions and a note that it is closed.
     now = utcnow()
+    deadline = deadline_for(session, lab=lab_row, user_id=user.id)
     return {
         "quota": submission_quota(session, user=user, lab=lab_row, now=now).sentence(now),
         "course": found,
         "role": role,
         "lab": lab_row,
+        "deadline": deadline,
+        "state": lab_state(lab_row, deadline, now=now, staff=role.is_staff),
+        "entry": my_entry(session, lab=lab_row, user=user),
         "spec": spec_for(lab_row),
         "submissions": submissions_of(session, lab_ids=[lab_row.id], user_id=user.id, limit=50),
         "max_upload_bytes": get_settings().max_upload_bytes,
@@ -234,10 +258,19 @@ def submission_page(
     submission = get_visible_submission(session, user=user, submission_id=submission_id)
     staff = is_staff_for(session, user, submission)
     view = submission_read(session, submission=submission, viewer_is_staff=staff)
+    lab = session.get_one(Lab, submission.lab_id)
+    perf = submission_performance(session, submission=submission, view=view, spec=spec_for(lab))
     return render(
         request,
         "submission.html",
-        {"s": view, "source_lines": source_lines(submission.source_text), "staff": staff},
+        {
+            "s": view,
+            "source_lines": source_lines(submission.source_text),
+            "staff": staff,
+            "pending": is_pending(submission),
+            "perf": perf,
+            "charts": submission_charts(perf) if perf else {},
+        },
     )
 
 

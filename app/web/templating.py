@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from app.core.errors import Forbidden
 from app.core.security import csrf_tokens_match, new_csrf_token
+from app.submissions.status_words import status_tone, status_word
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,31 @@ def flagged_lines(log: str) -> set[int]:
     return {number for _, number in log_lines(log) if number is not None}
 
 
+def number(value: float | None, digits: int = 3) -> str:
+    """A measured value with `digits` significant digits, without an exponent for everyday
+    sizes: 1234.5 -> '1235', 0.01234 -> '0.0123'."""
+    if value is None:
+        return "—"
+    if value == 0:
+        return "0"
+    text = f"{value:.{digits}g}"
+    if "e" in text:
+        magnitude = abs(value)
+        text = f"{value:.0f}" if magnitude >= 1 else f"{value:.{digits + 2}f}".rstrip("0")
+    return text
+
+
+def points(value: float | None) -> str:
+    """A score as people write it: 99.1608 -> '99.16', 40.0 -> '40'."""
+    return "—" if value is None else f"{round(value, 2):g}"
+
+
 templates.env.filters["markdown"] = markdown
+templates.env.filters["points"] = points
 templates.env.filters["when"] = when
+templates.env.filters["number"] = number
+templates.env.filters["status_word"] = status_word
+templates.env.filters["status_tone"] = status_tone
 templates.env.globals["log_lines"] = log_lines
 templates.env.globals["flagged_lines"] = flagged_lines
 

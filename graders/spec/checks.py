@@ -39,6 +39,8 @@ def _expressions(spec: LabSpec) -> list[tuple[str, str | Number]]:
         ]
     for dtype, tol in spec.tolerance.items():
         out += [(f"tolerance.{dtype}.atol", tol.atol), (f"tolerance.{dtype}.rtol", tol.rtol)]
+    if spec.work is not None:
+        out += [("work.flops", spec.work.flops), ("work.bytes", spec.work.bytes)]
     return out
 
 

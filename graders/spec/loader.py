@@ -34,6 +34,7 @@ from graders.spec.model import (
     ScoringSpec,
     TimingSpec,
     ToleranceSpec,
+    WorkSpec,
 )
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -66,6 +67,7 @@ TOP_KEYS = {
     "limits",
     "timing",
     "scoring",
+    "work",
 }
 
 
@@ -147,6 +149,7 @@ def read_lab(folder: Path) -> LabSpec:
         sanitizer_case=sanitizer_case,
         requires=ctx.list_of(lab.get("requires", []), "lab.requires", ctx.string),
         nvrtc_options=options,
+        work=_work(ctx, data["work"]) if "work" in data else None,
     )
     check_names(ctx, spec)
     check_every_case(ctx, spec)
@@ -502,6 +505,11 @@ def _scoring(
     if points > 0 and picked["baseline"] == picked["target"]:
         ctx.fail("scoring.target", "must differ from scoring.baseline")
     return ScoringSpec(points, picked["baseline"], picked["target"])
+
+
+def _work(ctx: FieldReader, value: Any) -> WorkSpec:
+    t = ctx.table(value, "work", required={"flops", "bytes"})
+    return WorkSpec(ctx.expr(t["flops"], "work.flops"), ctx.expr(t["bytes"], "work.bytes"))
 
 
 def builtin_labs_dir() -> Path:

@@ -212,6 +212,19 @@ class ScoringSpec:
 
 
 @dataclass(frozen=True)
+class WorkSpec:
+    """What one run of a case does, to express a time as FLOP/s and GB/s: `flops` arithmetic
+    operations and `bytes` of memory traffic (the least the kernel must move: each input read
+    once, each output written once). Expressions of the case's sizes."""
+
+    flops: str | Number
+    bytes: str | Number
+
+    def for_case(self, names: Mapping[str, Number]) -> tuple[float, float]:
+        return float(evaluate(self.flops, names)), float(evaluate(self.bytes, names))
+
+
+@dataclass(frozen=True)
 class LabSpec:
     id: str
     title: str
@@ -233,6 +246,7 @@ class LabSpec:
     sanitizer_case: str | None = None
     requires: list[str] = field(default_factory=list)
     nvrtc_options: list[str] = field(default_factory=list)
+    work: WorkSpec | None = None
 
     @property
     def correctness_points(self) -> float:

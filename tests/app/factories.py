@@ -50,3 +50,68 @@ def make_submission(
 
 def minutes(n: float) -> timedelta:
     return timedelta(minutes=n)
+
+
+def make_timed_submission(
+    session: Session,
+    *,
+    user: User,
+    lab: Lab,
+    median_ms: float,
+    gpu: str = "NVIDIA H100 80GB HBM3",
+    passed: bool = True,
+    created_at: datetime | None = None,
+    references: dict[str, float] | None = None,
+) -> Submission:
+    """A submission graded on a GPU (the scale-test lab's two cases), its first case timed."""
+    from app.grading.record import record_report
+    from graders.results import CaseResult as GradedCase
+    from graders.results import GpuInfo, GradeReport, TimingStats
+
+    def stats(ms: float) -> TimingStats:
+        return TimingStats(median_ms=ms, min_ms=ms, mean_ms=ms, stdev_ms=0.0, reps=20, rse=0.0)
+
+    submission, job = make_submission(
+        session,
+        user=user,
+        lab=lab,
+        status=Status.running,
+        job_state=JobState.started,
+        created_at=created_at,
+    )
+    refs = references if references is not None else {"naive": median_ms * 3, "fast": median_ms / 2}
+    cases = [
+        GradedCase(
+            name="n-1000",
+            sizes={"n": 1000},
+            hidden=False,
+            passed=passed,
+            verdict="pass" if passed else "wrong_answer",
+            message="" if passed else "dst[3]: expected 1, got 0.",
+            points=6 if passed else 0,
+            max_points=6,
+            timing=stats(median_ms),
+            reference_timings={name: stats(ms) for name, ms in refs.items()},
+        ),
+        GradedCase(
+            name="n-1048579",
+            sizes={"n": 1048579},
+            hidden=True,
+            passed=True,
+            verdict="pass",
+            message="",
+            points=4,
+            max_points=4,
+        ),
+    ]
+    report = GradeReport(
+        lab=lab.slug,
+        cases=cases,
+        score=10 if passed else 4,
+        max_score=10,
+        summary="All 2 cases passed." if passed else "1 of 2 cases passed.",
+        gpu=GpuInfo(name=gpu, arch="sm_90"),
+    )
+    record_report(session, submission=submission, job=job, report=report)
+    session.flush()
+    return submission

@@ -193,7 +193,10 @@ async def test_access_to_gradebook_csv(
     assert r.status_code == expected
     if expected == 200:
         assert r.headers["content-type"].startswith("text/csv")
-        assert r.text.splitlines()[0] == "student_id,name,email,scale-test,scale-test_late,total"
+        assert (
+            r.text.splitlines()[0]
+            == "student_id,name,email,scale-test,scale-test_late,scale-test_pending,total"
+        )
 
 
 async def test_unknown_course_is_404(client: httpx.AsyncClient, world: World) -> None:

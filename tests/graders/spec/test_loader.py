@@ -374,3 +374,46 @@ def test_builtin_lab_loads(lab_id: str) -> None:
         names = lab.sizes_for(case)
         for launch in lab.launches:
             launch.geometry(names)
+
+
+def test_work_states_flops_and_bytes_per_case(tmp_path: Path) -> None:
+    work = '\n[work]\nflops = "2 * M * N * K"\nbytes = "4 * (M * N + N * K + M * K)"\n'
+    lab = load_lab(write_lab(tmp_path, GOOD_SPEC + work))
+    assert lab.work is not None
+    assert lab.work.for_case(lab.sizes_for("square-64")) == (2 * 64**3, 4 * 3 * 64**2)
+    assert load_lab(write_lab(tmp_path / "plain", GOOD_SPEC)).work is None
+
+
+@pytest.mark.parametrize(
+    ("work", "field", "fragment"),
+    [
+        ('flops = "2 * M"', "work", "'bytes' is missing"),
+        ('flops = "M"\nbytes = "M"\nbandwidth = 1', "work", "unknown key 'bandwidth'"),
+        ('flops = "M - 100"\nbytes = "M"', "work.flops", "negative"),
+        ('flops = "2 * M"\nbytes = "4 * (M"', "work.bytes", "not a valid expression"),
+    ],
+)
+def test_malformed_work_is_refused_naming_the_field(
+    tmp_path: Path, work: str, field: str, fragment: str
+) -> None:
+    with pytest.raises(LabSpecError) as info:
+        load_lab(write_lab(tmp_path, GOOD_SPEC + "\n[work]\n" + work + "\n"))
+    assert str(info.value).startswith(f"matmul-tiled/lab.toml: {field}: "), str(info.value)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("lab_id", list_builtin_labs())
+def test_builtin_labs_state_their_work(lab_id: str) -> None:
+    lab = load_builtin_lab(lab_id)
+    assert lab.work is not None, f"{lab_id}: no [work] table"
+    flops, traffic = lab.work.for_case(lab.sizes_for(lab.cases[-1]))
+    assert flops > 0 and traffic > 0
+
+
+@pytest.mark.parametrize("lab_id", list_builtin_labs())
+def test_builtin_lab_pages_speak_to_the_student(lab_id: str) -> None:
+    # The pages were written from a course's material; a student of another course reads
+    # them without its seeds, lab numbers, homework numbers or Slovak phrases.
+    page = load_builtin_lab(lab_id).page_markdown
+    for cited in ("seed ", "Seed ", "Lab 14", "homework", "presnosti", "lecture"):
+        assert cited not in page, f"{lab_id}/lab.md cites course material: {cited!r}"

@@ -1,0 +1,107 @@
+"""Extensions: one student's own due date for one lab."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.errors import Invalid, NotFound
+from app.courses.deadlines import refresh_late_flags
+from app.courses.models import Course, Extension, Lab
+from app.courses.service import role_in
+from app.users.models import User
+
+
+@dataclass(frozen=True)
+class ExtensionRow:
+    extension: Extension
+    lab: Lab
+    student: User
+    granted_by: User | None
+
+
+def grant_extension(
+    session: Session,
+    *,
+    course: Course,
+    lab: Lab,
+    student: User,
+    due_at: datetime,
+    granted_by: User | None,
+    note: str = "",
+) -> Extension:
+    """Give a student their own due date (replacing an earlier extension of the same lab)."""
+    if role_in(session, user=student, course=course) is None:
+        raise NotFound(
+            f"{student.email} is not enrolled in {course.slug}; enrol them before granting "
+            "an extension."
+        )
+    if lab.due_at is None:
+        raise Invalid(
+            f"{lab.slug} has no due date, so there is nothing to extend; give the lab a due "
+            "date first."
+        )
+    if due_at <= lab.due_at:
+        raise Invalid(
+            f"The extension ends at {due_at:%Y-%m-%d %H:%M} UTC, not after the lab's own due "
+            f"date ({lab.due_at:%Y-%m-%d %H:%M} UTC); give a later time."
+        )
+    if len(note) > 200:
+        raise Invalid("The note is longer than 200 characters; shorten it.")
+    row = session.scalar(
+        select(Extension).where(Extension.lab_id == lab.id, Extension.user_id == student.id)
+    )
+    if row is None:
+        row = Extension(lab_id=lab.id, user_id=student.id, due_at=due_at)
+        session.add(row)
+    row.due_at = due_at
+    row.granted_by_id = granted_by.id if granted_by else None
+    row.note = note.strip()
+    refresh_late_flags(session, lab=lab, user_id=student.id)
+    return row
+
+
+def revoke_extension(session: Session, *, lab: Lab, student: User) -> bool:
+    """Take an extension back; False when the student had none for this lab."""
+    row = session.scalar(
+        select(Extension).where(Extension.lab_id == lab.id, Extension.user_id == student.id)
+    )
+    if row is None:
+        return False
+    session.delete(row)
+    refresh_late_flags(session, lab=lab, user_id=student.id)
+    return True
+
+
+def extensions_of(
+    session: Session, *, course: Course, lab: Lab | None = None
+) -> list[ExtensionRow]:
+    """The course's extensions (one lab's, if given), by lab then student email."""
+    query = (
+        select(Extension, Lab, User)
+        .join(Lab, Lab.id == Extension.lab_id)
+        .join(User, User.id == Extension.user_id)
+        .where(Lab.course_id == course.id)
+        .order_by(Lab.slug, User.email)
+    )
+    if lab is not None:
+        query = query.where(Lab.id == lab.id)
+    rows = session.execute(query).all()
+    grantor_ids = {ext.granted_by_id for ext, _, _ in rows if ext.granted_by_id}
+    grantors = (
+        {u.id: u for u in session.scalars(select(User).where(User.id.in_(grantor_ids)))}
+        if grantor_ids
+        else {}
+    )
+    return [
+        ExtensionRow(
+            extension=ext,
+            lab=lab_row,
+            student=student,
+            granted_by=grantors.get(ext.granted_by_id) if ext.granted_by_id else None,
+        )
+        for ext, lab_row, student in rows
+    ]

@@ -1,0 +1,187 @@
+"""The staff's view of one lab: a row per enrolled student, filters, and the counted sources."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import zipfile
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, defer
+
+from app.core.errors import Invalid
+from app.courses.deadlines import Deadline, deadline_from, extensions_by_user
+from app.courses.models import Enrollment, Lab, Role
+from app.gradebook.service import LabCell, lab_cell
+from app.performance.service import TimedResult, timed_results
+from app.submissions.models import Submission
+from app.users.models import User
+
+# ?status= values of the staff view and its API.
+STATUS_FILTERS = {
+    "none": "no submission",
+    "pending": "still grading",
+    "scored": "has a score",
+    "full": "full marks",
+    "not_full": "below full marks",
+}
+
+
+@dataclass
+class StudentRow:
+    student: User
+    cell: LabCell
+    attempts: int
+    last: Submission | None
+    counted: Submission | None
+    deadline: Deadline
+    timed: TimedResult | None  # the counted submission's timed case, if a GPU timed it
+
+    @property
+    def late(self) -> bool:
+        return self.cell.counted is not None and self.cell.counted.late
+
+
+def lab_roster(
+    session: Session,
+    *,
+    lab: Lab,
+    status: str | None = None,
+    late: bool | None = None,
+    extension: bool | None = None,
+    query: str | None = None,
+) -> list[StudentRow]:
+    """One row per student enrolled in the lab's course, by email, filtered."""
+    if status and status not in STATUS_FILTERS:
+        raise Invalid(
+            f"'{status}' is not a status filter; use one of: {', '.join(STATUS_FILTERS)}."
+        )
+    students = list(
+        session.scalars(
+            select(User)
+            .join(Enrollment, Enrollment.user_id == User.id)
+            .where(Enrollment.course_id == lab.course_id, Enrollment.role == Role.student.value)
+            .order_by(User.email)
+        )
+    )
+    by_user: dict[int, list[Submission]] = {}
+    # The sources stay in the database until one is read (the zip reads the chosen ones).
+    of_lab = select(Submission).where(Submission.lab_id == lab.id)
+    for sub in session.scalars(of_lab.options(defer(Submission.source_text))):
+        by_user.setdefault(sub.user_id, []).append(sub)
+    extensions = extensions_by_user(session, lab=lab)
+    timed = timed_results(session, lab=lab)
+    rows = []
+    for student in students:
+        subs = by_user.get(student.id, [])
+        cell = lab_cell(lab, subs)
+        counted = (
+            next(s for s in subs if s.id == cell.counted.submission_id) if cell.counted else None
+        )
+        rows.append(
+            StudentRow(
+                student=student,
+                cell=cell,
+                attempts=len(subs),
+                last=max(subs, key=lambda s: (s.created_at, s.id)) if subs else None,
+                counted=counted,
+                deadline=deadline_from(lab, extensions.get(student.id)),
+                timed=timed.get(counted.id) if counted else None,
+            )
+        )
+    return [r for r in rows if _keep(r, lab, status, late, extension, query)]
+
+
+def _keep(
+    row: StudentRow,
+    lab: Lab,
+    status: str | None,
+    late: bool | None,
+    extension: bool | None,
+    query: str | None,
+) -> bool:
+    score = row.cell.score
+    checks = {
+        "none": row.attempts == 0,
+        "pending": row.cell.pending > 0,
+        "scored": score is not None,
+        "full": score is not None and score >= lab.max_score,
+        "not_full": score is None or score < lab.max_score,
+    }
+    if status and not checks[status]:
+        return False
+    if late is not None and row.late != late:
+        return False
+    if extension is not None and row.deadline.extended != extension:
+        return False
+    if query:
+        needle = query.strip().lower()
+        if needle not in row.student.email.lower() and needle not in row.student.name.lower():
+            return False
+    return True
+
+
+def kernel_time_groups(rows: list[StudentRow]) -> list[tuple[str, list[float]]]:
+    """The counted submissions' timed medians (ms), grouped by GPU model, biggest group first:
+    times on different GPUs are not comparable."""
+    groups: dict[str, list[float]] = {}
+    for row in rows:
+        if row.timed is not None:
+            groups.setdefault(row.timed.gpu_model, []).append(row.timed.median_ms)
+    return sorted(groups.items(), key=lambda item: -len(item[1]))
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._@+-]", "_", text)[:100] or "file"
+
+
+def counted_sources_zip(session: Session, *, lab: Lab, now: datetime) -> bytes:
+    """A zip with each student's counted submission (their latest, where nothing is counted
+    yet) as `<lab>/<email>/<file>`, and a manifest.csv; the layout plagiarism checkers such as
+    MOSS and JPlag take, a folder per student."""
+    rows = lab_roster(session, lab=lab)
+    out = io.BytesIO()
+    manifest = io.StringIO()
+    writer = csv.writer(manifest, lineterminator="\n")
+    writer.writerow(
+        ["email", "name", "submission_id", "which", "score", "late", "created_at", "sha256", "path"]
+    )
+    names: Counter[str] = Counter()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for row in rows:
+            chosen = row.counted or row.last
+            if chosen is None:
+                continue
+            which = "counted" if row.counted else "latest (not graded yet)"
+            folder = _safe(row.student.email)
+            names[folder] += 1
+            if names[folder] > 1:
+                folder += f"-{names[folder]}"
+            filename = _safe(chosen.filename)
+            if not filename.endswith((".cu", ".cuh")):
+                filename += ".cu"
+            path = f"{lab.slug}/{folder}/{filename}"
+            info = zipfile.ZipInfo(path, date_time=chosen.created_at.timetuple()[:6])
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, chosen.source_text)
+            writer.writerow(
+                [
+                    row.student.email,
+                    row.student.name,
+                    chosen.id,
+                    which,
+                    "" if row.cell.score is None else f"{row.cell.score:g}",
+                    "1" if chosen.late else "0",
+                    chosen.created_at.isoformat(),
+                    chosen.sha256,
+                    path,
+                ]
+            )
+        info = zipfile.ZipInfo(f"{lab.slug}/manifest.csv", date_time=now.timetuple()[:6])
+        info.compress_type = zipfile.ZIP_DEFLATED
+        archive.writestr(info, manifest.getvalue())
+    return out.getvalue()

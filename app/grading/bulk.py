@@ -1,0 +1,156 @@
+"""Regrading a whole lab without holding up students' new uploads.
+
+The jobs are written at once (the database holds the truth) with background priority and not
+sent; every worker's sweep then sends a few at a time, only while no student's job is waiting
+on the broker. Brokers differ in what they offer (the SQLite transport has no priorities, Redis
+emulates a few), so the order is kept here, the same on both: a new upload waits behind at
+most `BACKGROUND_IN_FLIGHT` regrade jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, defer
+
+from app.courses.models import Lab
+from app.grading.models import GradingJob, JobState, Priority
+from app.submissions.models import Status, Submission
+from app.submissions.service import set_status
+
+# Regrade jobs on the broker (sent, not yet taken) at any time.
+BACKGROUND_IN_FLIGHT = 2
+
+REGRADE_ALL_MESSAGE = (
+    "Queued for a regrade of the whole lab by {who}; it runs when no new submission is "
+    "waiting, so it may take a while. The earlier result counts until then."
+)
+
+
+@dataclass(frozen=True)
+class BulkRegrade:
+    queued: int
+    skipped: int  # already waiting or being graded
+
+
+def regrade_lab(
+    session: Session, *, lab: Lab, requested_by: str, now: datetime, counted_only: bool = False
+) -> BulkRegrade:
+    """Queue a background job for every submission of the lab (or only each student's
+    counted one), skipping those already waiting or being graded. The caller commits; the
+    sweep sends them."""
+    submissions = list(
+        session.scalars(
+            select(Submission)
+            .where(Submission.lab_id == lab.id)
+            .options(defer(Submission.source_text))
+        )
+    )
+    if counted_only:
+        from app.gradebook.service import counted_submission
+
+        by_user: dict[int, list[Submission]] = {}
+        for sub in submissions:
+            by_user.setdefault(sub.user_id, []).append(sub)
+        ids = set()
+        for subs in by_user.values():
+            counted = counted_submission(lab, subs)
+            if counted is not None:
+                ids.add(counted.submission_id)
+        submissions = [s for s in submissions if s.id in ids]
+    busy = set(
+        session.scalars(
+            select(GradingJob.submission_id).where(
+                GradingJob.submission_id.in_([s.id for s in submissions]),
+                GradingJob.state.in_([JobState.queued.value, JobState.started.value]),
+            )
+        )
+    )
+    queued = 0
+    for sub in sorted(submissions, key=lambda s: s.id):
+        if sub.id in busy:
+            continue
+        # A compiled submission still waiting for a GPU gets the new job instead.
+        session.execute(
+            update(GradingJob)
+            .where(
+                GradingJob.submission_id == sub.id,
+                GradingJob.state == JobState.waiting_gpu.value,
+            )
+            .values(state=JobState.failed.value, finished_at=now, error="replaced by a regrade")
+        )
+        session.add(
+            GradingJob(submission_id=sub.id, queued_at=now, priority=Priority.background.value)
+        )
+        set_status(session, sub, Status.queued, REGRADE_ALL_MESSAGE.format(who=requested_by))
+        queued += 1
+    session.flush()
+    return BulkRegrade(queued=queued, skipped=len(busy))
+
+
+def background_jobs_to_send(session: Session, *, now: datetime) -> list[tuple[int, int]]:
+    """Mark the next background jobs sent, if no normal job waits on the broker; return
+    (submission_id, job_id) pairs for the caller to send once this commits."""
+    waiting_normal = session.scalar(
+        select(func.count())
+        .select_from(GradingJob)
+        .where(
+            GradingJob.state == JobState.queued.value,
+            GradingJob.priority == Priority.normal.value,
+        )
+    )
+    if waiting_normal:
+        return []
+    in_flight = session.scalar(
+        select(func.count())
+        .select_from(GradingJob)
+        .where(
+            GradingJob.state == JobState.queued.value,
+            GradingJob.priority == Priority.background.value,
+            GradingJob.sent_at.is_not(None),
+        )
+    )
+    room = BACKGROUND_IN_FLIGHT - int(in_flight or 0)
+    if room <= 0:
+        return []
+    jobs = session.scalars(
+        select(GradingJob)
+        .where(
+            GradingJob.state == JobState.queued.value,
+            GradingJob.priority == Priority.background.value,
+            GradingJob.sent_at.is_(None),
+        )
+        .order_by(GradingJob.id)
+        .limit(room)
+    ).all()
+    picked = []
+    for job in jobs:
+        # Conditional, since every worker sweeps: only one of them sends a given job.
+        taken = session.execute(
+            update(GradingJob)
+            .where(GradingJob.id == job.id, GradingJob.sent_at.is_(None))
+            .values(sent_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if taken.rowcount == 1:  # type: ignore[attr-defined]
+            picked.append((job.submission_id, job.id))
+    return picked
+
+
+def background_waiting(session: Session, *, lab: Lab) -> int:
+    """How many of the lab's regrade jobs have not been taken by a worker yet."""
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(GradingJob)
+            .join(Submission, Submission.id == GradingJob.submission_id)
+            .where(
+                Submission.lab_id == lab.id,
+                GradingJob.state == JobState.queued.value,
+                GradingJob.priority == Priority.background.value,
+            )
+        )
+        or 0
+    )

@@ -1,0 +1,117 @@
+"""A lab's leaderboard: students who opt in, under a pseudonym they choose, ranked per GPU model
+by the timed median of their fastest fully correct submission."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.errors import Conflict, Forbidden, Invalid
+from app.courses.models import Course, Lab, LeaderboardEntry
+from app.courses.service import require_member
+from app.performance.service import best_times_by_student, timed_results
+from app.users.models import User
+
+_PSEUDONYM = re.compile(r"^[^\W_][\w .'-]{1,22}[^\W_]$")
+
+
+@dataclass(frozen=True)
+class Place:
+    rank: int
+    pseudonym: str
+    median_ms: float
+    is_you: bool
+
+
+@dataclass(frozen=True)
+class Board:
+    gpu_model: str
+    places: list[Place]
+
+
+def check_pseudonym(text: str) -> str:
+    name = " ".join(text.split())
+    if not _PSEUDONYM.match(name):
+        raise Invalid(
+            "A pseudonym is 3 to 24 letters, digits, spaces, dots, hyphens or apostrophes, "
+            "starting and ending with a letter or digit; choose another."
+        )
+    if "@" in text:
+        raise Invalid("Choose a pseudonym that is not your email address.")
+    return name
+
+
+def join_leaderboard(
+    session: Session, *, course: Course, lab: Lab, user: User, pseudonym: str
+) -> LeaderboardEntry:
+    """Opt in (or change one's pseudonym)."""
+    role = require_member(session, user=user, course=course)
+    if role.is_staff:
+        raise Forbidden("The leaderboard ranks students; staff are not listed on it.")
+    name = check_pseudonym(pseudonym)
+    key = name.casefold()
+    taken = session.scalar(
+        select(LeaderboardEntry).where(
+            LeaderboardEntry.lab_id == lab.id,
+            LeaderboardEntry.pseudonym_key == key,
+            LeaderboardEntry.user_id != user.id,
+        )
+    )
+    if taken is not None:
+        raise Conflict(f"Someone on this leaderboard is already called {name}; choose another.")
+    entry = my_entry(session, lab=lab, user=user)
+    if entry is None:
+        entry = LeaderboardEntry(lab_id=lab.id, user_id=user.id, pseudonym=name, pseudonym_key=key)
+        session.add(entry)
+    else:
+        entry.pseudonym, entry.pseudonym_key = name, key
+    session.flush()
+    return entry
+
+
+def leave_leaderboard(session: Session, *, lab: Lab, user: User) -> bool:
+    entry = my_entry(session, lab=lab, user=user)
+    if entry is None:
+        return False
+    session.delete(entry)
+    session.flush()
+    return True
+
+
+def my_entry(session: Session, *, lab: Lab, user: User) -> LeaderboardEntry | None:
+    return session.scalar(
+        select(LeaderboardEntry).where(
+            LeaderboardEntry.lab_id == lab.id, LeaderboardEntry.user_id == user.id
+        )
+    )
+
+
+def leaderboard(session: Session, *, lab: Lab, viewer_id: int | None = None) -> list[Board]:
+    """One board per GPU model with at least one entry, the busiest first."""
+    entries = {
+        e.user_id: e
+        for e in session.scalars(select(LeaderboardEntry).where(LeaderboardEntry.lab_id == lab.id))
+    }
+    if not entries:
+        return []
+    results = timed_results(session, lab=lab)
+    models = sorted({r.gpu_model for r in results.values() if r.user_id in entries})
+    boards = []
+    for model in models:
+        best = best_times_by_student(results, student_ids=set(entries), gpu_model=model)
+        ordered = sorted(best.values(), key=lambda r: (r.median_ms, r.submission_id))
+        places = [
+            Place(
+                rank=i + 1,
+                pseudonym=entries[r.user_id].pseudonym,
+                median_ms=r.median_ms,
+                is_you=r.user_id == viewer_id,
+            )
+            for i, r in enumerate(ordered)
+        ]
+        if places:
+            boards.append(Board(gpu_model=model, places=places))
+    return sorted(boards, key=lambda b: -len(b.places))

@@ -1,0 +1,108 @@
+"""Invite links: a one-time link that lets a person set their password (also a reset link).
+
+Only the sha256 of the link's token is stored, like API tokens: a leaked table opens nothing.
+Issuing a new link retires the person's older unused ones.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.core.errors import Invalid, NotFound
+from app.core.security import hash_api_token, hash_password, verify_password
+from app.core.settings import get_settings
+from app.users.models import Invite, User
+
+MIN_PASSWORD = 8
+EXPIRED = (
+    "This link expired on {when} UTC; ask your instructor for a new one "
+    "(`kernelgrader user invite EMAIL`)."
+)
+UNKNOWN = (
+    "This link is not valid, or it was already used; ask your instructor for a new one "
+    "(`kernelgrader user invite EMAIL`)."
+)
+
+
+@dataclass(frozen=True)
+class IssuedInvite:
+    user: User
+    url: str
+    expires_at: datetime
+
+
+def invite_url(token: str) -> str:
+    return f"{get_settings().public_url.rstrip('/')}/invite/{token}"
+
+
+def issue_invite(session: Session, *, user: User, now: datetime, days: float = 7) -> IssuedInvite:
+    if days <= 0 or days > 90:
+        raise Invalid(
+            "An invite link lasts between a moment and 90 days; give --days in that range."
+        )
+    session.execute(
+        update(Invite)
+        .where(Invite.user_id == user.id, Invite.used_at.is_(None))
+        .values(used_at=now)
+    )
+    token = secrets.token_urlsafe(32)
+    expires_at = now + timedelta(days=days)
+    session.add(Invite(user_id=user.id, token_hash=hash_api_token(token), expires_at=expires_at))
+    session.flush()
+    return IssuedInvite(user=user, url=invite_url(token), expires_at=expires_at)
+
+
+def find_invite(session: Session, *, token: str, now: datetime) -> tuple[Invite, User]:
+    """The live invite for a token, or NotFound with a sentence saying why not."""
+    invite = session.scalar(select(Invite).where(Invite.token_hash == hash_api_token(token)))
+    if invite is None or invite.used_at is not None:
+        raise NotFound(UNKNOWN)
+    if invite.expires_at <= now:
+        raise NotFound(EXPIRED.format(when=f"{invite.expires_at:%Y-%m-%d %H:%M}"))
+    return invite, session.get_one(User, invite.user_id)
+
+
+def check_new_password(password: str, confirm: str) -> None:
+    if password != confirm:
+        raise Invalid("The two passwords differ; type the same new password twice.")
+    if len(password) < MIN_PASSWORD:
+        raise Invalid(
+            f"The password is shorter than {MIN_PASSWORD} characters; choose a longer one."
+        )
+    if len(password) > 1000:
+        raise Invalid("The password is longer than 1000 characters; choose a shorter one.")
+
+
+def accept_invite(
+    session: Session, *, token: str, password: str, confirm: str, now: datetime
+) -> User:
+    """Set the password through a live link, and use the link up."""
+    invite, user = find_invite(session, token=token, now=now)
+    check_new_password(password, confirm)
+    # Conditional, so two tabs posting the same link cannot both use it.
+    used = session.execute(
+        update(Invite)
+        .where(Invite.id == invite.id, Invite.used_at.is_(None))
+        .values(used_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if used.rowcount != 1:  # type: ignore[attr-defined]
+        raise NotFound(UNKNOWN)
+    user.password_hash = hash_password(password)
+    session.flush()
+    return user
+
+
+def change_password(
+    session: Session, *, user: User, current: str, password: str, confirm: str
+) -> None:
+    if not verify_password(user.password_hash, current):
+        raise Invalid("The current password is not right; type it again.")
+    check_new_password(password, confirm)
+    user.password_hash = hash_password(password)
+    session.flush()

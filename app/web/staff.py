@@ -1,0 +1,387 @@
+"""Staff pages of a course: the students of a lab, its settings, extensions, regrading a lab;
+and the leaderboard, which every member sees."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
+
+from app.core.database import utcnow
+from app.core.deps import SessionDep
+from app.core.errors import DomainError, Invalid
+from app.courses.extensions import extensions_of, grant_extension, revoke_extension
+from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
+from app.courses.service import (
+    archive_lab,
+    get_course,
+    get_lab,
+    labs_of,
+    require_instructor,
+    require_member,
+    require_staff,
+    restore_lab,
+    update_lab,
+)
+from app.gradebook.lab_roster import STATUS_FILTERS, lab_roster
+from app.grading.bulk import background_waiting, regrade_lab
+from app.performance.leaderboard import join_leaderboard, leaderboard, leave_leaderboard, my_entry
+from app.users.models import User
+from app.users.service import get_user
+from app.web.perf_charts import lab_charts
+from app.web.routes import WebUser
+from app.web.templating import check_csrf, render
+
+router = APIRouter(include_in_schema=False)
+
+
+def _lab(session: SessionDep, course: str, lab: str) -> tuple[Course, Lab]:
+    found = get_course(session, slug=course)
+    return found, get_lab(session, course=found, slug=lab)
+
+
+def _back(url: str, message: str) -> RedirectResponse:
+    return RedirectResponse(f"{url}?message={quote(message)}", status_code=303)
+
+
+def _flag(value: str | None) -> bool | None:
+    return {"true": True, "false": False}.get(value or "")
+
+
+def _form_time(value: str, what: str) -> datetime | None:
+    """A datetime-local field, read as UTC; empty is None."""
+    if not value.strip():
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise Invalid(f"{what} '{value}' is not a date and time; pick one.") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+@router.get("/courses/{course}/labs/{lab}/students", response_class=HTMLResponse)
+def lab_students_page(
+    request: Request,
+    course: str,
+    lab: str,
+    session: SessionDep,
+    user: WebUser,
+    status: str = "",
+    late: str = "",
+    extension: str = "",
+    q: str = "",
+    message: str = "",
+) -> Response:
+    found, row = _lab(session, course, lab)
+    require_staff(session, user=user, course=found)
+    # The histograms show the whole class; the filters narrow the table only.
+    everyone = lab_roster(session, lab=row)
+    rows = lab_roster(
+        session,
+        lab=row,
+        status=status or None,
+        late=_flag(late),
+        extension=_flag(extension),
+        query=q or None,
+    )
+    return render(
+        request,
+        "lab_students.html",
+        {
+            "course": found,
+            "lab": row,
+            "rows": rows,
+            "charts": lab_charts(row, everyone),
+            "status_filters": STATUS_FILTERS,
+            "filters": {"status": status, "late": late, "extension": extension, "q": q},
+            "waiting": background_waiting(session, lab=row),
+            "message": message[:300],
+            "error": None,
+        },
+    )
+
+
+@router.post("/courses/{course}/labs/{lab}/regrade")
+def regrade_lab_form(
+    request: Request,
+    course: str,
+    lab: str,
+    session: SessionDep,
+    user: WebUser,
+    csrf_token: Annotated[str, Form()] = "",
+    scope: Annotated[str, Form()] = "all",
+) -> Response:
+    check_csrf(request, csrf_token)
+    found, row = _lab(session, course, lab)
+    require_staff(session, user=user, course=found)
+    result = regrade_lab(
+        session, lab=row, requested_by=user.email, now=utcnow(), counted_only=scope == "counted"
+    )
+    skipped = f" ({result.skipped} were already waiting or grading)" if result.skipped else ""
+    return _back(
+        f"/courses/{found.slug}/labs/{row.slug}/students",
+        f"Queued {result.queued} submissions for a regrade{skipped}; they run behind new "
+        "uploads, a few at a time.",
+    )
+
+
+@router.get("/courses/{course}/labs/{lab}/settings", response_class=HTMLResponse)
+def lab_settings_page(
+    request: Request, course: str, lab: str, session: SessionDep, user: WebUser, message: str = ""
+) -> Response:
+    found, row = _lab(session, course, lab)
+    role = require_staff(session, user=user, course=found)
+    return render(
+        request,
+        "lab_settings.html",
+        {
+            "course": found,
+            "lab": row,
+            "can_edit": role is Role.instructor,
+            "message": message[:300],
+            "error": None,
+        },
+    )
+
+
+@router.post("/courses/{course}/labs/{lab}/settings", response_class=HTMLResponse)
+def lab_settings_form(
+    request: Request,
+    course: str,
+    lab: str,
+    session: SessionDep,
+    user: WebUser,
+    csrf_token: Annotated[str, Form()] = "",
+    release_at: Annotated[str, Form()] = "",
+    due_at: Annotated[str, Form()] = "",
+    late_policy: Annotated[str, Form()] = "accept",
+    score_policy: Annotated[str, Form()] = "best",
+) -> Response:
+    check_csrf(request, csrf_token)
+    found, row = _lab(session, course, lab)
+    require_instructor(session, user=user, course=found)
+    try:
+        changes = update_lab(
+            session,
+            lab=row,
+            release_at=_form_time(release_at, "Opens"),
+            due_at=_form_time(due_at, "Due"),
+            late_policy=LatePolicy(late_policy),
+            score_policy=ScorePolicy(score_policy),
+        )
+    except ValueError:
+        session.rollback()
+        changes = None
+        error = "Choose accept or refuse, and best or last."
+    except DomainError as exc:
+        session.rollback()
+        changes, error = None, exc.message
+    if changes is None:
+        page = {"course": found, "lab": row, "can_edit": True, "message": "", "error": error}
+        return render(request, "lab_settings.html", page, status_code=422)
+    text = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
+    return _back(f"/courses/{found.slug}/labs/{row.slug}/settings", text)
+
+
+@router.post("/courses/{course}/labs/{lab}/remove")
+def lab_remove_form(
+    request: Request,
+    course: str,
+    lab: str,
+    session: SessionDep,
+    user: WebUser,
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    found, row = _lab(session, course, lab)
+    require_instructor(session, user=user, course=found)
+    archive_lab(session, lab=row, now=utcnow())
+    return _back(
+        f"/courses/{found.slug}/labs/{row.slug}/settings",
+        "Removed: students no longer see this lab; its submissions are kept.",
+    )
+
+
+@router.post("/courses/{course}/labs/{lab}/restore")
+def lab_restore_form(
+    request: Request,
+    course: str,
+    lab: str,
+    session: SessionDep,
+    user: WebUser,
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    found, row = _lab(session, course, lab)
+    require_instructor(session, user=user, course=found)
+    restore_lab(session, lab=row)
+    return _back(f"/courses/{found.slug}/labs/{row.slug}/settings", "Restored.")
+
+
+def _extensions_context(
+    session: SessionDep, found: Course, lab: str, email: str
+) -> dict[str, object]:
+    students = session.scalars(
+        select(User)
+        .join(Enrollment, Enrollment.user_id == User.id)
+        .where(Enrollment.course_id == found.id, Enrollment.role == Role.student.value)
+        .order_by(User.email)
+    ).all()
+    return {
+        "course": found,
+        # Only a lab with a due date can be extended.
+        "labs": [lab for lab in labs_of(session, course=found) if lab.due_at is not None],
+        "students": students,
+        "rows": extensions_of(session, course=found),
+        "chosen_lab": lab,
+        "chosen_email": email,
+        "message": "",
+        "error": None,
+    }
+
+
+@router.get("/courses/{course}/extensions", response_class=HTMLResponse)
+def extensions_page(
+    request: Request,
+    course: str,
+    session: SessionDep,
+    user: WebUser,
+    lab: str = "",
+    email: str = "",
+    message: str = "",
+) -> Response:
+    found = get_course(session, slug=course)
+    require_staff(session, user=user, course=found)
+    context = _extensions_context(session, found, lab, email)
+    context["message"] = message[:300]
+    return render(request, "extensions.html", context)
+
+
+@router.post("/courses/{course}/extensions", response_class=HTMLResponse)
+def grant_extension_form(
+    request: Request,
+    course: str,
+    session: SessionDep,
+    user: WebUser,
+    lab: Annotated[str, Form()],
+    email: Annotated[str, Form()],
+    until: Annotated[str, Form()],
+    note: Annotated[str, Form()] = "",
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    found = get_course(session, slug=course)
+    require_staff(session, user=user, course=found)
+    try:
+        due_at = _form_time(until, "Until")
+        if due_at is None:
+            raise Invalid("Give the date and time the extension ends.")
+        grant_extension(
+            session,
+            course=found,
+            lab=get_lab(session, course=found, slug=lab),
+            student=get_user(session, email=email),
+            due_at=due_at,
+            granted_by=user,
+            note=note,
+        )
+    except DomainError as exc:
+        session.rollback()
+        context = _extensions_context(session, found, lab, email)
+        context["error"] = exc.message
+        return render(request, "extensions.html", context, status_code=exc.status_code)
+    return _back(
+        f"/courses/{found.slug}/extensions",
+        f"{email} may submit {lab} until {due_at:%Y-%m-%d %H:%M} UTC.",
+    )
+
+
+@router.post("/courses/{course}/extensions/revoke")
+def revoke_extension_form(
+    request: Request,
+    course: str,
+    session: SessionDep,
+    user: WebUser,
+    lab: Annotated[str, Form()],
+    email: Annotated[str, Form()],
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    found = get_course(session, slug=course)
+    require_staff(session, user=user, course=found)
+    lab_row = get_lab(session, course=found, slug=lab)
+    revoke_extension(session, lab=lab_row, student=get_user(session, email=email))
+    return _back(
+        f"/courses/{found.slug}/extensions",
+        f"Revoked the extension of {email} for {lab}; the lab's due date applies again.",
+    )
+
+
+def _leaderboard_context(
+    session: SessionDep, user: User, found: Course, row: Lab
+) -> dict[str, object]:
+    role = require_member(session, user=user, course=found)
+    return {
+        "course": found,
+        "lab": row,
+        "role": role,
+        "entry": my_entry(session, lab=row, user=user),
+        "boards": leaderboard(session, lab=row, viewer_id=user.id),
+        "message": "",
+        "error": None,
+    }
+
+
+@router.get("/courses/{course}/labs/{lab}/leaderboard", response_class=HTMLResponse)
+def leaderboard_page(
+    request: Request, course: str, lab: str, session: SessionDep, user: WebUser, message: str = ""
+) -> Response:
+    found, row = _lab(session, course, lab)
+    context = _leaderboard_context(session, user, found, row)
+    context["message"] = message[:300]
+    return render(request, "leaderboard.html", context)
+
+
+@router.post("/courses/{course}/labs/{lab}/leaderboard", response_class=HTMLResponse)
+def join_leaderboard_form(
+    request: Request,
+    course: str,
+    lab: str,
+    session: SessionDep,
+    user: WebUser,
+    pseudonym: Annotated[str, Form()],
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    found, row = _lab(session, course, lab)
+    try:
+        entry = join_leaderboard(session, course=found, lab=row, user=user, pseudonym=pseudonym)
+    except DomainError as exc:
+        session.rollback()
+        context = _leaderboard_context(session, user, found, row)
+        context["error"] = exc.message
+        return render(request, "leaderboard.html", context, status_code=exc.status_code)
+    return _back(
+        f"/courses/{found.slug}/labs/{row.slug}/leaderboard",
+        f"You are on the leaderboard as {entry.pseudonym}.",
+    )
+
+
+@router.post("/courses/{course}/labs/{lab}/leaderboard/leave")
+def leave_leaderboard_form(
+    request: Request,
+    course: str,
+    lab: str,
+    session: SessionDep,
+    user: WebUser,
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    found, row = _lab(session, course, lab)
+    require_member(session, user=user, course=found)
+    leave_leaderboard(session, lab=row, user=user)
+    return _back(f"/courses/{found.slug}/labs/{row.slug}/leaderboard", "You left the leaderboard.")

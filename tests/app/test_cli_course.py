@@ -1,0 +1,232 @@
+"""The CLI for running a course: lab update/remove/restore, extensions, regrade, invites."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.core.database import session_scope
+from app.courses.models import Course, Lab
+from app.grading.models import GradingJob, Priority
+from app.users.service import authenticate, find_user
+from tests.app.conftest import TEST_LAB, unique
+from tests.app.factories import make_submission
+
+runner = CliRunner()
+
+
+def run(*args: str) -> str:
+    result = runner.invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def fails(*args: str) -> str:
+    result = runner.invoke(cli, list(args))
+    assert result.exit_code == 1, result.output
+    return result.output
+
+
+def lab_row(course: str, slug: str = "scale-test") -> Lab:
+    with session_scope() as session:
+        return session.scalars(
+            select(Lab)
+            .join(Course, Course.id == Lab.course_id)
+            .where(Course.slug == course, Lab.slug == slug)
+        ).one()
+
+
+@pytest.fixture
+def course() -> str:
+    slug = unique("cc")
+    run("course", "create", slug)
+    run("lab", "add", slug, str(TEST_LAB), "--due", "2030-01-01T12:00")
+    return slug
+
+
+def test_lab_update_changes_dates_and_policies(course: str) -> None:
+    out = run(
+        "lab",
+        "update",
+        course,
+        "scale-test",
+        "--due",
+        "2030-02-01T08:00",
+        "--late-policy",
+        "refuse",
+        "--score-policy",
+        "last",
+    )
+    assert "due 2030-02-01 08:00 UTC" in out and "refuses late" in out and "last" in out
+    lab = lab_row(course)
+    assert lab.due_at == datetime(2030, 2, 1, 8, 0, tzinfo=UTC)
+    assert (lab.late_policy, lab.score_policy) == ("refuse", "last")
+    assert "nothing changed" in run(
+        "lab", "update", course, "scale-test", "--late-policy", "refuse"
+    )
+    assert "no due date" in run("lab", "update", course, "scale-test", "--due", "none")
+    assert lab_row(course).due_at is None
+    assert "accept or refuse" in fails("lab", "update", course, "scale-test", "--late-policy", "x")
+    assert "has no lab nope" in fails("lab", "update", course, "nope", "--due", "none")
+    out = fails(
+        "lab",
+        "update",
+        course,
+        "scale-test",
+        "--release",
+        "2030-03-01T00:00",
+        "--due",
+        "2030-02-01T00:00",
+    )
+    assert "before the release date" in out
+    # `lab add` on an existing lab points at `lab update`.
+    assert "lab update" in fails("lab", "add", course, str(TEST_LAB))
+
+
+def test_lab_remove_archives_and_restore_brings_it_back(course: str) -> None:
+    assert "its submissions are kept" in run("lab", "remove", course, "scale-test")
+    assert lab_row(course).archived_at is not None
+    assert "already removed" in run("lab", "remove", course, "scale-test")
+    export = run("gradebook", "export", course)
+    assert "scale-test" not in export.splitlines()[0]  # the gradebook leaves it out
+    assert "lab restore" in fails("lab", "add", course, str(TEST_LAB))
+    assert "Restored" in run("lab", "restore", course, "scale-test")
+    assert lab_row(course).archived_at is None
+
+
+def test_extensions_are_granted_listed_and_revoked(course: str) -> None:
+    email = f"{unique('ext')}@example.edu"
+    run("user", "add", email, "--role", "student", "--course", course)
+    out = run("extension", "grant", course, "scale-test", email, "--until", "2030-01-03T12:00")
+    assert f"{email} may submit scale-test until 2030-01-03 12:00 UTC" in out
+    listing = run("extension", "list", course)
+    assert f"scale-test\t{email}\t2030-01-03 12:00 UTC\tCLI" in listing
+    assert "not after the lab's own due date" in fails(
+        "extension", "grant", course, "scale-test", email, "--until", "2029-12-31T00:00"
+    )
+    outsider = f"{unique('out')}@example.edu"
+    other = unique("other")
+    run("course", "create", other)
+    run("user", "add", outsider, "--role", "student", "--course", other)
+    assert "not enrolled" in fails(
+        "extension", "grant", course, "scale-test", outsider, "--until", "2030-01-03T12:00"
+    )
+    assert "Revoked" in run("extension", "revoke", course, "scale-test", email)
+    assert "has no extension" in fails("extension", "revoke", course, "scale-test", email)
+    assert "no extensions" in run("extension", "list", course)
+
+
+def test_regrade_queues_a_whole_lab_in_the_background(course: str) -> None:
+    email = f"{unique('rg')}@example.edu"
+    run("user", "add", email, "--role", "student", "--course", course)
+    lab = lab_row(course)
+    with session_scope() as session:
+        user = find_user(session, email=email)
+        assert user is not None
+        ids = [make_submission(session, user=user, lab=lab, score=s)[0].id for s in (3, 8)]
+    out = run("regrade", course, "scale-test", "--counted-only")
+    assert "Queued 1 submission of scale-test" in out and "behind new uploads" in out
+    out = run("regrade", course, "scale-test")
+    assert "Queued 1 submission" in out and "1 already waiting or grading" in out
+    with session_scope() as session:
+        priorities = session.scalars(
+            select(GradingJob.priority).where(
+                GradingJob.submission_id.in_(ids), GradingJob.state == "queued"
+            )
+        ).all()
+    assert sorted(priorities) == [Priority.background.value] * 2
+
+
+def test_user_add_says_an_instructor(course: str) -> None:
+    email = f"{unique('i')}@example.edu"
+    out = run("user", "add", email, "--role", "instructor", "--course", course)
+    assert f"{email} is an instructor in {course}" in out
+
+
+@pytest.mark.anyio
+async def test_an_invite_link_sets_a_password_once(course: str) -> None:
+    from app.main import create_app
+    from tests.app.web.test_routes import csrf_of
+
+    email = f"{unique('inv')}@example.edu"
+    run("user", "add", email, "--role", "student", "--course", course)
+    first = run("user", "invite", email).strip().splitlines()[-1]
+    link = run("user", "invite", email, "--days", "2").strip().splitlines()[-1]
+    assert link.startswith("http://localhost:8000/invite/") and link != first
+    path = link.removeprefix("http://localhost:8000")
+    transport = httpx.ASGITransport(app=create_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        # The newer link replaced the first one.
+        old = await client.get(first.removeprefix("http://localhost:8000"))
+        assert old.status_code == 404 and "already used" in old.text
+        page = await client.get(path)
+        assert page.status_code == 200 and email in page.text
+        r = await client.post(
+            path,
+            data={"password": "short", "confirm": "short", "csrf_token": csrf_of(page.text)},
+        )
+        assert r.status_code == 422 and "shorter than 8" in r.text
+        r = await client.post(
+            path,
+            data={
+                "password": "a fine new password",
+                "confirm": "a fine new password",
+                "csrf_token": csrf_of(page.text),
+            },
+        )
+        assert r.status_code == 303  # set, and logged in
+        assert (await client.get(f"/courses/{course}")).status_code == 200
+        again = await client.get(path)
+        assert again.status_code == 404
+    with session_scope() as session:
+        assert authenticate(session, email=email, password="a fine new password") is not None
+        from app.users.models import Invite
+
+        hashes = session.scalars(select(Invite.token_hash)).all()
+    token = path.rsplit("/", 1)[1]
+    assert token not in hashes  # only a hash of the token is stored
+    assert "No user with email" in fails("user", "invite", "nobody@example.edu")
+
+
+@pytest.mark.anyio
+async def test_an_expired_invite_says_so() -> None:
+    from datetime import timedelta
+
+    from app.core.database import utcnow
+    from app.main import create_app
+    from app.users.invites import issue_invite
+    from app.users.service import ensure_user
+
+    with session_scope() as session:
+        user = ensure_user(session, email=f"{unique('old')}@example.edu")
+        issued = issue_invite(session, user=user, now=utcnow() - timedelta(days=8), days=7)
+    transport = httpx.ASGITransport(app=create_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        page = await client.get(issued.url.removeprefix("http://localhost:8000"))
+    assert page.status_code == 404 and "This link expired on" in page.text
+
+
+def test_roster_import_writes_invite_links(course: str, tmp_path: Path) -> None:
+    roster = tmp_path / "roster.csv"
+    has_pw = f"{unique('pw')}@example.edu"
+    fresh = f"{unique('new')}@example.edu"
+    roster.write_text(
+        f"email,name,password\n{has_pw},Has One,long enough pw\n{fresh},New Student,\n",
+        encoding="utf-8",
+    )
+    links = tmp_path / "links.csv"
+    out = run("roster", "import", course, str(roster), "--invites", str(links))
+    assert "Enrolled 2 users" in out and "Wrote 1 invite link" in out
+    rows = list(csv.DictReader(io.StringIO(links.read_text(encoding="utf-8"))))
+    assert [(r["email"], r["name"]) for r in rows] == [(fresh, "New Student")]
+    assert re.match(r"^http://localhost:8000/invite/[\w-]{40,}$", rows[0]["link"])
+    assert datetime.fromisoformat(rows[0]["expires_at"]) > datetime.now(UTC)

@@ -1,0 +1,219 @@
+"""The pages for running a course, through the app: staff view, settings, extensions, the
+leaderboard, the account page, a closed lab, and a submission's performance pictures."""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import timedelta
+
+import httpx
+import pytest
+from sqlalchemy.orm import Session
+
+from app.core.database import utcnow
+from app.courses.models import LatePolicy
+from app.submissions.models import Status
+from app.users.service import authenticate
+from tests.app.conftest import PASSWORD, World, make_world
+from tests.app.factories import make_submission, make_timed_submission
+from tests.app.web.test_routes import csrf_of, login
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_staff_view_draws_histograms_and_filters(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session)
+    make_timed_submission(session, user=world.student.user, lab=world.lab, median_ms=0.5)
+    make_submission(session, user=world.other_student.user, lab=world.lab, status=Status.queued)
+    session.commit()
+    url = f"/courses/{world.course.slug}/labs/{world.lab.slug}/students"
+    await login(client, world.student)
+    assert (await client.get(url)).status_code == 403
+    client.cookies.clear()
+    await login(client, world.ta)
+    page = (await client.get(url)).text
+    assert page.count("<svg") == 2  # scores, and kernel times on the one GPU model
+    assert "Kernel times on H100 SXM5" in page
+    assert "submissions.zip" in page and "Regrade all" in page
+    # Names shown once when a student has none: the other student has one, so both show.
+    assert world.student.user.name in page
+    assert "pending" in page
+    filtered = (await client.get(url, params={"status": "pending"})).text
+    table = filtered.split('id="students"')[1]
+    assert world.other_student.email in table and world.student.email not in table
+
+
+async def test_an_instructor_changes_settings_and_removes_a_lab(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    url = f"/courses/{world.course.slug}/labs/{world.lab.slug}/settings"
+    await login(client, world.ta)
+    page = (await client.get(url)).text
+    assert "Only instructors change" in page and 'name="due_at"' not in page
+    client.cookies.clear()
+    await login(client, world.instructor)
+    page = (await client.get(url)).text
+    r = await client.post(
+        url,
+        data={
+            "csrf_token": csrf_of(page),
+            "release_at": "",
+            "due_at": "2030-05-01T10:30",
+            "late_policy": "refuse",
+            "score_policy": "best",
+        },
+    )
+    assert r.status_code == 303
+    page = (await client.get(r.headers["location"])).text
+    assert "due 2030-05-01 10:30 UTC" in page and "refuses late submissions" in page
+    r = await client.post(url.replace("settings", "remove"), data={"csrf_token": csrf_of(page)})
+    assert r.status_code == 303
+    course = (await client.get(f"/courses/{world.course.slug}")).text
+    assert "Removed labs" in course
+    client.cookies.clear()
+    await login(client, world.student)
+    course = (await client.get(f"/courses/{world.course.slug}")).text
+    assert world.lab.title not in course
+    lab = (await client.get(f"/courses/{world.course.slug}/labs/{world.lab.slug}")).text
+    assert "The course staff removed this lab" in lab and 'type="file"' not in lab
+
+
+async def test_a_closed_lab_says_when_it_closed_and_an_extension_reopens_it(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session, due_at=utcnow() - timedelta(hours=3), late_policy=LatePolicy.refuse)
+    lab_url = f"/courses/{world.course.slug}/labs/{world.lab.slug}"
+    await login(client, world.student)
+    page = (await client.get(lab_url)).text
+    assert "This lab closed at" in page and 'type="file"' not in page
+    client.cookies.clear()
+    await login(client, world.ta)
+    ext = await client.get(f"/courses/{world.course.slug}/extensions")
+    until = (utcnow() + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
+    r = await client.post(
+        f"/courses/{world.course.slug}/extensions",
+        data={
+            "csrf_token": csrf_of(ext.text),
+            "lab": world.lab.slug,
+            "email": world.student.email,
+            "until": until,
+        },
+    )
+    assert r.status_code == 303
+    listing = (await client.get(r.headers["location"])).text
+    assert f"{world.student.email} may submit" in listing
+    client.cookies.clear()
+    await login(client, world.student)
+    page = (await client.get(lab_url)).text
+    assert "your extension" in page and 'type="file"' in page
+    course = (await client.get(f"/courses/{world.course.slug}")).text
+    assert "your extension" in course
+
+
+async def test_the_submission_page_explains_the_kernels_speed(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session, due_at=utcnow() + timedelta(days=1))
+    make_timed_submission(session, user=world.other_student.user, lab=world.lab, median_ms=0.02)
+    mine = make_timed_submission(session, user=world.student.user, lab=world.lab, median_ms=0.004)
+    session.commit()
+    await login(client, world.student)
+    page = (await client.get(f"/submissions/{mine.id}")).text
+    perf = page.split('id="performance"')[1]
+    # n = 1000: 1000 flops and 8000 bytes in 4 us -> 0.25 GFLOP/s and 2 GB/s.
+    assert "0.25 GFLOP/s" in perf and "2 GB/s" in perf
+    assert "of the H100 SXM5" in perf and "memory bandwidth" in perf
+    assert perf.count("<svg") == 3  # times beside the references, peaks, the class
+    assert "your kernel" in perf and "naive" in perf
+    # The class: the other student's best (0.02 ms); the viewer is not their own classmate.
+    assert "Faster than 1 of 1 classmate's best fully correct time" in html.unescape(perf)
+    assert "/api/v1/submissions/" in page and "/source" in page  # the download link
+
+
+async def test_pending_shows_as_pending_not_zero(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    sub, _ = make_submission(
+        session, user=world.student.user, lab=world.lab, status=Status.compiled
+    )
+    session.commit()
+    await login(client, world.student)
+    course = (await client.get(f"/courses/{world.course.slug}")).text
+    assert "pending" in course and "0 / 10" not in course
+    page = (await client.get(f"/submissions/{sub.id}")).text
+    assert 'data-status="compiled">Compiled, waiting for a GPU</span>' in page
+    assert re.search(r"Score: <span class=\"tag pending\">pending", page)
+
+
+async def test_the_leaderboard_opt_in_through_the_page(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session)
+    make_timed_submission(session, user=world.student.user, lab=world.lab, median_ms=0.3)
+    session.commit()
+    url = f"/courses/{world.course.slug}/labs/{world.lab.slug}/leaderboard"
+    await login(client, world.student)
+    page = (await client.get(url)).text
+    assert "Nobody on the leaderboard" in page
+    r = await client.post(url, data={"csrf_token": csrf_of(page), "pseudonym": "Coalesced"})
+    assert r.status_code == 303
+    page = (await client.get(r.headers["location"])).text
+    assert "You appear as <strong>Coalesced</strong>" in page
+    assert "H100 SXM5" in page and "0.3 ms" in page and "(you)" in page
+    r = await client.post(url, data={"csrf_token": csrf_of(page), "pseudonym": "x"})
+    assert r.status_code == 422 and "3 to 24" in r.text
+
+
+async def test_a_logged_in_user_changes_their_password(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    await login(client, world.other_student)
+    page = (await client.get("/account")).text
+    r = await client.post(
+        "/account/password",
+        data={
+            "csrf_token": csrf_of(page),
+            "current": "wrong",
+            "password": "new long password",
+            "confirm": "new long password",
+        },
+    )
+    assert r.status_code == 422 and "current password is not right" in r.text
+    r = await client.post(
+        "/account/password",
+        data={
+            "csrf_token": csrf_of(page),
+            "current": PASSWORD,
+            "password": "new long password",
+            "confirm": "new long password",
+        },
+    )
+    assert r.status_code == 303
+    assert "was changed" in (await client.get(r.headers["location"])).text
+    session.expire_all()
+    assert authenticate(session, email=world.other_student.email, password="new long password")
+
+
+async def test_names_are_shown_once_without_a_display_name(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    world.student.user.name = ""
+    make_submission(session, user=world.student.user, lab=world.lab, score=3)
+    session.commit()
+    await login(client, world.ta)
+    book = (await client.get(f"/courses/{world.course.slug}/gradebook")).text
+    assert book.count(world.student.email) == 1
+    listing = await client.get(f"/courses/{world.course.slug}/labs/{world.lab.slug}/submissions")
+    assert listing.text.count(world.student.email) == 1
+
+
+async def test_docs_are_served_without_a_cdn(client: httpx.AsyncClient) -> None:
+    page = (await client.get("/docs")).text
+    assert "cdn." not in page and "https://" not in page
+    for asset in re.findall(r'(?:src|href)="(/[^"]+)"', page):
+        r = await client.get(asset)
+        assert r.status_code == 200, asset
+        assert len(r.content) > 1000, asset
