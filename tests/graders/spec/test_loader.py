@@ -92,7 +92,7 @@ BAD_SPECS = [
     ('dtype = "float32"', 'dtype = "float16"', "params[0].dtype", "unknown array dtype"),
     ('dtype = "int32"', 'dtype = "int64"', "params[3].dtype", "unknown scalar dtype"),
     ('shape = ["M", "N"]', 'shape = "M"', "params[0].shape", "expected a list"),
-    ('shape = ["M", "N"]', 'shape = ["M", "N ** 2"]', "params[0].shape[1]", "`**`"),
+    ('shape = ["M", "N"]', 'shape = ["M", "N << 2"]', "params[0].shape[1]", "`<<`"),
     ('shape = ["M", "N"]', 'shape = ["M", "open(N)"]', "params[0].shape[1]", "unknown function"),
     ('shape = ["M", "N"]', 'shape = ["M", "N - 64"]', "params[0].shape", "empty dimension"),
     ('shape = ["M", "N"]', 'shape = ["M", "N * 100000000"]', "cases[0].sizes", "GiB"),
