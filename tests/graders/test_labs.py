@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graders.compile.compiler import compile_submission
+from graders.labcheck.check import compile_cached
 from graders.results import CompileResult
 from graders.run.inputs import case_seed, generate_arrays
 from graders.spec import LabSpec, builtin_labs_dir, list_builtin_labs, load_builtin_lab
@@ -135,8 +135,9 @@ ALL_FAULTY = [pair for lab in LAB_IDS for pair in faulty_files(lab)]
 
 
 def compile_for_test(lab: LabSpec, source: str, filename: str) -> CompileResult:
-    """Compile exactly as a submission is compiled (sandboxed NVRTC, declarations, checks)."""
-    return compile_submission(lab, source, arch=ARCH, filename=filename)
+    """Compile exactly as a submission is compiled (sandboxed NVRTC, declarations, checks),
+    once per process: tests/graders/labcheck checks every lab folder with the same results."""
+    return compile_cached(lab, source, filename, ARCH)
 
 
 def test_the_catalogue_has_twelve_labs() -> None:
