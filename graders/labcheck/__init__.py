@@ -4,6 +4,7 @@ Stage-neutral: it reads the spec, compiles through the compile stage and, on a G
 through the run stage, as a submission would be. `check_lab` is the entry point.
 """
 
-from graders.labcheck.check import CheckItem, LabCheckReport, check_lab
+from graders.labcheck.check import check_lab
+from graders.labcheck.report import CheckItem, LabCheckReport
 
 __all__ = ["CheckItem", "LabCheckReport", "check_lab"]

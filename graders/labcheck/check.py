@@ -16,62 +16,23 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from graders.labcheck import faults
-from graders.labcheck.faults import FaultExpectation, FaultHeaderError, Outcome
+from graders.labcheck.faults import (
+    FaultExpectation,
+    FaultHeaderError,
+    Outcome,
+    compile_problem,
+    faulty_files,
+    read_fault_header,
+)
+from graders.labcheck.report import FAIL, OK, SKIP, WARN, CheckItem, LabCheckReport
 from graders.results import CompileResult
 from graders.spec import LabSpec, LabSpecError, load_lab
 
-OK, FAIL, WARN, SKIP = "ok", "fail", "warn", "skip"
 # The oracle dry run uses cases up to this many elements in all (the smallest first).
 DRY_RUN_ELEMENTS = 1 << 22
 DRY_RUN_CASES = 3
-
-
-@dataclass(frozen=True)
-class CheckItem:
-    status: str  # ok, fail, warn, skip
-    subject: str  # "spec", "oracle.py", "reference naive.cu", "faulty/off_by_one.cu", "GPU"
-    message: str
-
-
-@dataclass
-class LabCheckReport:
-    folder: Path
-    lab_id: str = ""
-    items: list[CheckItem] = field(default_factory=list)
-    progress: Callable[[CheckItem], None] | None = None  # told of each item as it is found
-
-    @property
-    def ok(self) -> bool:
-        return not any(item.status == FAIL for item in self.items)
-
-    @property
-    def failures(self) -> list[CheckItem]:
-        return [item for item in self.items if item.status == FAIL]
-
-    def add(self, status: str, subject: str, message: str) -> None:
-        item = CheckItem(status, subject, message)
-        self.items.append(item)
-        if self.progress is not None:
-            self.progress(item)
-
-    def lines(self) -> list[str]:
-        return [f"  {i.status:<4}  {i.subject}: {i.message}" for i in self.items]
-
-    def summary(self) -> str:
-        failed = self.failures
-        if failed:
-            return (
-                f"{len(failed)} check{'s' if len(failed) != 1 else ''} failed for "
-                f"{self.lab_id or self.folder.name}; fix {'them' if len(failed) > 1 else 'it'} "
-                "and run `kernelgrader lab check` again."
-            )
-        ran = any(i.subject.startswith(("run ", "GPU")) and i.status == OK for i in self.items)
-        where = "all checks, on a GPU" if ran else "the checks that need no GPU"
-        return f"The lab {self.lab_id} passed {where}."
 
 
 def check_lab(
@@ -112,9 +73,9 @@ def check_lab(
 def _read_headers(lab: LabSpec, report: LabCheckReport) -> list[FaultExpectation]:
     names = {c.name for c in lab.cases}
     out = []
-    for path in faults.faulty_files(lab.folder):
+    for path in faulty_files(lab.folder):
         try:
-            out.append(faults.read_fault_header(path, names, sanitizer=lab.sanitizer))
+            out.append(read_fault_header(path, names, sanitizer=lab.sanitizer))
         except FaultHeaderError as exc:
             report.add(FAIL, f"faulty/{path.name}", str(exc))
     return out
@@ -307,7 +268,7 @@ def _compile_faulty(
         source = exp.path.read_text(encoding="utf-8")
         result = _compile(lab, source, exp.path.name, arch)
         outcome = _outcome_of_compile(lab, result)
-        problem = faults.compile_problem(exp, outcome)
+        problem = compile_problem(exp, outcome)
         if problem:
             report.add(FAIL, exp.label, problem)
         elif exp.compile_stage:

@@ -7,15 +7,10 @@ It grades through today's `graders.grade.run_submission` exactly as a submission
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from graders.labcheck import faults
-from graders.labcheck.faults import FaultExpectation, Outcome
+from graders.labcheck.faults import FaultExpectation, Outcome, run_problem
+from graders.labcheck.report import FAIL, OK, SKIP, LabCheckReport
 from graders.results import CompileResult, GradeReport
 from graders.spec import LabSpec
-
-if TYPE_CHECKING:
-    from graders.labcheck.check import LabCheckReport
 
 # Dtypes the run stage cannot generate, pass or compare yet.
 NEW_DTYPES = frozenset({"uint8", "float16", "bfloat16", "uint64"})
@@ -53,7 +48,6 @@ def run_on_gpu(
     secret: str,
 ) -> None:
     from graders.gpu import gpu_unavailable_reason
-    from graders.labcheck.check import FAIL, OK, SKIP
 
     reason = gpu_unavailable_reason()
     if reason:
@@ -100,7 +94,7 @@ def run_on_gpu(
             findings=tuple(f.kind for f in graded.findings),
             summary=graded.summary,
         )
-        problem = faults.run_problem(exp, outcome)
+        problem = run_problem(exp, outcome)
         if problem:
             report.add(FAIL, subject, f"{problem}. Its header says: {exp.why}")
         else:
