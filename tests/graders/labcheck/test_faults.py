@@ -65,3 +65,13 @@ def test_compile_stage_expectations() -> None:
     runs = FaultExpectation(PATH, "wrong_answer", finding="divergent_barrier", why="w")
     assert compile_problem(runs, Outcome("", "", warnings=("Line 9: __syncthreads() ...",))) is None
     assert "barrier warning" in (compile_problem(runs, Outcome("", "")) or "")
+
+
+def test_a_race_may_pass_every_case_if_the_sanitizer_finds_it() -> None:
+    race = FaultExpectation(PATH, "wrong_answer", finding="shared_memory_race", why="w")
+    lucky = _run(("a", True, "pass", ""), findings=("shared_memory_race",))
+    assert run_problem(race, lucky) is None
+    unseen = _run(("a", True, "pass", ""))
+    assert run_problem(race, unseen) == (
+        "the finding shared_memory_race was not reported (found: none)"
+    )
