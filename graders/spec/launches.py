@@ -22,7 +22,13 @@ def read_launches(
         grid = ctx.list_of(launch["grid"], f"{path}.grid", ctx.expr, min_len=1, max_len=3)
         shared = ctx.expr(launch.get("shared_bytes", 0), f"{path}.shared_bytes")
         if "args" in launch:
-            args = ctx.list_of(launch["args"], f"{path}.args", ctx.expr, min_len=1)
+            # A param's name is taken as is (`in` is a name here, though not in Python).
+            args = ctx.list_of(
+                launch["args"],
+                f"{path}.args",
+                lambda v, p: v if isinstance(v, str) and v in by_name else ctx.expr(v, p),
+                min_len=1,
+            )
         else:
             args = [p.name for p in params]
         if "kernel" in launch:
