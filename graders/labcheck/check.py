@@ -246,7 +246,9 @@ def _compile_references(
     return out
 
 
-def _outcome_of_compile(lab: LabSpec, result: CompileResult) -> Outcome:
+def outcome_of_compile(lab: LabSpec, result: CompileResult) -> Outcome:
+    """A compile result as a faulty kernel's header speaks of it: every kernel of a lab with
+    several is looked for (the compile stage itself looks for the first)."""
     warnings = tuple(result.warnings)
     if not result.ok:
         return Outcome(result.reason, f"{result.message}\n{result.log}".strip(), warnings)
@@ -267,7 +269,7 @@ def _compile_faulty(
     for exp in expectations:
         source = exp.path.read_text(encoding="utf-8")
         result = _compile(lab, source, exp.path.name, arch)
-        outcome = _outcome_of_compile(lab, result)
+        outcome = outcome_of_compile(lab, result)
         problem = compile_problem(exp, outcome)
         if problem:
             report.add(FAIL, exp.label, problem)
