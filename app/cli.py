@@ -117,10 +117,10 @@ def _check_lab_folder(folder: Path, *, run: bool, arch: str | None, quiet: bool)
     report = check_lab(
         folder, run=run, secret=get_settings().grading_secret, arch=arch, progress=show
     )
-    if report.ok and not quiet:
+    if not report.ok:
+        typer.secho(report.summary(), fg=typer.colors.RED)
+    elif not quiet:
         typer.echo(report.summary())
-    elif not report.ok:
-        typer.secho(report.summary(), err=True, fg=typer.colors.RED)
     return report.ok
 
 
