@@ -165,6 +165,16 @@ def _check_case(
     if total_bytes > MAX_CASE_BYTES:
         ctx.fail(f"cases[{ci}].sizes", f"{where}: the arrays need {total_bytes / 2**30:.0f} GiB")
     _check_literal_inputs(ctx, spec, ci, where, names)
+    if spec.expected_oracle in ("sum", "dot"):
+        for i, p in enumerate(spec.params):
+            if p.needs_answer and p.check == "elementwise" and p.numel_for(names) != 1:
+                ctx.fail(
+                    f"params[{i}].check",
+                    f"{where}: {spec.expected_oracle!r} computes one number, but {p.name} has "
+                    f"{p.numel_for(names)} elements, so only its first would be compared; give "
+                    f'it check = "sum" (the grader adds it up) or shape [1], or use '
+                    'oracle = "python"',
+                )
     for i, p in enumerate(spec.params):
         if p.of is not None and p.numel_for(names) != spec.param(p.of).numel_for(names):
             ctx.fail(

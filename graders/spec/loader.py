@@ -51,6 +51,10 @@ ORACLE_OPERANDS: dict[str, tuple[int, int]] = {
 }
 
 
+# Built-in oracles whose answer is one number: an output compared with it elementwise must
+# have one element (checks.py), or check = "sum".
+ONE_NUMBER_ORACLES = frozenset({"sum", "dot"})
+
 TOP_KEYS = {
     "lab",
     "params",
@@ -351,6 +355,13 @@ def _check_oracle_fits(
         )
     if len(float_scalars) < floats:
         ctx.fail("expected.oracle", f"{oracle!r} needs a float scalar (the factor); there is none")
+    for i, p in enumerate(params):
+        if p.needs_answer and p.check == "sum" and oracle not in ONE_NUMBER_ORACLES:
+            ctx.fail(
+                f"params[{i}].check",
+                f"'sum' compares the output's total with one number, but {oracle!r} computes an "
+                'array; use check = "elementwise"',
+            )
     if len(answered) > 1:
         ctx.fail(
             "expected.oracle",

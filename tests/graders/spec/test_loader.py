@@ -188,6 +188,7 @@ BAD_SPECS = [
         "must name a param",
     ),
     ('oracle = "matmul"', 'oracle = "matmult"', "expected.oracle", "unknown oracle"),
+    ('shape = ["M", "K"]', 'shape = ["M", "K"]\ncheck = "sum"', "params[2].check", "an array"),
     ('oracle = "matmul"', 'oracle = "reference:cublas"', "expected.oracle", "with a file"),
     ('oracle = "matmul"', 'oracle = "reference:naive"\nseed = 3', "expected", "unknown key"),
     ("[tolerance.float32]", "[tolerance.int32]", "tolerance", "unknown key 'int32'"),
@@ -325,6 +326,8 @@ def test_malformed_spec_is_refused_naming_the_field(
         ('oracle = "sum"', 'oracle = "dot"', "expected.oracle", "needs 2 input arrays"),
         ('oracle = "sum"', 'oracle = "scale"', "expected.oracle", "needs a float scalar"),
         ('kind = "scratch"', 'kind = "out"', "expected.oracle", "2 outputs (partial, total)"),
+        # A histogram of 256 bins against `sum` would compare one element (issue 12).
+        ("shape = [1]", "shape = [256]", "params[2].check", "so only its first would be compared"),
         (
             'nblocks = "min(1024, ceil(n / 1024))"',
             'nblocks = "min(1024, ceil(n / 1024)"',
