@@ -28,11 +28,10 @@ def _num(value: Number) -> str:
     """1e-06 as 1e-6, 0.0001 as 1e-4, 1048579 as itself."""
     if isinstance(value, int) or value == 0:
         return str(value)
-    text = f"{value:.3g}"
     if 1e-3 <= abs(value) < 1e6:
-        return text
-    mantissa, _, exponent = f"{value:.3g}".partition("e")
-    return f"{mantissa}e{int(exponent)}" if exponent else text
+        return f"{value:.3g}"
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def _expr(value: str | Number) -> str:
@@ -243,9 +242,11 @@ def _answer(lab: LabSpec) -> str:
     oracle = lab.expected_oracle
     if oracle == "python":
         file = lab.python_oracle.file if lab.python_oracle else "oracle.py"
+        floats = any(p.needs_answer and p.dtype in FLOAT_DTYPES for p in lab.params)
+        how = ", in double precision," if floats else ""
         return (
-            f"The expected answer is computed by the lab's own Python code (`{file}`), in "
-            "double precision, from the same inputs."
+            f"The expected answer is computed by the lab's own Python code (`{file}`){how} "
+            "from the same inputs."
         )
     if oracle.startswith("reference:"):
         name = oracle.split(":", 1)[1]
