@@ -116,6 +116,41 @@ def course_create(
         raise _fail(exc.message) from None
 
 
+def _check_lab_folder(folder: Path, *, run: bool, arch: str | None, quiet: bool) -> bool:
+    """Print what `graders.labcheck` finds (all of it, or only problems when quiet)."""
+    from app.core.settings import get_settings
+    from graders.labcheck import CheckItem, check_lab
+
+    def show(item: CheckItem) -> None:
+        if quiet and item.status in ("ok", "skip"):
+            return
+        color = {"fail": typer.colors.RED, "warn": typer.colors.YELLOW}.get(item.status)
+        typer.secho(f"  {item.status:<4}  {item.subject}: {item.message}", fg=color)
+
+    report = check_lab(
+        folder, run=run, secret=get_settings().grading_secret, arch=arch, progress=show
+    )
+    if not report.ok:
+        typer.secho(report.summary(), fg=typer.colors.RED)
+    elif not quiet:
+        typer.echo(report.summary())
+    return report.ok
+
+
+@lab_cli.command("check")
+def lab_check(
+    folder: Annotated[Path, typer.Argument(help="the lab folder (holding lab.toml)")],
+    gpu: Annotated[bool, typer.Option(help="run the kernels where a GPU is usable")] = True,
+    arch: Annotated[str | None, typer.Option(help="compile for this sm_XX")] = None,
+) -> None:
+    """Check a lab folder: spec, oracle, references, faulty kernels (and on a GPU, verdicts)."""
+    if not folder.is_dir():
+        raise _fail(f"{folder} is not a folder; give the lab's folder, the one holding lab.toml.")
+    typer.echo(f"Checking the lab folder {folder}:")
+    if not _check_lab_folder(folder, run=gpu, arch=arch, quiet=False):
+        raise typer.Exit(code=1)
+
+
 @lab_cli.command("add")
 def lab_add(
     course: str,
@@ -140,6 +175,10 @@ def lab_add(
         score_policy, late_policy = ScorePolicy(policy), LatePolicy(late)
     except ValueError:
         raise _fail("--policy is best or last, and --late is accept or refuse.") from None
+    # A lab folder is checked (without running kernels) before students can meet it; the
+    # built-in labs are checked by the test suite.
+    if Path(lab).is_dir() and not _check_lab_folder(Path(lab), run=False, arch=None, quiet=True):
+        raise _fail(f"The lab was not added; check it with `kernelgrader lab check {lab}`.")
     try:
         with session_scope() as session:
             row = add_lab(

@@ -89,7 +89,7 @@ class CaseResult:
     """One test case of one grading: verdict, the evidence for it, and its timing."""
 
     name: str
-    sizes: dict[str, int]
+    sizes: dict[str, int | float]  # whole numbers, and floats a float-only name takes
     hidden: bool
     passed: bool
     # "pass", "wrong_answer", "no_output", "out_of_bounds_write", "input_modified",

@@ -229,7 +229,8 @@ def submission_performance(
     if spec.work is not None:
         try:
             names = spec.sizes_for(timed.name, submission.declarations or {})
-            perf.flops, perf.traffic_bytes = spec.work.for_case(names)
+            flops, perf.traffic_bytes = spec.work.for_case(names)
+            perf.flops = flops or None  # a copy (a transpose) has no arithmetic to rate
         except (KeyError, ValueError, ArithmeticError):
             pass  # the spec changed since this grading; show times only
     lab = session.get_one(Lab, submission.lab_id)

@@ -4,11 +4,11 @@
 `LabSpecError` naming the file and the field.
 """
 
+from graders.spec.dtypes import FLOAT_DTYPES
 from graders.spec.loader import builtin_labs_dir, list_builtin_labs, load_builtin_lab, load_lab
 from graders.spec.model import (
     BUILTIN_ORACLES,
     BUILTIN_REFERENCES,
-    FLOAT_DTYPES,
     CaseSpec,
     DeclareSpec,
     InitSpec,
@@ -16,7 +16,9 @@ from graders.spec.model import (
     LabSpecError,
     LaunchSpec,
     LimitsSpec,
+    LiteralInput,
     ParamSpec,
+    PythonOracleSpec,
     ReferenceSpec,
     ScoringSpec,
     TimingSpec,
@@ -34,7 +36,9 @@ __all__ = [
     "LabSpecError",
     "LaunchSpec",
     "LimitsSpec",
+    "LiteralInput",
     "ParamSpec",
+    "PythonOracleSpec",
     "ReferenceSpec",
     "ScoringSpec",
     "TimingSpec",

@@ -1,7 +1,7 @@
 """A tiny, safe evaluator for the size expressions in lab specs (no `eval`).
 
 Lab specs are data an instructor writes, so expressions such as `"ceil(K / TILE)"` are parsed
-with `ast` and only a handful of node types are accepted: numbers, names, `+ - * / // %`,
+with `ast` and only a handful of node types are accepted: numbers, names, `+ - * / // % **`,
 unary signs, parentheses and the calls `ceil floor min max sqrt log2`.
 """
 
@@ -17,8 +17,24 @@ from typing import cast
 Number = int | float
 
 # Long expressions are a spec mistake, and a length cap also bounds how big an integer
-# product can grow (there is no `**`).
+# product can grow; `**` is bounded on its own (MAX_POWER_BITS).
 MAX_EXPRESSION_LENGTH = 400
+# A power whose integer result would need more bits than this is refused before it is
+# computed: `2 ** 64` is fine, `10 ** 10 ** 10` would take the evaluator's memory and time.
+MAX_POWER_BITS = 4096
+
+
+def _power(base: Number, exponent: Number) -> Number:
+    whole = isinstance(base, int) and isinstance(exponent, int) and exponent > 0
+    if whole and max(abs(int(base)).bit_length(), 1) * int(exponent) > MAX_POWER_BITS:
+        raise ExprError(f"{base} ** {exponent} is too large")
+    if base < 0 and not float(exponent).is_integer():
+        raise ExprError(f"a negative number to a fractional power ({base} ** {exponent})")
+    if base == 0 and exponent < 0:
+        raise ExprError("division by zero (0 to a negative power)")
+    result: Number = base**exponent
+    return result
+
 
 _BINARY: dict[type[ast.operator], tuple[str, Callable[[Number, Number], Number]]] = {
     ast.Add: ("+", lambda a, b: a + b),
@@ -27,6 +43,7 @@ _BINARY: dict[type[ast.operator], tuple[str, Callable[[Number, Number], Number]]
     ast.Div: ("/", lambda a, b: a / b),
     ast.FloorDiv: ("//", lambda a, b: a // b),
     ast.Mod: ("%", lambda a, b: a % b),
+    ast.Pow: ("**", _power),
 }
 
 
@@ -124,7 +141,7 @@ def _check(node: ast.AST, text: str, used: set[str]) -> None:
     if isinstance(node, ast.BinOp):
         if type(node.op) not in _BINARY:
             raise ExprError(
-                f"{text!r}: {_describe(node)} is not allowed; use + - * / // % and parentheses"
+                f"{text!r}: {_describe(node)} is not allowed; use + - * / // % ** and parentheses"
             )
         _check(node.left, text, used)
         _check(node.right, text, used)
@@ -214,6 +231,8 @@ def _eval(node: ast.expr, names: Mapping[str, Number], text: str) -> Number:
             result = op(left, right)
         except OverflowError:
             raise ExprError(f"{text!r}: the result is too large") from None
+        except ExprError as exc:
+            raise ExprError(f"{text!r}: {exc}") from None
         if isinstance(result, float) and not math.isfinite(result):
             raise ExprError(f"{text!r}: the result is not a finite number")
         return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
@@ -10,6 +11,9 @@ from graders.spec.expr import ExprError, Number, names_in
 from graders.spec.model import LabSpecError
 
 T = TypeVar("T")
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.x+-]{0,63}$")
 
 
 class FieldReader:
@@ -55,6 +59,14 @@ class FieldReader:
             self.fail(path, f"expected a whole number, got {_kind(value)}")
         if minimum is not None and value < minimum:
             self.fail(path, f"must be at least {minimum}, got {value}")
+        return value
+
+    def finite(self, value: Any, path: str) -> int | float:
+        """A whole number or a finite float, of either sign (TOML's own types kept)."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.fail(path, f"expected a number, got {_kind(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(path, f"expected a finite number, got {value}")
         return value
 
     def number(self, value: Any, path: str, *, positive: bool = False) -> float:

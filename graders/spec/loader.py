@@ -6,39 +6,37 @@ Every error names the file and the field path, e.g.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from graders.spec.cases import read_cases
 from graders.spec.checks import check_every_case, check_names
+from graders.spec.dtypes import FLOAT_DTYPES
 from graders.spec.expr import Number
-from graders.spec.fields import FieldReader
+from graders.spec.fields import CASE_NAME, IDENTIFIER, FieldReader
+from graders.spec.launches import read_launches
 from graders.spec.model import (
-    ARRAY_DTYPES,
     BUILTIN_ORACLES,
     BUILTIN_REFERENCES,
-    FLOAT_DTYPES,
     LAB_ID_PATTERN,
-    PARAM_KINDS,
-    SCALAR_DTYPES,
+    PYTHON_ORACLE,
     CaseSpec,
     DeclareSpec,
-    InitSpec,
     LabSpec,
     LabSpecError,
-    LaunchSpec,
     LimitsSpec,
     ParamSpec,
+    PythonOracleSpec,
     ReferenceSpec,
     ScoringSpec,
     TimingSpec,
     ToleranceSpec,
     WorkSpec,
 )
+from graders.spec.oracle_file import DEFAULT_ORACLE_FILE, read_oracle_file
+from graders.spec.params import read_params
 
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.x+-]{0,63}$")
 # NVRTC options that would give a submission a way to read host files or change output kinds.
 FORBIDDEN_OPTION_PREFIXES = ("-I", "--include-path", "-include", "--pre-include", "-o", "--output")
 # What each built-in oracle reads (graders.run.oracles): input arrays (kind in or inout, in
@@ -53,6 +51,10 @@ ORACLE_OPERANDS: dict[str, tuple[int, int]] = {
     "conv2d": (2, 0),
 }
 
+
+# Built-in oracles whose answer is one number: an output compared with it elementwise must
+# have one element (checks.py), or check = "sum".
+ONE_NUMBER_ORACLES = frozenset({"sum", "dot"})
 
 TOP_KEYS = {
     "lab",
@@ -92,9 +94,12 @@ def read_lab(folder: Path) -> LabSpec:
     lab = ctx.table(
         data["lab"],
         "lab",
-        required={"id", "title", "kernel"},
-        optional={"page", "requires", "sanitizer", "sanitizer_case", "nvrtc_options"},
-    )
+        required={"id", "title"},
+        optional={
+            "kernel", "kernels", "page", "requires", "sanitizer", "sanitizer_case",
+            "nvrtc_options",
+        },
+    )  # fmt: skip
     lab_id = ctx.string(lab["id"], "lab.id", pattern=LAB_ID_PATTERN)
     if lab_id != folder.name:
         ctx.fail("lab.id", f"{lab_id!r} must equal the folder name {folder.name!r}")
@@ -105,19 +110,21 @@ def read_lab(folder: Path) -> LabSpec:
         if opt.startswith(FORBIDDEN_OPTION_PREFIXES):
             ctx.fail(f"lab.nvrtc_options[{i}]", f"{opt!r} is not allowed (no include paths)")
 
-    params = _params(ctx, data["params"])
+    kernels = _kernels(ctx, lab)
+    params = read_params(ctx, data["params"])
     declares = _declares(ctx, data.get("declare", {}))
     derived = _derived(ctx, data.get("derived", {}))
-    launches = _launches(ctx, data["launch"], params)
-    cases = _cases(ctx, data["cases"])
+    launches = read_launches(ctx, data["launch"], params, kernels)
+    cases = read_cases(ctx, data["cases"], folder, params)
+    _check_inputs_have_data(ctx, params, cases)
     references = _references(ctx, folder, data.get("references", []))
-    oracle = _expected(ctx, data["expected"], references)
+    oracle, python_oracle = _expected(ctx, data["expected"], references, folder)
     tolerance = _tolerance(ctx, data.get("tolerance", {}), params)
     limits = _limits(ctx, data.get("limits", {}))
     timing = _timing(ctx, data["timing"], cases) if "timing" in data else None
     scoring = _scoring(ctx, data.get("scoring", {}), references, timing)
 
-    _check_oracle_fits(ctx, oracle, params, references)
+    _check_oracle_fits(ctx, oracle, python_oracle, params, references)
     case_names = {c.name for c in cases}
     sanitizer = ctx.boolean(lab.get("sanitizer", False), "lab.sanitizer")
     sanitizer_case = lab.get("sanitizer_case")
@@ -131,7 +138,9 @@ def read_lab(folder: Path) -> LabSpec:
     spec = LabSpec(
         id=lab_id,
         title=ctx.string(lab["title"], "lab.title"),
-        kernel=ctx.string(lab["kernel"], "lab.kernel", pattern=IDENTIFIER),
+        kernel=kernels[0],
+        kernels=kernels,
+        python_oracle=python_oracle,
         folder=folder,
         page_markdown=page_markdown,
         params=params,
@@ -168,81 +177,49 @@ def _read_text(ctx: FieldReader, folder: Path, name: str, path: str) -> str:
         ctx.fail(path, f"{name!r} is not UTF-8 text")
 
 
-def _init(ctx: FieldReader, value: Any, path: str) -> InitSpec:
-    init = ctx.table(value, path, required={"dist"}, optional={"low", "high", "value"})
-    dist = ctx.string(init["dist"], f"{path}.dist")
-    if dist in ("uniform", "integers"):
-        for key in ("low", "high"):
-            if key not in init:
-                ctx.fail(path, f"{key!r} is missing (dist = {dist!r} needs low and high)")
-        if "value" in init:
-            ctx.fail(f"{path}.value", f"is only for dist = 'constant', not {dist!r}")
-        return InitSpec(
-            dist, ctx.expr(init["low"], f"{path}.low"), ctx.expr(init["high"], f"{path}.high")
+def _kernels(ctx: FieldReader, lab: dict[str, Any]) -> tuple[str, ...]:
+    """`kernel = "name"`, or `kernels = [...]` for a lab whose submission defines several."""
+    if "kernel" in lab and "kernels" in lab:
+        ctx.fail("lab", "takes `kernel` or `kernels` (a list), not both")
+    if "kernel" not in lab and "kernels" not in lab:
+        ctx.fail(
+            "lab",
+            "'kernel' is missing (the kernel students define; or `kernels`, a list, for a lab "
+            "whose launches run several kernels)",
         )
-    if dist == "constant":
-        if "value" not in init or "low" in init or "high" in init:
-            ctx.fail(path, "dist = 'constant' takes `value` only")
-        return InitSpec(dist, value=ctx.expr(init["value"], f"{path}.value"))
-    ctx.fail(f"{path}.dist", f"unknown distribution {dist!r} (uniform, integers, constant)")
+    if "kernel" in lab:
+        return (ctx.string(lab["kernel"], "lab.kernel", pattern=IDENTIFIER),)
+    names = ctx.list_of(
+        lab["kernels"],
+        "lab.kernels",
+        lambda v, p: ctx.string(v, p, pattern=IDENTIFIER),
+        min_len=1,
+        max_len=16,
+    )
+    _unique(ctx, "lab.kernels", names, "")
+    return tuple(names)
 
 
-def _params(ctx: FieldReader, value: Any) -> list[ParamSpec]:
-    def one(item: Any, path: str) -> ParamSpec:
-        p = ctx.table(
-            item,
-            path,
-            required={"name", "kind", "dtype"},
-            optional={"shape", "init", "value", "check"},
-        )
-        name = ctx.string(p["name"], f"{path}.name", pattern=IDENTIFIER)
-        kind = ctx.string(p["kind"], f"{path}.kind")
-        if kind not in PARAM_KINDS:
-            ctx.fail(f"{path}.kind", f"unknown kind {kind!r} (one of {', '.join(PARAM_KINDS)})")
-        dtype = ctx.string(p["dtype"], f"{path}.dtype")
-        known = SCALAR_DTYPES if kind == "scalar" else ARRAY_DTYPES
-        if dtype not in known:
-            what = "scalar" if kind == "scalar" else "array"
-            ctx.fail(f"{path}.dtype", f"unknown {what} dtype {dtype!r} (one of {', '.join(known)})")
-        init = _init(ctx, p["init"], f"{path}.init") if "init" in p else None
-        if kind == "scalar":
-            for key in ("shape", "check"):
-                if key in p:
-                    ctx.fail(f"{path}.{key}", "a scalar has no shape or check")
-            if ("value" in p) == (init is not None):
-                ctx.fail(path, "a scalar needs exactly one of `value` or `init`")
-            value = ctx.expr(p["value"], f"{path}.value") if "value" in p else None
-            return ParamSpec(name, kind, dtype, init=init, value=value)
-        if "shape" not in p:
-            ctx.fail(path, "'shape' is missing (arrays need a shape)")
-        if "value" in p:
-            ctx.fail(f"{path}.value", "only scalars take a value; arrays take init")
-        shape = ctx.list_of(p["shape"], f"{path}.shape", ctx.expr, min_len=1, max_len=4)
-        if init is None and kind in ("in", "inout"):
-            ctx.fail(path, f"'init' is missing (an {kind!r} array needs generated contents)")
-        if init is not None and kind in ("out", "scratch"):
+def _check_inputs_have_data(
+    ctx: FieldReader, params: list[ParamSpec], cases: list[CaseSpec]
+) -> None:
+    for i, p in enumerate(params):
+        if p.init is not None or p.kind not in ("in", "inout"):
+            continue
+        without = [c.name for c in cases if p.name not in c.inputs]
+        if without:
             ctx.fail(
-                f"{path}.init", f"a {kind!r} array is filled by the grader; use kind = 'inout'"
+                f"params[{i}]",
+                f"'init' is missing (an {p.kind!r} array needs generated contents, or "
+                f"hand-written values in every case; case {without[0]!r} gives none)",
             )
-        check = ctx.string(p.get("check", "elementwise"), f"{path}.check")
-        if check not in ("elementwise", "sum"):
-            ctx.fail(f"{path}.check", f"unknown check {check!r} (elementwise or sum)")
-        if "check" in p and kind not in ("out", "inout"):
-            ctx.fail(f"{path}.check", "only outputs are checked")
-        return ParamSpec(name, kind, dtype, tuple(shape), init, None, check)
-
-    params = ctx.list_of(value, "params", one, min_len=1)
-    _unique(ctx, "params", [p.name for p in params], "name")
-    if not any(p.is_output for p in params):
-        ctx.fail("params", "no parameter has kind 'out' or 'inout', so there is nothing to check")
-    return params
 
 
 def _unique(ctx: FieldReader, path: str, names: list[str], key: str) -> None:
     seen: set[str] = set()
     for i, name in enumerate(names):
         if name in seen:
-            ctx.fail(f"{path}[{i}].{key}", f"{name!r} is used twice")
+            ctx.fail(f"{path}[{i}]{'.' + key if key else ''}", f"{name!r} is used twice")
         seen.add(name)
 
 
@@ -252,7 +229,12 @@ def _declares(ctx: FieldReader, value: Any) -> dict[str, DeclareSpec]:
     for name, item in table.items():
         path = f"declare.{name}"
         ctx.string(name, path, pattern=IDENTIFIER)
-        d = ctx.table(item, path, required={"names", "default", "min", "max"})
+        d = ctx.table(
+            item,
+            path,
+            required={"names", "default", "min", "max"},
+            optional={"multiple_of", "power_of_two"},
+        )
         names = ctx.list_of(
             d["names"],
             f"{path}.names",
@@ -264,7 +246,19 @@ def _declares(ctx: FieldReader, value: Any) -> dict[str, DeclareSpec]:
         high = ctx.integer(d["max"], f"{path}.max")
         if not low <= default <= high:
             ctx.fail(path, f"needs min <= default <= max, got {low}, {default}, {high}")
-        out[name] = DeclareSpec(name, tuple(names), default, low, high)
+        multiple = (
+            ctx.integer(d["multiple_of"], f"{path}.multiple_of", minimum=1)
+            if "multiple_of" in d
+            else None
+        )
+        power = ctx.boolean(d.get("power_of_two", False), f"{path}.power_of_two")
+        spec = DeclareSpec(name, tuple(names), default, low, high, multiple, power)
+        # The extremes are what every expression is checked with, so they must be allowed.
+        for key, v in (("default", default), ("min", low), ("max", high)):
+            problem = spec.problem(v)
+            if problem:
+                ctx.fail(f"{path}.{key}", f"is {v}, but {problem}")
+        out[name] = spec
     return out
 
 
@@ -274,78 +268,6 @@ def _derived(ctx: FieldReader, value: Any) -> dict[str, str | Number]:
         ctx.string(name, f"derived.{name}", pattern=IDENTIFIER)
         ctx.expr(expr, f"derived.{name}")
     return dict(table)
-
-
-def _launches(ctx: FieldReader, value: Any, params: list[ParamSpec]) -> list[LaunchSpec]:
-    by_name = {p.name: p for p in params}
-
-    def one(item: Any, path: str) -> LaunchSpec:
-        launch = ctx.table(
-            item, path, required={"block", "grid"}, optional={"shared_bytes", "args"}
-        )
-        block = ctx.list_of(launch["block"], f"{path}.block", ctx.expr, min_len=1, max_len=3)
-        grid = ctx.list_of(launch["grid"], f"{path}.grid", ctx.expr, min_len=1, max_len=3)
-        shared = ctx.expr(launch.get("shared_bytes", 0), f"{path}.shared_bytes")
-        if "args" in launch:
-            args = ctx.list_of(launch["args"], f"{path}.args", ctx.expr, min_len=1)
-        else:
-            args = [p.name for p in params]
-        return LaunchSpec(tuple(block), tuple(grid), shared, tuple(args))
-
-    launches = ctx.list_of(value, "launch", one, min_len=1)
-    first = launches[0]
-    for i, entry in enumerate(first.args):
-        if not isinstance(entry, str) or entry not in by_name:
-            ctx.fail(
-                f"launch[0].args[{i}]",
-                f"{entry!r} is not a parameter name; the first launch fixes the kernel's "
-                "signature, so each of its arguments must name a param",
-            )
-    signature = [by_name[str(a)] for a in first.args]
-    for li, launch in enumerate(launches[1:], start=1):
-        if len(launch.args) != len(signature):
-            ctx.fail(
-                f"launch[{li}].args",
-                f"has {len(launch.args)} arguments; the kernel takes {len(signature)}",
-            )
-        for i, (entry, slot) in enumerate(zip(launch.args, signature, strict=True)):
-            param = by_name.get(entry) if isinstance(entry, str) else None
-            where = f"launch[{li}].args[{i}]"
-            if slot.is_array:
-                if param is None or not param.is_array or param.dtype != slot.dtype:
-                    ctx.fail(
-                        where,
-                        f"must name a {slot.dtype} array parameter "
-                        f"(the kernel's argument {slot.name} is one)",
-                    )
-            elif param is not None and (param.is_array or param.dtype != slot.dtype):
-                ctx.fail(where, f"{entry!r} must be a {slot.dtype} scalar or an expression")
-    used = {a for launch in launches for a in launch.args if isinstance(a, str)}
-    for i, p in enumerate(params):
-        if p.name not in used:
-            ctx.fail(f"params[{i}]", f"{p.name!r} is not passed to any launch")
-    return launches
-
-
-def _cases(ctx: FieldReader, value: Any) -> list[CaseSpec]:
-    def one(item: Any, path: str) -> CaseSpec:
-        c = ctx.table(item, path, required={"name", "sizes", "points"}, optional={"hidden"})
-        name = ctx.string(c["name"], f"{path}.name", pattern=CASE_NAME)
-        sizes_in = c["sizes"]
-        sizes_table = ctx.table(
-            sizes_in, f"{path}.sizes", optional=set(sizes_in) if isinstance(sizes_in, dict) else ()
-        )
-        sizes = {}
-        for key, v in sizes_table.items():
-            ctx.string(key, f"{path}.sizes", pattern=IDENTIFIER)
-            sizes[key] = ctx.integer(v, f"{path}.sizes.{key}", minimum=0)
-        points = ctx.number(c["points"], f"{path}.points")
-        hidden = ctx.boolean(c.get("hidden", False), f"{path}.hidden")
-        return CaseSpec(name, sizes, points, hidden)
-
-    cases = ctx.list_of(value, "cases", one, min_len=1)
-    _unique(ctx, "cases", [c.name for c in cases], "name")
-    return cases
 
 
 def _references(ctx: FieldReader, folder: Path, value: Any) -> list[ReferenceSpec]:
@@ -374,9 +296,16 @@ def _references(ctx: FieldReader, folder: Path, value: Any) -> list[ReferenceSpe
     return refs
 
 
-def _expected(ctx: FieldReader, value: Any, references: list[ReferenceSpec]) -> str:
-    table = ctx.table(value, "expected", required={"oracle"})
+def _expected(
+    ctx: FieldReader, value: Any, references: list[ReferenceSpec], folder: Path
+) -> tuple[str, PythonOracleSpec | None]:
+    table = ctx.table(value, "expected", required={"oracle"}, optional={"file"})
     oracle = ctx.string(table["oracle"], "expected.oracle")
+    if "file" in table and oracle != PYTHON_ORACLE:
+        ctx.fail("expected.file", f"names the Python oracle's file; oracle is {oracle!r}")
+    if oracle == PYTHON_ORACLE:
+        name = ctx.string(table.get("file", DEFAULT_ORACLE_FILE), "expected.file")
+        return oracle, read_oracle_file(ctx, folder, name, "expected.file")
     if oracle.startswith("reference:"):
         name = oracle.removeprefix("reference:")
         if not any(r.name == name and r.file for r in references):
@@ -384,13 +313,18 @@ def _expected(ctx: FieldReader, value: Any, references: list[ReferenceSpec]) -> 
     elif oracle not in BUILTIN_ORACLES:
         ctx.fail(
             "expected.oracle",
-            f"unknown oracle {oracle!r} (one of {', '.join(BUILTIN_ORACLES)}, or reference:<name>)",
+            f"unknown oracle {oracle!r} (python, one of {', '.join(BUILTIN_ORACLES)}, or "
+            "reference:<name>)",
         )
-    return oracle
+    return oracle, None
 
 
 def _check_oracle_fits(
-    ctx: FieldReader, oracle: str, params: list[ParamSpec], references: list[ReferenceSpec]
+    ctx: FieldReader,
+    oracle: str,
+    python_oracle: PythonOracleSpec | None,
+    params: list[ParamSpec],
+    references: list[ReferenceSpec],
 ) -> None:
     """A built-in oracle or reference that does not fit the params fails here, at load, rather
     than as "the grader failed" for every submission (or as the student's timed case)."""
@@ -401,12 +335,21 @@ def _check_oracle_fits(
                 f"'cublas' multiplies two matrices; it fits only a lab whose oracle is 'matmul', "
                 f"not {oracle!r}",
             )
+    for i, p in enumerate(params):
+        judged_by_python = p.is_output and p.check == "none" and not p.properties
+        if judged_by_python and (python_oracle is None or not python_oracle.has_check):
+            where = python_oracle.file if python_oracle else "a Python oracle"
+            ctx.fail(
+                f"params[{i}].check",
+                f"'python' needs a check(outputs, expected, inputs, sizes) function in {where} "
+                '(oracle = "python"); without it nothing would check this output',
+            )
     if oracle not in ORACLE_OPERANDS:
         return
     arrays, floats = ORACLE_OPERANDS[oracle]
     inputs = [p for p in params if p.is_array and p.is_input]
     float_scalars = [p for p in params if not p.is_array and p.dtype in FLOAT_DTYPES]
-    outputs = [p.name for p in params if p.is_output]
+    answered = [p.name for p in params if p.needs_answer]
     if len(inputs) < arrays:
         ctx.fail(
             "expected.oracle",
@@ -415,12 +358,19 @@ def _check_oracle_fits(
         )
     if len(float_scalars) < floats:
         ctx.fail("expected.oracle", f"{oracle!r} needs a float scalar (the factor); there is none")
-    if len(outputs) > 1:
+    for i, p in enumerate(params):
+        if p.needs_answer and p.check == "sum" and oracle not in ONE_NUMBER_ORACLES:
+            ctx.fail(
+                f"params[{i}].check",
+                f"'sum' compares the output's total with one number, but {oracle!r} computes an "
+                'array; use check = "elementwise"',
+            )
+    if len(answered) > 1:
         ctx.fail(
             "expected.oracle",
-            f"{oracle!r} computes one answer, but the params have {len(outputs)} outputs "
-            f"({', '.join(outputs)}); the others would go unchecked. Use a reference kernel "
-            '(oracle = "reference:<name>") or make the others "scratch"',
+            f"{oracle!r} computes one answer, but the params have {len(answered)} outputs "
+            f'({", ".join(answered)}); the others would go unchecked. Use oracle = "python", '
+            'a reference kernel (oracle = "reference:<name>") or make the others "scratch"',
         )
 
 
@@ -435,7 +385,8 @@ def _tolerance(ctx: FieldReader, value: Any, params: list[ParamSpec]) -> dict[st
             ctx.expr(t["rtol"], f"tolerance.{dtype}.rtol"),
         )
     for i, p in enumerate(params):
-        if p.is_output and p.dtype in FLOAT_DTYPES and p.dtype not in out:
+        uses = p.needs_answer or "rows_sum_to_one" in p.properties
+        if uses and p.dtype in FLOAT_DTYPES and p.dtype not in out:
             ctx.fail(
                 "tolerance",
                 f"[tolerance.{p.dtype}] is missing (params[{i}] {p.name!r} is a {p.dtype} output)",

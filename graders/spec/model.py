@@ -12,33 +12,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from graders.spec.dtypes import ARRAY_DTYPES, DTYPE_BYTES, INTEGER_DTYPES, SCALAR_DTYPES
 from graders.spec.expr import Number, evaluate, evaluate_int
 
-# dtype name -> C type, for arrays and for scalars.
-ARRAY_DTYPES: dict[str, str] = {
-    "float32": "float",
-    "float64": "double",
-    "int32": "int",
-    "uint32": "unsigned int",
-    "int64": "long long",
-}
-SCALAR_DTYPES: dict[str, str] = {
-    "int32": "int",
-    "uint32": "unsigned int",
-    "float32": "float",
-    "float64": "double",
-}
-DTYPE_BYTES: dict[str, int] = {
-    "float32": 4,
-    "float64": 8,
-    "int32": 4,
-    "uint32": 4,
-    "int64": 8,
-}
-FLOAT_DTYPES = frozenset({"float32", "float64"})
 PARAM_KINDS = ("in", "out", "inout", "scratch", "scalar")
 BUILTIN_ORACLES = ("scale", "hadamard", "sum", "dot", "matmul", "conv1d", "conv2d")
+PYTHON_ORACLE = "python"
 BUILTIN_REFERENCES = ("cublas",)
+DISTRIBUTIONS = ("uniform", "integers", "normal", "constant", "zeros")
+# How an output is compared with the oracle's answer ("none": it is not; its properties or
+# the lab's Python check judge it), and the built-in properties an output may be checked for.
+COMPARISONS = ("elementwise", "sum", "none")
+PROPERTIES = ("rows_sum_to_one", "sorted_permutation")
 
 LAB_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
@@ -49,12 +34,31 @@ class LabSpecError(ValueError):
 
 @dataclass(frozen=True)
 class InitSpec:
-    """How an input array or a random scalar is generated (seeded by the grader)."""
+    """How an input array or a random scalar is generated (seeded by the grader).
 
-    dist: str  # "uniform" (floats in [low, high)), "integers" (low..high inclusive), "constant"
+    uniform: floats in [low, high) (an integer dtype: whole numbers low..high); integers:
+    low..high inclusive; normal: mean + std * N(0, 1) (an integer dtype: rounded to nearest,
+    then clipped to the dtype's range); constant: every element `value`; zeros: every element 0.
+    """
+
+    dist: str
     low: str | Number = 0
     high: str | Number = 0
-    value: str | Number = 0  # for dist = "constant"
+    value: str | Number = 0  # dist = "constant"
+    mean: str | Number = 0  # dist = "normal"
+    std: str | Number = 1  # dist = "normal"
+
+    @property
+    def expressions(self) -> dict[str, str | Number]:
+        """The fields this distribution uses, by name (each an expression of the sizes)."""
+        keys = {
+            "uniform": ("low", "high"),
+            "integers": ("low", "high"),
+            "normal": ("mean", "std"),
+            "constant": ("value",),
+            "zeros": (),
+        }[self.dist]
+        return {k: getattr(self, k) for k in keys}
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,12 @@ class ParamSpec:
     shape: tuple[str | Number, ...] = ()
     init: InitSpec | None = None
     value: str | Number | None = None  # scalars: an expression of the sizes
-    check: str = "elementwise"  # outputs: "elementwise" or "sum"
+    # Outputs: how the output is compared with the oracle's answer (COMPARISONS), and the
+    # built-in properties it must have (PROPERTIES); `of` is the input a sorted_permutation
+    # output must be a permutation of.
+    check: str = "elementwise"
+    properties: tuple[str, ...] = ()
+    of: str | None = None
 
     @property
     def is_array(self) -> bool:
@@ -106,9 +115,14 @@ class ParamSpec:
         if self.value is None:
             raise ValueError(f"parameter {self.name} has no fixed value (it is generated)")
         value = evaluate(self.value, names)
-        if self.dtype in ("int32", "uint32"):
+        if self.dtype in INTEGER_DTYPES:
             return evaluate_int(self.value, names, what=f"{self.name}.value")
         return float(value)
+
+    @property
+    def needs_answer(self) -> bool:
+        """An output compared with the oracle's answer (its elements, or its sum)."""
+        return self.is_output and self.check != "none"
 
 
 @dataclass(frozen=True)
@@ -120,6 +134,7 @@ class LaunchSpec:
     shared_bytes: str | Number = 0
     # One entry per kernel parameter: a param's name, or an expression (multi-pass labs).
     args: tuple[str | Number, ...] = ()
+    kernel: str = ""  # which of the lab's kernels this step launches (LabSpec.kernels)
 
     def geometry(
         self, names: Mapping[str, Number]
@@ -156,14 +171,38 @@ class DeclareSpec:
     default: int
     min: int
     max: int
+    multiple_of: int | None = None
+    power_of_two: bool = False
+
+    def problem(self, value: int) -> str | None:
+        """Why `value` is not one this lab accepts (a phrase), or None when it is."""
+        if not self.min <= value <= self.max:
+            return f"this lab accepts {self.name} from {self.min} to {self.max}"
+        if self.multiple_of and value % self.multiple_of:
+            return f"{self.name} must be a multiple of {self.multiple_of}"
+        if self.power_of_two and (value < 1 or value & (value - 1)):
+            return f"{self.name} must be a power of two (1, 2, 4, 8, ...)"
+        return None
+
+
+@dataclass(frozen=True)
+class LiteralInput:
+    """An input array's contents written by hand for one case, in the spec or in a file."""
+
+    param: str
+    values: tuple[Number, ...]  # row-major, as many as the array has elements
+    shape: tuple[int, ...] | None  # the nesting of a literal list; None for a flat list or file
+    source: str  # "literal", or the file's name in the lab folder
 
 
 @dataclass(frozen=True)
 class CaseSpec:
     name: str
-    sizes: dict[str, int]
+    # Whole numbers, and floats for names that only float expressions use (e.g. alpha).
+    sizes: dict[str, Number]
     points: float
     hidden: bool
+    inputs: dict[str, LiteralInput] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -176,6 +215,19 @@ class ReferenceSpec:
     @property
     def path_label(self) -> str:
         return self.file or f"builtin:{self.builtin}"
+
+
+@dataclass(frozen=True)
+class PythonOracleSpec:
+    """The lab's trusted Python code (`oracle.py`): `expected(...)` and an optional `check(...)`.
+
+    The loader only reads the file and checks, without running it, that it defines the
+    functions with the arguments graders.run.python_oracle calls them with.
+    """
+
+    file: str
+    source: str
+    has_check: bool
 
 
 @dataclass(frozen=True)
@@ -228,7 +280,7 @@ class WorkSpec:
 class LabSpec:
     id: str
     title: str
-    kernel: str
+    kernel: str  # the first of `kernels`: what single-kernel code reads
     folder: Path
     page_markdown: str
     params: list[ParamSpec]
@@ -247,6 +299,14 @@ class LabSpec:
     requires: list[str] = field(default_factory=list)
     nvrtc_options: list[str] = field(default_factory=list)
     work: WorkSpec | None = None
+    # Every extern "C" kernel a submission defines, in the order the spec names them; the
+    # first is `kernel`. A launch names its kernel (LaunchSpec.kernel).
+    kernels: tuple[str, ...] = ()
+    python_oracle: PythonOracleSpec | None = None
+
+    def __post_init__(self) -> None:
+        if not self.kernels:
+            object.__setattr__(self, "kernels", (self.kernel,))
 
     @property
     def correctness_points(self) -> float:
@@ -267,18 +327,27 @@ class LabSpec:
 
     @property
     def signature(self) -> list[ParamSpec]:
-        """The kernel's parameters in order, as the first launch passes them."""
+        """The first kernel's parameters in order, as its first launch passes them."""
+        return self.signature_of(self.kernel)
+
+    def signature_of(self, kernel: str) -> list[ParamSpec]:
+        """A kernel's parameters in order, as the first launch of that kernel passes them."""
         by_name = {p.name: p for p in self.params}
-        return [by_name[str(a)] for a in self.launches[0].args]
+        first = next(launch for launch in self.launches if launch.kernel == kernel)
+        return [by_name[str(a)] for a in first.args]
 
-    def c_signature(self) -> str:
-        """The kernel as a student declares it: `extern "C" __global__ void matmul(...)`."""
-        args = ", ".join(f"{p.c_type} {p.name}" for p in self.signature)
-        return f'extern "C" __global__ void {self.kernel}({args})'
+    def c_signature(self, kernel: str | None = None) -> str:
+        """A kernel as a student declares it: `extern "C" __global__ void matmul(...)`."""
+        name = kernel or self.kernel
+        args = ", ".join(f"{p.c_type} {p.name}" for p in self.signature_of(name))
+        return f'extern "C" __global__ void {name}({args})'
 
-    def signature_sizes(self) -> list[int]:
+    def signature_sizes(self, kernel: str | None = None) -> list[int]:
         """Bytes of each kernel argument as the grader passes it (pointers are 8 bytes)."""
-        return [8 if p.is_array else DTYPE_BYTES[p.dtype] for p in self.signature]
+        return [
+            8 if p.is_array else DTYPE_BYTES[p.dtype]
+            for p in self.signature_of(kernel or self.kernel)
+        ]
 
     def param(self, name: str) -> ParamSpec:
         for p in self.params:
@@ -321,7 +390,7 @@ class LabSpec:
         if isinstance(launch, int):
             launch = self.launches[launch]
         by_name = {p.name: p for p in self.params}
-        signature = self.signature
+        signature = self.signature_of(launch.kernel or self.kernel)
         bound: list[BoundArg] = []
         for i, entry in enumerate(launch.args):
             slot = signature[i]
@@ -335,7 +404,7 @@ class LabSpec:
                 bound.append(BoundArg(i, param.dtype, param, value))
                 continue
             value = evaluate(entry, names)
-            if slot.dtype in ("int32", "uint32"):
+            if slot.dtype in INTEGER_DTYPES:
                 value = evaluate_int(entry, names, what=f"launch argument {i}")
             else:
                 value = float(value)

@@ -153,3 +153,42 @@ def test_a_due_date_with_an_offset_is_the_same_instant_in_utc(course: str) -> No
     expected = datetime(2030, 1, 1, 22, 30, tzinfo=UTC)
     assert due == {"scale-test": expected, "vector-scale": expected}
     assert all(d is not None and d.utcoffset() is not None for d in due.values())
+
+
+def test_lab_check_reports_each_check_and_passes_a_good_lab() -> None:
+    out = run("lab", "check", str(TEST_LAB), "--no-gpu")
+    assert f"Checking the lab folder {TEST_LAB}:" in out
+    assert "ok    spec: lab.toml loads (2 cases, 0 references, 0 faulty kernels)" in out
+    assert "The lab scale-test passed the checks that need no GPU." in out
+    assert "is not a folder" in fails("lab", "check", str(TEST_LAB / "lab.toml"))
+
+
+def _broken_copy(tmp_path: Path) -> Path:
+    """The test lab with a reference that does not compile."""
+    import shutil
+
+    folder = Path(shutil.copytree(TEST_LAB, tmp_path / "scale-test"))
+    spec = (folder / "lab.toml").read_text(encoding="utf-8")
+    (folder / "lab.toml").write_text(
+        spec + '\n[[references]]\nname = "mine"\nfile = "mine.cu"\n', encoding="utf-8"
+    )
+    (folder / "mine.cu").write_text(
+        'extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, '
+        "float factor) { dst[0] = oops; }\n",
+        encoding="utf-8",
+    )
+    return folder
+
+
+def test_lab_check_fails_a_lab_whose_reference_does_not_compile(tmp_path: Path) -> None:
+    out = fails("lab", "check", str(_broken_copy(tmp_path)), "--no-gpu")
+    assert "fail  reference mine.cu: does not compile: The compiler reported 1 error" in out
+    assert "1 check failed for scale-test; fix it and run `kernelgrader lab check` again." in out
+
+
+def test_lab_add_refuses_a_lab_folder_that_fails_its_check(course: str, tmp_path: Path) -> None:
+    folder = _broken_copy(tmp_path)
+    out = fails("lab", "add", course, str(folder))
+    assert "reference mine.cu: does not compile" in out
+    assert f"The lab was not added; check it with `kernelgrader lab check {folder}`." in out
+    assert "Added lab scale-test" in run("lab", "add", course, str(TEST_LAB))

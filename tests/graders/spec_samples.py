@@ -185,3 +185,106 @@ def write_lab(root: Path, text: str, lab_id: str = "matmul-tiled") -> Path:
     (folder / "lab.md").write_text("# The lab\n", encoding="utf-8")
     (folder / "naive.cu").write_text(NAIVE, encoding="utf-8")
     return folder
+
+
+# A lab that uses the newer features: two kernels, a zeroed scratch array, a uint8 input with
+# a normal distribution, a float case parameter, hand-written inputs and a Python oracle.
+MULTI_SPEC = """\
+[lab]
+id = "two-kernels"
+title = "Two kernels"
+kernels = ["count", "finish"]
+
+[[params]]
+name = "data"
+kind = "in"
+dtype = "uint8"
+shape = ["n"]
+init = { dist = "normal", mean = 128, std = "spread" }
+
+[[params]]
+name = "counts"
+kind = "scratch"
+dtype = "uint32"
+shape = [256]
+init = { dist = "zeros" }
+
+[[params]]
+name = "out"
+kind = "out"
+dtype = "float32"
+shape = [256]
+
+[[params]]
+name = "n"
+kind = "scalar"
+dtype = "uint64"
+value = "n"
+
+[[params]]
+name = "alpha"
+kind = "scalar"
+dtype = "float32"
+value = "alpha"
+
+[declare.BLOCK]
+names = ["BLOCK_SIZE"]
+default = 256
+min = 32
+max = 1024
+power_of_two = true
+
+[[launch]]
+kernel = "count"
+args = ["data", "counts", "n"]
+block = ["BLOCK"]
+grid = ["min(1024, ceil(n / BLOCK))"]
+
+[[launch]]
+kernel = "finish"
+args = ["counts", "out", "alpha"]
+block = [256]
+grid = [1]
+
+[expected]
+oracle = "python"
+
+[tolerance.float32]
+atol = 0
+rtol = "2 ** -20"
+
+[[cases]]
+name = "tiny"
+sizes = { n = 5, spread = 1.0, alpha = 0.5 }
+points = 1
+inputs = { data = [1, 2, 3, 255, 0] }
+
+[[cases]]
+name = "big"
+sizes = { n = 1000000, spread = 8.0, alpha = -0.25 }
+points = 2
+"""
+
+ORACLE = """\
+import numpy as np
+
+
+def expected(inputs, sizes, scalars):
+    counts = np.bincount(inputs["data"], minlength=256)
+    return {"out": counts * scalars["alpha"]}
+"""
+
+DEVICE_STUB = (
+    'extern "C" __global__ void count(const unsigned char* data, unsigned int* counts, '
+    "unsigned long long n) {}\n"
+    'extern "C" __global__ void finish(unsigned int* counts, float* out, float alpha) {}\n'
+)
+
+
+def write_multi_lab(root: Path, text: str = MULTI_SPEC, oracle: str = ORACLE) -> Path:
+    folder = root / "two-kernels"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "lab.toml").write_text(text, encoding="utf-8")
+    (folder / "lab.md").write_text("# Two kernels\n", encoding="utf-8")
+    (folder / "oracle.py").write_text(oracle, encoding="utf-8")
+    return folder

@@ -89,16 +89,16 @@ BAD_SPECS = [
     ("title =", "titel =", "lab", "unknown key 'titel'"),
     ("[lab]", "[lab]\nhiden = true", "lab", "unknown key 'hiden'"),
     ('kind = "in"', 'kind = "input"', "params[0].kind", "unknown kind"),
-    ('dtype = "float32"', 'dtype = "float16"', "params[0].dtype", "unknown array dtype"),
-    ('dtype = "int32"', 'dtype = "int64"', "params[3].dtype", "unknown scalar dtype"),
+    ('dtype = "float32"', 'dtype = "float8"', "params[0].dtype", "unknown array dtype"),
+    ('dtype = "int32"', 'dtype = "uint8"', "params[3].dtype", "unknown scalar dtype"),
     ('shape = ["M", "N"]', 'shape = "M"', "params[0].shape", "expected a list"),
-    ('shape = ["M", "N"]', 'shape = ["M", "N ** 2"]', "params[0].shape[1]", "`**`"),
+    ('shape = ["M", "N"]', 'shape = ["M", "N << 2"]', "params[0].shape[1]", "`<<`"),
     ('shape = ["M", "N"]', 'shape = ["M", "open(N)"]', "params[0].shape[1]", "unknown function"),
     ('shape = ["M", "N"]', 'shape = ["M", "N - 64"]', "params[0].shape", "empty dimension"),
     ('shape = ["M", "N"]', 'shape = ["M", "N * 100000000"]', "cases[0].sizes", "GiB"),
     (
         'init = { dist = "uniform", low = -1.0, high = 1.0 }\n\n[[params]]\nname = "B"',
-        'init = { dist = "normal", low = -1.0, high = 1.0 }\n\n[[params]]\nname = "B"',
+        'init = { dist = "poisson", low = -1.0, high = 1.0 }\n\n[[params]]\nname = "B"',
         "params[0].init.dist",
         "unknown distribution",
     ),
@@ -188,9 +188,10 @@ BAD_SPECS = [
         "must name a param",
     ),
     ('oracle = "matmul"', 'oracle = "matmult"', "expected.oracle", "unknown oracle"),
+    ('shape = ["M", "K"]', 'shape = ["M", "K"]\ncheck = "sum"', "params[2].check", "an array"),
     ('oracle = "matmul"', 'oracle = "reference:cublas"', "expected.oracle", "with a file"),
     ('oracle = "matmul"', 'oracle = "reference:naive"\nseed = 3', "expected", "unknown key"),
-    ("[tolerance.float32]", "[tolerance.float16]", "tolerance", "unknown key 'float16'"),
+    ("[tolerance.float32]", "[tolerance.int32]", "tolerance", "unknown key 'int32'"),
     ("[tolerance.float32]", "[tolerance.float64]", "tolerance", "[tolerance.float32] is missing"),
     ("rtol = 1e-4", "", "tolerance.float32", "'rtol' is missing"),
     ('atol = "1e-5 * sqrt(N)"', 'atol = "1e-5 * sqrt(Q)"', "cases[0].sizes", "size 'Q' is missing"),
@@ -294,7 +295,7 @@ def test_malformed_spec_is_refused_naming_the_field(
             'args = ["partial", "total", "nblocks"]',
             'args = ["partial", "total"]',
             "launch[1].args",
-            "kernel takes 3",
+            "the kernel block_sum takes 3",
         ),
         (
             'args = ["partial", "total", "nblocks"]',
@@ -325,6 +326,8 @@ def test_malformed_spec_is_refused_naming_the_field(
         ('oracle = "sum"', 'oracle = "dot"', "expected.oracle", "needs 2 input arrays"),
         ('oracle = "sum"', 'oracle = "scale"', "expected.oracle", "needs a float scalar"),
         ('kind = "scratch"', 'kind = "out"', "expected.oracle", "2 outputs (partial, total)"),
+        # A histogram of 256 bins against `sum` would compare one element (issue 12).
+        ("shape = [1]", "shape = [256]", "params[2].check", "so only its first would be compared"),
         (
             'nblocks = "min(1024, ceil(n / 1024))"',
             'nblocks = "min(1024, ceil(n / 1024)"',
@@ -407,7 +410,7 @@ def test_builtin_labs_state_their_work(lab_id: str) -> None:
     lab = load_builtin_lab(lab_id)
     assert lab.work is not None, f"{lab_id}: no [work] table"
     flops, traffic = lab.work.for_case(lab.sizes_for(lab.cases[-1]))
-    assert flops > 0 and traffic > 0
+    assert flops >= 0 and traffic > 0  # a transpose does no arithmetic
 
 
 @pytest.mark.parametrize("lab_id", list_builtin_labs())

@@ -1,0 +1,287 @@
+"""`kernelgrader lab check FOLDER`: everything about a lab folder that can be known before
+students submit to it.
+
+Without a GPU: the spec loads; its page renders; the Python oracle (if any) runs on sample
+data and answers in the outputs' shapes, and its check() accepts that answer; every reference
+compiles and defines every kernel the lab names with the right parameter sizes (a static
+warning on one is reported, not failed); every faulty kernel's header is well formed and the
+kernel compiles, or stops at the compile stage with the verdict its header expects.
+
+On a GPU (`run=True`): every reference passes every case, and every faulty kernel gets the
+verdict its header expects, through today's `graders.grade.run_submission`. A lab that uses
+what the run stage cannot run yet is reported as skipped there, with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from graders.labcheck.faults import (
+    FaultExpectation,
+    FaultHeaderError,
+    Outcome,
+    compile_problem,
+    faulty_files,
+    read_fault_header,
+)
+from graders.labcheck.report import FAIL, OK, SKIP, WARN, CheckItem, LabCheckReport
+from graders.labcheck.sample import sample_case, sample_outputs
+from graders.results import CompileResult
+from graders.run import properties, python_oracle
+from graders.run.python_oracle import OracleCodeError
+from graders.spec import CaseSpec, LabSpec, LabSpecError, load_lab
+
+# The oracle dry run uses cases up to this many elements in all (the smallest first).
+DRY_RUN_ELEMENTS = 1 << 22
+DRY_RUN_CASES = 3
+
+
+def check_lab(
+    folder: Path | str,
+    *,
+    run: bool = False,
+    secret: str = "kernelgrader-lab-check",
+    arch: str | None = None,
+    progress: Callable[[CheckItem], None] | None = None,
+) -> LabCheckReport:
+    """Check a lab folder (see the module docstring); never raises for a broken lab."""
+    report = LabCheckReport(Path(folder), progress=progress)
+    try:
+        lab = load_lab(folder)
+    except LabSpecError as exc:
+        report.add(FAIL, "spec", str(exc))
+        return report
+    report.lab_id = lab.id
+    expectations = _read_headers(lab, report)
+    report.add(
+        OK,
+        "spec",
+        f"lab.toml loads ({len(lab.cases)} cases, {len(lab.references)} references, "
+        f"{len(expectations)} faulty kernels)",
+    )
+    _check_page(lab, report)
+    if lab.python_oracle is not None:
+        _dry_run_oracle(lab, report)
+    compiled = _compile_references(lab, report, arch)
+    faulty = _compile_faulty(lab, expectations, report, arch)
+    if run:
+        from graders.labcheck.gpu import run_on_gpu
+
+        run_on_gpu(lab, compiled, faulty, report, secret=secret)
+    return report
+
+
+def _read_headers(lab: LabSpec, report: LabCheckReport) -> list[FaultExpectation]:
+    names = {c.name for c in lab.cases}
+    out = []
+    for path in faulty_files(lab.folder):
+        try:
+            out.append(read_fault_header(path, names, sanitizer=lab.sanitizer))
+        except FaultHeaderError as exc:
+            report.add(FAIL, f"faulty/{path.name}", str(exc))
+    return out
+
+
+def _check_page(lab: LabSpec, report: LabCheckReport) -> None:
+    from graders.spec.page import spec_markdown
+
+    try:
+        spec_markdown(lab)
+    except Exception as exc:  # a renderer bug must not hide the other checks
+        report.add(FAIL, "page", f"the spec part of the lab page could not be made ({exc})")
+        return
+    if not lab.page_markdown.strip():
+        report.add(WARN, "page", f"{lab.folder.name}/lab.md is empty; say what to compute there")
+
+
+def _dry_run_oracle(lab: LabSpec, report: LabCheckReport) -> None:
+    assert lab.python_oracle is not None
+    subject = lab.python_oracle.file
+
+    def size(case_name: str) -> int:
+        names = lab.sizes_for(case_name)
+        return sum(p.numel_for(names) for p in lab.params if p.is_array)
+
+    small = sorted(
+        (c for c in lab.cases if size(c.name) <= DRY_RUN_ELEMENTS), key=lambda c: size(c.name)
+    )
+    if not small:
+        report.add(SKIP, subject, "every case is too large to try the oracle on sample data here")
+        return
+    tried = []
+    checked = False
+    for case in small[:DRY_RUN_CASES]:
+        host, scalars = sample_case(lab, case)
+        inputs = python_oracle.oracle_inputs(lab, host)
+        try:
+            answers = python_oracle.expected_outputs(
+                lab, case, inputs, python_oracle.oracle_scalars(lab, scalars)
+            )
+            outputs = sample_outputs(lab, answers, case)
+            problem = _properties_of_answer(lab, case, outputs, inputs)
+            if problem:
+                report.add(FAIL, subject, f"case {case.name}: expected()'s own answer {problem}")
+                return
+            if lab.python_oracle.has_check and outputs is not None:
+                verdict = python_oracle.run_check(lab, case, outputs, answers, inputs)
+                checked = True
+                if not verdict.passed:
+                    report.add(
+                        FAIL,
+                        subject,
+                        f"case {case.name}: check() rejects expected()'s own answer (rounded to "
+                        f"the outputs' dtypes): {verdict.message}",
+                    )
+                    return
+        except OracleCodeError as exc:
+            report.add(FAIL, subject, str(exc))
+            return
+        tried.append(case.name)
+    what = "expected() and check()" if checked else "expected()"
+    report.add(OK, subject, f"{what} ran on sample data for {', '.join(tried)}")
+
+
+def _properties_of_answer(
+    lab: LabSpec,
+    case: CaseSpec,
+    outputs: Mapping[str, np.ndarray] | None,
+    inputs: Mapping[str, np.ndarray],
+) -> str | None:
+    """The oracle's answer, rounded to the output dtype, must have the properties it checks."""
+    if outputs is None:
+        return None
+    names = lab.sizes_for(case)
+    for p in lab.params:
+        if not p.is_output or p.name not in outputs:
+            continue
+        got = np.asarray(outputs[p.name])
+        if "rows_sum_to_one" in p.properties and p.dtype in lab.tolerance:
+            atol, rtol = lab.tolerance[p.dtype].for_case(names)
+            result = properties.rows_sum_to_one(
+                got.astype(np.float64), name=p.name, atol=atol, rtol=rtol
+            )
+            if not result.ok:
+                return f"fails rows_sum_to_one: {result.message}"
+        if "sorted_permutation" in p.properties and p.of is not None:
+            result = properties.sorted_permutation(got, inputs[p.of], name=p.name, of=p.of)
+            if not result.ok:
+                return f"fails sorted_permutation: {result.message}"
+    return None
+
+
+_COMPILED: dict[tuple[str, ...], CompileResult] = {}
+
+
+def compile_cached(lab: LabSpec, source: str, filename: str, arch: str | None) -> CompileResult:
+    """compile_submission, remembered in this process for the same lab file, rules and source
+    (the test suite checks the built-in labs both kernel by kernel and through check_lab)."""
+    from graders.compile.compiler import compile_submission
+
+    spec_text = (lab.folder / "lab.toml").read_bytes()
+    key = (
+        str(lab.folder),
+        hashlib.sha256(spec_text).hexdigest(),
+        "\0".join(lab.requires),
+        filename,
+        hashlib.sha256(source.encode()).hexdigest(),
+        arch or "",
+    )
+    if key not in _COMPILED:
+        _COMPILED[key] = compile_submission(lab, source, arch=arch, filename=filename)
+    return _COMPILED[key]
+
+
+def _compile(lab: LabSpec, source: str, filename: str, arch: str | None) -> CompileResult:
+    return compile_cached(lab, source, filename, arch)
+
+
+def _other_kernels_problem(lab: LabSpec, cubin: bytes | None) -> tuple[str, str] | None:
+    """The compile stage checks the first kernel; a lab with several needs each of them."""
+    if len(lab.kernels) < 2 or not cubin:
+        return None
+    from graders.compile.cubin import CubinError, kernel_names, kernel_params
+
+    try:
+        found = kernel_names(cubin)
+    except CubinError as exc:
+        return "internal", f"the compiler's output could not be read ({exc})"
+    for kernel in lab.kernels[1:]:
+        if kernel not in found:
+            return (
+                "missing_kernel",
+                f"No kernel named `{kernel}` was found; this lab expects "
+                f"`{lab.c_signature(kernel)}` too.",
+            )
+        params = kernel_params(cubin, kernel)
+        if params is not None and [p.size for p in params] != lab.signature_sizes(kernel):
+            return (
+                "wrong_signature",
+                f"The kernel `{kernel}` takes parameters of {[p.size for p in params]} bytes, but "
+                f"the grader calls it as `{lab.c_signature(kernel)}`.",
+            )
+    return None
+
+
+def _compile_references(
+    lab: LabSpec, report: LabCheckReport, arch: str | None
+) -> dict[str, CompileResult]:
+    # Compiled as a submission is: the compile stage itself exempts the lab's own references
+    # from `requires` (a naive baseline need not use __shared__).
+    out: dict[str, CompileResult] = {}
+    for ref in lab.references:
+        if ref.file is None:
+            continue
+        subject = f"reference {ref.file}"
+        result = _compile(lab, ref.source, ref.file, arch)
+        if not result.ok:
+            log = f"\n{result.log}" if result.log else ""
+            report.add(FAIL, subject, f"does not compile: {result.message}{log}")
+            continue
+        problem = _other_kernels_problem(lab, result.cubin)
+        if problem:
+            report.add(FAIL, subject, problem[1])
+            continue
+        out[ref.name] = result
+        for warning in result.warnings:
+            report.add(WARN, subject, f"students would be warned about their copy of it: {warning}")
+        report.add(OK, subject, f"compiles for {result.arch}")
+    return out
+
+
+def outcome_of_compile(lab: LabSpec, result: CompileResult) -> Outcome:
+    """A compile result as a faulty kernel's header speaks of it: every kernel of a lab with
+    several is looked for (the compile stage itself looks for the first)."""
+    warnings = tuple(result.warnings)
+    if not result.ok:
+        return Outcome(result.reason, f"{result.message}\n{result.log}".strip(), warnings)
+    other = _other_kernels_problem(lab, result.cubin)
+    if other:
+        return Outcome(other[0], other[1], warnings)
+    return Outcome("", "", warnings)
+
+
+def _compile_faulty(
+    lab: LabSpec,
+    expectations: list[FaultExpectation],
+    report: LabCheckReport,
+    arch: str | None,
+) -> list[tuple[FaultExpectation, CompileResult]]:
+    """Each faulty kernel compiled as a submission; those that must run, with their results."""
+    to_run = []
+    for exp in expectations:
+        source = exp.path.read_text(encoding="utf-8")
+        result = _compile(lab, source, exp.path.name, arch)
+        outcome = outcome_of_compile(lab, result)
+        problem = compile_problem(exp, outcome)
+        if problem:
+            report.add(FAIL, exp.label, problem)
+        elif exp.compile_stage:
+            report.add(OK, exp.label, f"stops at the compile stage with {exp.verdict}, as expected")
+        else:
+            report.add(OK, exp.label, f"compiles (expects {exp.describe()} when run)")
+            to_run.append((exp, result))
+    return to_run
