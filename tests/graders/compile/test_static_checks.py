@@ -208,15 +208,10 @@ __global__ void k(float* s) {
     assert finding.line == 8
 
 
-def test_an_assignments_right_hand_side_is_read_only_so_far() -> None:
-    # Unbounded, each `a = 1` of `a = 1, a = 1, ...;` read to the statement's end: quadratic,
-    # about two minutes of the worker's CPU for a 256 KiB file that compiles.
-    from graders.compile.static_checks import _ASSIGNMENT, _RHS_CHARS
-
-    match = _ASSIGNMENT.search("a = 1" + ", a = 1" * 1000 + ";")
-    assert match is not None and match.group(1) == "a"
-    assert len(match.group(2)) <= _RHS_CHARS
-    # A thread index within reach still taints the name.
+def test_a_long_comma_chain_is_read_once_and_still_taints() -> None:
+    # Each `a = 1` of `a = 1, a = 1, ...;` was read to the statement's end: quadratic, about two
+    # minutes of the worker's CPU for a 256 KiB file that compiles. Now each right-hand side
+    # ends at the next comma (tests/graders/compile/test_bounded_work.py counts the steps).
     source = (
         'extern "C" __global__ void k(int* x) {\n    int a = 0;\n    a = threadIdx.x'
         + ", a = a" * 10
