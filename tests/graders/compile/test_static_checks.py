@@ -233,3 +233,74 @@ def test_a_chain_written_backwards_still_taints() -> None:
         + "    b0 = threadIdx.x;\n    if (b49) __syncthreads();\n    x[0] = b49;\n}\n"
     )
     assert [f.line for f in find_barrier_problems(source)] == [53]
+
+
+HELPERS = """\
+#define SYNC() __syncthreads()
+#define LOAD_AND_SYNC(s, v) { s[threadIdx.x] = v; SYNC(); }
+__device__ void inner(float* s) { __syncthreads(); }
+__device__ void outer(float* s) { s[0] = 1; inner(s); }
+__device__ float plain(float x) { return 2 * x; }
+extern "C" __global__ void k(float* a, int n) {
+    __shared__ float s[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    outer(s);
+    if (blockIdx.x > 0) LOAD_AND_SYNC(s, a[0]);
+    if (i < n) {
+        a[i] = plain(a[i]);
+        outer(s);
+        LOAD_AND_SYNC(s, a[i]);
+    }
+}
+"""
+
+
+def test_calls_and_macros_that_reach_a_barrier_are_named_with_both_lines() -> None:
+    findings = find_barrier_problems(HELPERS)
+    assert [f.line for f in findings] == [13, 14]
+    assert findings[0].message.startswith(
+        "`outer()` (which reaches `__syncthreads()` on line 3) is inside `if (i < n)` on line 11"
+    )
+    assert findings[1].message.startswith(
+        "`LOAD_AND_SYNC` (a macro that reaches `__syncthreads()` on line 1) is inside "
+    )
+
+
+def test_a_helper_is_checked_on_its_own_and_recursion_ends() -> None:
+    source = """\
+__device__ void helper(float* s, int n) {
+    if (threadIdx.x < n) __syncthreads();
+    helper(s, n - 1);
+}
+__device__ void a(); __device__ void b() { a(); } __device__ void a() { b(); }
+extern "C" __global__ void k(float* s) { if (threadIdx.x) { a(); } helper(s, 4); }
+"""
+    findings = find_barrier_problems(source)
+    assert [f.line for f in findings] == [2]
+
+
+def test_a_function_named_like_a_variable_is_no_call() -> None:
+    source = """\
+__device__ void sync_all() { __syncthreads(); }
+extern "C" __global__ void k(float* a) {
+    int sync_all_done = threadIdx.x;
+    if (sync_all_done) a[0] = 1;
+}
+"""
+    assert find_barrier_problems(source) == []
+
+
+def test_nested_do_while_loops_are_walked_once() -> None:
+    from graders.compile import work
+
+    def nested(depth: int) -> str:
+        return (
+            'extern "C" __global__ void k(int n) { int i = threadIdx.x;'
+            + "do {" * depth + "__syncthreads();" + "} while (i < n);" * depth + "}"
+        )  # fmt: skip
+
+    # 2^depth steps before: depth 30 did not finish.
+    with work.measured() as taken:
+        findings = find_barrier_problems(nested(100))
+    assert [f.line for f in findings] == [1] and "`do (i < n)`" in findings[0].message
+    assert taken.steps < 100 * len(nested(100))
