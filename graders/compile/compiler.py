@@ -32,7 +32,7 @@ import re
 import time
 from typing import Any
 
-from graders.compile.include_policy import BUILTIN_HEADERS
+from graders.compile.headers import BUILTIN_HEADERS
 from graders.compile.pipeline import compile_in_child
 from graders.results import CompileResult
 from graders.sandbox.runner import SandboxLimits, SandboxOutcome, run_sandboxed
@@ -248,6 +248,14 @@ def _requirement_problem(
     shared = dict(value.get("shared", {}))
     uses, static_bytes = bool(shared.get("uses")), int(shared.get("static_bytes", 0))
     dynamic = _least_dynamic_shared(lab, declarations)
+    if uses and not static_bytes and dynamic == 0:
+        return (
+            "no_dynamic_shared_memory",
+            f"Your kernel `{lab.kernel}` uses dynamic shared memory (`extern __shared__`), but "
+            "this lab launches it with none, so every access to it would be out of bounds. "
+            "Declare the array with a fixed size instead, e.g. "
+            "`__shared__ float tile[TILE_WIDTH][TILE_WIDTH];`.",
+        )
     if "__shared__" in lab.requires and not (static_bytes or (uses and dynamic)):
         return (
             "missing_requirement",
@@ -261,14 +269,6 @@ def _requirement_problem(
             "missing_requirement",
             f"This lab requires your kernel to use `{token}`, which does not appear in the "
             "file (outside comments); see the lab page for what the kernel must do.",
-        )
-    if uses and not static_bytes and dynamic == 0:
-        return (
-            "no_dynamic_shared_memory",
-            f"Your kernel `{lab.kernel}` uses dynamic shared memory (`extern __shared__`), but "
-            "this lab launches it with none, so every access to it would be out of bounds. "
-            "Declare the array with a fixed size instead, e.g. "
-            "`__shared__ float tile[TILE_WIDTH][TILE_WIDTH];`.",
         )
     return None
 

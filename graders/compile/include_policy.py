@@ -16,41 +16,11 @@ from __future__ import annotations
 import re
 
 from graders.compile import work
+from graders.compile.headers import BUILTIN_HEADERS
 from graders.compile.source_text import SourceViews
 
-_STDINT = (
-    "typedef signed char int8_t; typedef short int16_t; typedef int int32_t; "
-    "typedef long long int64_t; typedef unsigned char uint8_t; typedef unsigned short uint16_t; "
-    "typedef unsigned int uint32_t; typedef unsigned long long uint64_t; "
-    "typedef long long intptr_t; typedef unsigned long long uintptr_t;\n"
-)
-_FLOAT = (
-    "#define FLT_MAX 3.402823466e+38F\n#define FLT_MIN 1.175494351e-38F\n"
-    "#define FLT_EPSILON 1.192092896e-07F\n#define DBL_MAX 1.7976931348623158e+308\n"
-    "#define DBL_MIN 2.2250738585072014e-308\n#define DBL_EPSILON 2.2204460492503131e-016\n"
-)
-_LIMITS = (
-    "#define INT_MAX 2147483647\n#define INT_MIN (-2147483647 - 1)\n"
-    "#define UINT_MAX 4294967295U\n#define LLONG_MAX 9223372036854775807LL\n"
-)
-# Header name -> the text the grader serves for it. NVRTC builds in printf, the math library,
-# atomics and the CUDA built-ins, so most of these need nothing at all.
-BUILTIN_HEADERS: dict[str, str] = {
-    "cuda_runtime.h": "",
-    "cuda_runtime_api.h": "",
-    "cuda.h": "",
-    "device_launch_parameters.h": "",
-    "stdio.h": "",
-    "cstdio": "",
-    "math.h": "",
-    "cmath": "",
-    "stdint.h": _STDINT,
-    "cstdint": _STDINT,
-    "float.h": _FLOAT,
-    "cfloat": _FLOAT,
-    "limits.h": _LIMITS,
-    "climits": _LIMITS,
-}
+__all__ = ["BUILTIN_HEADERS", "check_includes", "without_line_directives"]
+
 ALLOWED_PRAGMAS = frozenset(
     {
         "unroll", "nounroll", "once", "message", "push_macro", "pop_macro",

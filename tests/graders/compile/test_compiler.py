@@ -269,3 +269,62 @@ def test_form_feeds_cannot_shape_a_kept_line() -> None:
     )
     log = clean_log(raw, "submission.cu", "q\nint a\n")
     assert "secret" not in log and "root" not in log and "int a" in log
+
+
+def test_the_builtin_headers_define_what_students_use(lab: LabSpec) -> None:
+    uses = """\
+#include <math.h> // for INFINITY
+#include <cmath>
+#include <cfloat>   /* FLT_MAX */
+#include <climits>
+#include <cstdint>
+#define INT_MAX 2147483647
+constexpr float lowest = -INFINITY;
+__device__ double limits[] = {FLT_MAX, DBL_MAX, FLT_EPSILON, HUGE_VAL, M_PI, (double)INT_MAX,
+                              (double)UINT32_MAX, (double)LLONG_MAX, (double)SIZE_MAX};
+"""
+    source = uses + TILED.replace(
+        "float sum = 0.0f;", "float sum = (isnan(NAN) && lowest < 0) ? 0.0f : limits[0];"
+    )
+    result = compile_submission(lab, source, arch=ARCH)
+    assert result.ok, result.message + result.log
+    assert "warning" not in result.log, result.log
+
+
+def test_a_missing_semicolon_names_the_line_before(lab: LabSpec) -> None:
+    source = TILED.replace("float sum = 0.0f;", "float sum = 0.0f\n    // the loop\n")
+    result = compile_submission(lab, source, arch=ARCH)
+    assert result.reason == "compile_error"
+    assert result.message == (
+        'The compiler reported 1 error; it is on line 15: expected a ";". A missing `;` is '
+        "reported where the next statement starts: check the end of line 12."
+    )
+
+
+def test_dynamic_shared_memory_where_the_lab_gives_none_is_named(lab: LabSpec) -> None:
+    source = TILED.replace(
+        "__shared__ float As[TILE_WIDTH][TILE_WIDTH];\n"
+        "    __shared__ float Bs[TILE_WIDTH][TILE_WIDTH];",
+        "extern __shared__ float tiles[];\n"
+        "    float (*As)[TILE_WIDTH] = (float (*)[TILE_WIDTH]) tiles;\n"
+        "    float (*Bs)[TILE_WIDTH] = (float (*)[TILE_WIDTH]) (tiles + TILE_WIDTH * TILE_WIDTH);",
+    )
+    assert "extern __shared__" in source
+    result = compile_submission(lab, source, arch=ARCH)
+    assert not result.ok and result.reason == "no_dynamic_shared_memory", result.message
+    assert "launches it with none" in result.message and "__shared__ float tile[" in result.message
+
+
+def test_a_near_miss_tile_width_is_a_warning_that_names_the_spelling(lab: LabSpec) -> None:
+    source = TILED.replace(
+        "#define TILE_WIDTH 16", "#define Tile_Width 16\n#define TILE_WIDTH Tile_Width"
+    )
+    result = compile_submission(lab, source, arch=ARCH)
+    assert result.reason == "bad_declaration"  # TILE_WIDTH is read, and is not a number
+    source = TILED.replace("TILE_WIDTH", "tileWidth")
+    result = compile_submission(lab, source, arch=ARCH)
+    assert result.ok and result.declarations == {"TILE": 32}
+    assert result.message == "Compiled for sm_90 with 1 warning."
+    (warning,) = result.warnings
+    assert warning.startswith("Line 3: `tileWidth` = 16 is not read by the grader")
+    assert "Rename `tileWidth` to `TILE_WIDTH`" in warning
