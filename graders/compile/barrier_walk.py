@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from graders.compile import work
+from graders.compile.taint import FlowState, assignments, tainted_anywhere
 from graders.results import Finding
 
 # Statements nest deeper than this only in generated or hostile code; the walk recurses per level.
@@ -72,7 +73,6 @@ class Barrier:
 @dataclass
 class FunctionBody:
     tokens: list[tuple[str, int]]  # (token text, start index in the spliced source)
-    tainted: set[str]
     barriers: dict[int, Barrier]  # token index -> the barrier (or the call that reaches one)
 
 
@@ -83,6 +83,8 @@ class Walker:
         self.fn = fn
         self.toks = [t for t, _ in fn.tokens]
         self.pairs = match_table(self.toks)
+        assigns = assignments(self.toks)
+        self.flow = FlowState(assigns, tainted_anywhere(assigns))
         self.depth = 0
         self.line_at = line_at
         self.code = code
@@ -129,7 +131,7 @@ class Walker:
     def cond(self, keyword: str, start: int, end: int) -> Cond:
         work.add(max(end - start, 0) + 1)
         names = {t for t in self.toks[start:end] if _IDENT.fullmatch(t)}
-        tainted = sorted(names & self.fn.tainted)
+        tainted = sorted(n for n in names if self.flow.is_tainted(n))
         text = ""
         if start < end <= len(self.toks):
             first, last = self.fn.tokens[start], self.fn.tokens[end - 1]
@@ -142,6 +144,7 @@ class Walker:
         """Plain tokens (an expression or a condition): report the barriers among them."""
         end = min(end, len(self.toks))
         work.add(max(end - start, 0) + 1)
+        self.flow.apply(start, end)
         c = conds.divergent
         if c is None:
             return
@@ -169,7 +172,11 @@ class Walker:
             return i
         work.add()
         if self.depth >= MAX_DEPTH:  # nested deeper than real kernels: skip, say nothing
-            return self.end(i)
+            end = self.end(i)
+            self.flow.loose += 1  # what it assigns may taint later code
+            self.flow.apply(i, end)
+            self.flow.loose -= 1
+            return end
         self.depth += 1
         try:
             return self._statement(i, conds)
@@ -184,9 +191,25 @@ class Walker:
             while j < end:
                 j = self.statement(j, conds)
             return end + 1
-        if tok in ("if", "while", "switch", "for"):
+        if tok in ("if", "switch"):
             skip = 2 if self.toks[i + 1 : i + 2] == ["constexpr"] else 1
             start, close = self.paren(i + skip)
+            self.consume(start, close, conds)
+            cond = self.cond(tok, start, close)
+            exact = self.flow.begin_branch()
+            after = self.statement(close + 1, conds.push(cond))
+            taken = self.flow.end_branch(exact)
+            other: dict[str, bool] = {}
+            if tok == "if" and after < len(self.toks) and self.toks[after] == "else":
+                otherwise = Cond("else", cond.text, cond.line, cond.tainted_by)
+                exact = self.flow.begin_branch()
+                after = self.statement(after + 1, conds.push(otherwise))
+                other = self.flow.end_branch(exact)
+            self.flow.merge(taken, other)
+            return after
+        if tok in ("while", "for"):
+            start, close = self.paren(i + 1)
+            looping = self.flow.enter_loop(start, self.end(i))
             self.consume(start, close, conds)
             cstart, cclose = start, close
             if tok == "for":  # only the middle clause decides how often the body runs
@@ -195,17 +218,18 @@ class Walker:
                 if len(semis) >= 2:
                     cstart, cclose = semis[0] + 1, semis[1]
             cond = self.cond(tok, cstart, cclose)
-            after = self.statement(close + 1, conds.push(cond))
-            if tok == "if" and after < len(self.toks) and self.toks[after] == "else":
-                other = Cond("else", cond.text, cond.line, cond.tainted_by)
-                after = self.statement(after + 1, conds.push(other))
+            after = self._loop_body(close + 1, conds.push(cond))
+            self.flow.leave_loop(looping)
             return after
         if tok == "do":
             # The body runs under the loop's condition, which comes after it.
             body_end = self.end(i + 1)
             if body_end < len(self.toks) and self.toks[body_end] == "while":
                 start, close = self.paren(body_end + 1)
-                self.statement(i + 1, conds.push(self.cond("do", start, close)))
+                looping = self.flow.enter_loop(i + 1, close)
+                self.consume(start, close, conds)
+                self._loop_body(i + 1, conds.push(self.cond("do", start, close)))
+                self.flow.leave_loop(looping)
                 return close + 2
             return self.statement(i + 1, conds)
         if tok in ("case", "default"):
@@ -215,6 +239,13 @@ class Walker:
         end = self._expression_end(i)
         self.consume(i, end, conds)
         return max(end + 1, i + 1)
+
+    def _loop_body(self, i: int, conds: Conds) -> int:
+        """Walk a loop's body as a branch: it may run no times, so what it leaves is merged."""
+        exact = self.flow.begin_branch()
+        after = self.statement(i, conds)
+        self.flow.merge(self.flow.end_branch(exact))
+        return after
 
     def end(self, i: int) -> int:
         """Index after the statement at i, reporting nothing; each statement's end is found

@@ -44,8 +44,6 @@ _BARRIER = re.compile(
 _PTX_BARRIER = re.compile(r"\bbar(?:rier)?\.(?:sync|cta\.sync)\b")
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b")
 _STATEMENT_BOUNDARY = re.compile(r"[;{}]")
-_TAINT_SOURCES = frozenset({"threadIdx", "thread_rank", "__lane_id", "laneid"})
-_ASSIGNMENT_OPS = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "|=", "&=", "^="})
 _IDENT = re.compile(r"[A-Za-z_]\w*", re.ASCII)
 _DIRECTIVE_LINE = re.compile(r"^[ \t]*(?:#|%:)[^\n]*", re.M)
 _DEFINE = re.compile(r"[ \t]*(?:#|%:)[ \t]*define[ \t]+([A-Za-z_]\w*)(\([^)\n]*\))?", re.ASCII)
@@ -87,7 +85,7 @@ def find_barrier_problems(source: str) -> list[Finding]:
         body = tokens[start:end]
         if not body:
             continue
-        fn = FunctionBody(body, _tainted_names(body), {})
+        fn = FunctionBody(body, {})
         _map_barriers(fn, in_code)
         _map_calls(fn, reach, macros)
         if fn.barriers:
@@ -274,48 +272,3 @@ def _map_calls(fn: FunctionBody, reach: dict[str, _Reach], macros: dict[str, _Ma
             continue
         fn.barriers[i] = Barrier(text, found.warp_only)
     work.add(len(toks))
-
-
-def _tainted_names(tokens: list[tuple[str, int]]) -> set[str]:
-    """Variables assigned (directly or through others) from the thread index.
-
-    Each assignment's right-hand side is read up to the next `;`, `,`, brace or assignment at
-    its own depth, so every token is read once (`a = b = c`: `a` depends on `b`, `b` on `c`);
-    tainting then spreads along the edges name -> names assigned from it, once per edge.
-    """
-    toks = [t for t, _ in tokens]
-    assigned_from: dict[str, set[str]] = {}
-    n = len(toks)
-    for i, tok in enumerate(toks):
-        if tok not in _ASSIGNMENT_OPS or i == 0:
-            continue
-        lhs = toks[i - 1]
-        if not _IDENT.fullmatch(lhs) or (i >= 2 and toks[i - 2] in (".", "->")):
-            continue  # `a[i] = ...`, `s.x = ...`: an element, not a variable
-        depth = 0
-        j = i + 1
-        while j < n:
-            t = toks[j]
-            # Another assignment ends it at any depth (`a = (b = c)`: `a` depends on `b`), or
-            # nested ones would be read again at every level.
-            if t in (";", "{", "}") or t in _ASSIGNMENT_OPS or (depth == 0 and t == ","):
-                break
-            if t in ("(", "["):
-                depth += 1
-            elif t in (")", "]"):
-                depth -= 1
-                if depth < 0:
-                    break
-            elif _IDENT.fullmatch(t):
-                assigned_from.setdefault(t, set()).add(lhs)
-            j += 1
-        work.add(j - i)
-    tainted = set(_TAINT_SOURCES)
-    todo = list(tainted)
-    while todo:
-        for name in assigned_from.get(todo.pop(), ()):
-            work.add()
-            if name not in tainted:
-                tainted.add(name)
-                todo.append(name)
-    return tainted

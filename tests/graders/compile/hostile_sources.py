@@ -35,7 +35,7 @@ def comma_chain(size: int = SIZE) -> str:
 def backwards_chain(size: int = SIZE) -> str:
     count = size // 24
     lines = "".join(f"b{i + 1} = b{i};\n" for i in range(count, 0, -1))
-    return KERNEL + lines + "b1 = threadIdx.x;\nif (b9) __syncthreads();\n}\n"
+    return KERNEL + "while (n) {\n" + lines + "b1 = threadIdx.x;\n}\nif (b9) __syncthreads();\n}\n"
 
 
 def nested_ifs(size: int = SIZE) -> str:

@@ -220,19 +220,21 @@ def test_a_long_comma_chain_is_read_once_and_still_taints() -> None:
     assert [f.line for f in find_barrier_problems(source)] == [4]
 
 
-def test_a_chain_written_backwards_still_taints() -> None:
-    # b3 = b2; b2 = b1; b1 = threadIdx.x: tainting spreads along the chain whatever its order
-    # (found in one pass over the edges; sweeping until nothing changed was quadratic).
+def test_a_chain_written_backwards_taints_through_the_loop_it_is_in() -> None:
+    # b49 = b48; ...; b1 = b0; b0 = threadIdx.x: in a loop, the thread index reaches b49 after
+    # 50 rounds; tainting spreads along the chain whatever its order (one pass over the edges;
+    # sweeping until nothing changed was quadratic). In straight-line code b49 is read before
+    # the chain carries anything, and is left alone.
     names = [f"b{i}" for i in range(50)]
-    chain = "".join(f"    {names[i]} = {names[i - 1]};\n" for i in range(49, 0, -1))
-    source = (
-        'extern "C" __global__ void k(int* x) {\n    int '
-        + ", ".join(names)
-        + ";\n"
-        + chain
-        + "    b0 = threadIdx.x;\n    if (b49) __syncthreads();\n    x[0] = b49;\n}\n"
+    chain = "".join(f"        {names[i]} = {names[i - 1]};\n" for i in range(49, 0, -1))
+    head = 'extern "C" __global__ void k(int* x) {\n    int ' + ", ".join(names) + " = 0;\n"
+    tail = "    if (b49) __syncthreads();\n    x[0] = b49;\n}\n"
+    looped = (
+        head + "    for (int r = 0; r < 50; ++r) {\n" + chain + "        b0 = threadIdx.x;\n    }\n"
     )
-    assert [f.line for f in find_barrier_problems(source)] == [53]
+    assert [f.line for f in find_barrier_problems(looped + tail)] == [55]
+    straight = head + chain + "    b0 = threadIdx.x;\n"
+    assert find_barrier_problems(straight + tail) == []
 
 
 HELPERS = """\
@@ -304,3 +306,52 @@ def test_nested_do_while_loops_are_walked_once() -> None:
         findings = find_barrier_problems(nested(100))
     assert [f.line for f in findings] == [1] and "`do (i < n)`" in findings[0].message
     assert taken.steps < 100 * len(nested(100))
+
+
+DOT_REUSING_I = """\
+extern "C" __global__ void dot(const double* a, const double* b, double* partial, int n)
+{
+    __shared__ double cache[1024];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double temp = 0;
+    while (i < n) {
+        temp += a[i] * b[i];
+        i += blockDim.x * gridDim.x;
+    }
+    cache[threadIdx.x] = temp;
+    __syncthreads();
+    i = blockDim.x / 2;
+    while (i != 0) {
+        if (threadIdx.x < i) cache[threadIdx.x] += cache[threadIdx.x + i];
+        __syncthreads();
+        i /= 2;
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = cache[0];
+}
+"""
+
+
+def test_a_variable_reassigned_from_a_uniform_value_is_clean_again() -> None:
+    # A correct dot product that reuses i as the reduction's stride drew a barrier warning.
+    assert find_barrier_problems(DOT_REUSING_I) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        # Reassigned from the thread index inside the loop: tainted from the second round on.
+        ("        i /= 2;", 15),
+        # Tainted on one branch before the loop: tainted after the branches meet.
+        ("    i = blockDim.x / 2;", 17),
+    ],
+)
+def test_taint_that_reaches_the_loop_on_some_path_is_kept(change: str, line: int) -> None:
+    replacement = {
+        "        i /= 2;": "        i /= 2;\n        if (n > 7) i = threadIdx.x;",
+        "    i = blockDim.x / 2;": "    i = blockDim.x / 2;\n    if (n > 7) i = threadIdx.x;\n"
+        "    else i = 4;",
+    }[change]
+    source = DOT_REUSING_I.replace(change, replacement)
+    (finding,) = find_barrier_problems(source)
+    assert finding.line == line and "through i" in finding.message
+    assert finding.message.startswith("`__syncthreads()` is inside `while (i != 0)`")
