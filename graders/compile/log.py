@@ -39,6 +39,7 @@ _CARET = re.compile(r"^\s*\^\s*$")
 _PTXAS = re.compile(r"^ptxas (?P<severity>error|fatal|warning)\s*:\s*(?P<rest>.*)$")
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
 _OTHER_FILE_NOTE = "(a message about a file other than yours was left out)"
+NO_LINE = "without a line of your file"  # where an error is that names no file
 
 
 def static_shared_bytes(log: str) -> dict[str, int]:
@@ -143,7 +144,7 @@ def _error_in(line: str, filename: str) -> tuple[str, str] | None:
         return None
     bare = _BARE_ERROR.match(line)
     if bare:
-        return "without a line of your file", bare.group("rest").strip()
+        return NO_LINE, bare.group("rest").strip()
     return None
 
 

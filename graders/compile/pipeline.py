@@ -34,6 +34,7 @@ from graders.compile.declarations import (
 )
 from graders.compile.include_policy import check_includes, without_line_directives
 from graders.compile.log import (
+    NO_LINE,
     clean_log,
     count_errors,
     first_error,
@@ -194,13 +195,13 @@ def error_sentence(log: str, filename: str, source: str) -> str:
     the compiler's words mislead (a missing `;` is reported on the next line)."""
     errors = count_errors(log, filename)
     first = first_error(log, filename)
-    if first is None or errors == 0:
+    if first is None or errors == 0 or first[0] == NO_LINE:
+        said = f" ({first[1]})" if first is not None and first[1] != "." else ""
         return (
-            "The compiler stopped with an error that names no line of your file (its own words "
-            "are in the log below, if it gave any). This happens when code reaches a limit of "
-            "the compiler or a construct it cannot translate; undo your most recent change or "
-            "write that part more simply, and tell the course staff if a correct kernel gets "
-            "this."
+            f"The compiler stopped with an error that names no line of your file{said}. This "
+            "happens when code reaches a limit of the compiler or a construct it cannot "
+            "translate; undo your most recent change or write that part more simply, and tell "
+            "the course staff if a correct kernel gets this."
         )
     plural = "error" if errors == 1 else "errors"
     where, text = first

@@ -177,6 +177,7 @@ def test_nested_do_while_loops_are_read_in_the_child_in_linear_time(tiled_lab: L
     loops = "    do {\n" * depth + "    __syncthreads();\n" + "    } while (K < 0);\n" * depth
     result = compile_in_worker(tiled_lab, _tiled_with(body_prefix=loops))
     assert result.ok, result.message
+    assert compile_in_worker(tiled_lab, TILED).ok  # and the next submission compiles as usual
 
 
 def test_a_define_and_a_long_run_of_blanks_is_read_in_the_child(tiled_lab: LabSpec) -> None:
@@ -184,6 +185,7 @@ def test_a_define_and_a_long_run_of_blanks_is_read_in_the_child(tiled_lab: LabSp
     source = TILED.replace("#define TILE_WIDTH 16", "#define TILE_WIDTH 16" + " " * 200_000 + "+0")
     result = compile_in_worker(tiled_lab, source)
     assert result.ok and result.declarations == {"TILE": 16}, result.message
+    assert compile_in_worker(tiled_lab, TILED).ok
 
 
 def test_a_comma_chain_and_a_backwards_chain_are_read_in_the_child(tiled_lab: LabSpec) -> None:
