@@ -156,10 +156,10 @@ def _normalized(name: str) -> str:
 
 def find_declarations(source: str, declares: Mapping[str, DeclareSpec]) -> list[Declaration]:
     """The declarations the source makes for the lab's names (absent names are left out)."""
-    return _declarations(defined_constants(source), declares)
+    return declarations_in(defined_constants(source), declares)
 
 
-def _declarations(
+def declarations_in(
     constants: list[Constant], declares: Mapping[str, DeclareSpec]
 ) -> list[Declaration]:
     first: dict[str, Constant] = {}
@@ -179,11 +179,11 @@ def _declarations(
 def near_misses(source: str, declares: Mapping[str, DeclareSpec]) -> list[str]:
     """Warnings (`Line N: ...`) for constants spelled like a declared name but not exactly,
     where the lab found none of its spellings and the value differs from what it will use."""
-    return _near_misses(defined_constants(source), declares)
+    return near_misses_in(defined_constants(source), declares)
 
 
-def _near_misses(constants: list[Constant], declares: Mapping[str, DeclareSpec]) -> list[str]:
-    declared = {d.name for d in _declarations(constants, declares)}
+def near_misses_in(constants: list[Constant], declares: Mapping[str, DeclareSpec]) -> list[str]:
+    declared = {d.name for d in declarations_in(constants, declares)}
     warnings: list[str] = []
     for name, spec in declares.items():
         if name in declared:
