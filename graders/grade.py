@@ -9,7 +9,6 @@ takes down only that child. After a child crashes or is killed, the GPU's health
 from __future__ import annotations
 
 import base64
-import dataclasses
 import functools
 import hashlib
 import json
@@ -55,9 +54,7 @@ def _compile_reference_cached(
 
     lab = load_lab(lab_folder)
     ref = lab.reference(name)
-    # A reference is trusted instructor code: the lab's `requires` (e.g. `__shared__`) is a rule
-    # for submissions, and the naive baseline of a tiled lab rightly breaks it.
-    lab = dataclasses.replace(lab, requires=[])
+    lab = lab.for_references()
     return _compile(
         lab, ref.source, arch=arch, filename=ref.file or f"{name}.cu", line_info=line_info
     )

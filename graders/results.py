@@ -32,9 +32,13 @@ class CompileResult:
     # Machine code for the run stage: a cubin for `arch`. Not stored in the database.
     cubin: bytes | None = field(default=None, repr=False)
     # Why compiling did not happen or stopped: "", "compile_error", "missing_kernel",
-    # "wrong_signature", "bad_declaration", "missing_requirement", "forbidden_include",
-    # "timeout", "resource_limit", "internal".
+    # "wrong_signature", "bad_declaration", "missing_requirement",
+    # "no_dynamic_shared_memory", "forbidden_include", "timeout", "resource_limit", "internal".
     reason: str = ""
+    # From the cubin and ptxas: whether the kernel reads or writes shared memory at all, and
+    # its static shared memory in bytes (dynamic shared memory is the launch's).
+    uses_shared_memory: bool = False
+    static_shared_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -2,44 +2,60 @@
 
 Stages, each a `CompileResult` with ok=False, a `reason` and one sentence when it fails:
 1. the include policy (`forbidden_include`), before the compiler sees anything;
-2. NVRTC in a child under the lab's wall-clock and memory limits (`compile_error`, `timeout`,
+2. NVRTC under the lab's wall-clock and memory limits (`compile_error`, `timeout`,
    `resource_limit`, `internal`), its log cleaned of anything not about the student's file;
+   a compiled kernel larger than `MAX_CUBIN_BYTES` is `resource_limit`;
 3. the cubin's own tables: the lab's kernel exists as an `extern "C"` entry (`missing_kernel`)
    with the parameter sizes the grader will pass (`wrong_signature`);
-4. the declarations the launch depends on (`bad_declaration`) and the tokens the lab requires
-   (`missing_requirement`);
-5. static warnings (the barrier problem), which do not fail the compile.
+4. the declarations the launch depends on (`bad_declaration`), then the lab's requirements
+   (`missing_requirement`: `__shared__` from the kernel's shared memory in the cubin, other
+   tokens from the text outside comments) and dynamic shared memory the lab does not give
+   (`no_dynamic_shared_memory`);
+5. static warnings (the barrier problem, a near-miss spelling of a declared name), which do
+   not fail the compile.
+
+Stages 1 to 5 read what the student wrote, so they all run in the sandboxed child
+(`graders.compile.pipeline`); this process only builds the payload, applies the lab's
+expressions to the child's facts, and makes every text fit to show (`graders.text`). What the
+child itself prints (Python warnings, a traceback) goes to this process's log, never to the
+student.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
+import logging
 import math
 import os
 import re
 import time
 from typing import Any
 
-from graders.compile.cubin import CubinError, demangled_base, kernel_names, kernel_params
-from graders.compile.declarations import DeclarationError, find_declarations, resolve_declarations
-from graders.compile.include_policy import BUILTIN_HEADERS, check_includes, without_line_directives
-from graders.compile.log import clean_log, count_errors, first_error
-from graders.compile.source_text import SourceViews
-from graders.compile.static_checks import find_barrier_problems
+from graders.compile.headers import BUILTIN_HEADERS
+from graders.compile.pipeline import compile_in_child
 from graders.results import CompileResult
-from graders.sandbox.runner import SandboxLimits, run_sandboxed
+from graders.sandbox.runner import SandboxLimits, SandboxOutcome, run_sandboxed
 from graders.spec import LabSpec
+from graders.text import visible_text
 
-COMPILE_TARGET = "graders.compile.compiler:compile_in_child"
+__all__ = ["COMPILE_TARGET", "compile_in_child", "compile_payload", "compile_submission"]
+
+log = logging.getLogger(__name__)
+
+COMPILE_TARGET = "graders.compile.pipeline:compile_in_child"
 FALLBACK_ARCH = "sm_90"
 _ARCH = re.compile(r"^sm_\d{2,3}[a-z]?$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # Importing CuPy and loading NVRTC needs this much address space before any compiling.
 MIN_COMPILE_MEMORY_MB = 1024
-MAX_WARNINGS = 10
-# A warning flood makes megabytes of log; only the first part is ever shown.
-MAX_CHILD_LOG_CHARS = 1_000_000
+# The largest cubin a submission may compile to: it travels in the child's answer (64 MiB at
+# most, base64) and to every run child. Initialized `__device__` arrays are what make it big.
+MAX_CUBIN_BYTES = 16 << 20
+_REASONS = frozenset(
+    {"compile_error", "missing_kernel", "wrong_signature", "bad_declaration",
+     "forbidden_include", "resource_limit", "internal"}
+)  # fmt: skip
 
 
 @functools.cache
@@ -73,42 +89,29 @@ def nvrtc_options(lab: LabSpec, arch: str, *, line_info: bool) -> list[str]:
     return options
 
 
-def compile_in_child(payload: dict[str, Any]) -> dict[str, Any]:
-    """Run NVRTC (in the sandboxed child): source in, log and base64 cubin out."""
-    try:  # the binding itself, without importing all of CuPy (a faster child start)
-        from cupy_backends.cuda.libs import nvrtc
-    except ImportError:
-        from cupy.cuda import nvrtc
-
-    started = time.perf_counter()
-    headers: dict[str, str] = payload.get("headers", {})
-    program = nvrtc.createProgram(
-        payload["source"],
-        payload["filename"],
-        [text.encode() for text in headers.values()],
-        [name.encode() for name in headers],
-    )
-    try:
-        try:
-            nvrtc.compileProgram(program, list(payload["options"]))
-            ok, error = True, ""
-        except nvrtc.NVRTCError as exc:
-            ok, error = False, str(exc)
-        log = nvrtc.getProgramLog(program)[:MAX_CHILD_LOG_CHARS]
-        cubin = nvrtc.getCUBIN(program) if ok else b""
-    finally:
-        nvrtc.destroyProgram(program)
+def compile_payload(
+    lab: LabSpec, source: str, *, arch: str, filename: str, line_info: bool
+) -> dict[str, Any]:
+    """Everything the compile child needs, as plain JSON."""
     return {
-        "ok": ok,
-        "error": error,
-        "log": log,
-        "cubin": base64.b64encode(cubin).decode("ascii"),
-        "seconds": time.perf_counter() - started,
+        "source": source,
+        "filename": safe_filename(filename),
+        "options": nvrtc_options(lab, arch, line_info=line_info),
+        "headers": BUILTIN_HEADERS,
+        "kernel": lab.kernel,
+        "c_signature": lab.c_signature(),
+        "signature_sizes": lab.signature_sizes(),
+        "declares": {
+            name: {"names": list(d.names), "default": d.default, "min": d.min, "max": d.max}
+            for name, d in lab.declares.items()
+        },
+        "requires_text": [t for t in lab.requires if t != "__shared__"],
+        "max_cubin_bytes": MAX_CUBIN_BYTES,
     }
 
 
 def _failed(reason: str, message: str, **fields: Any) -> CompileResult:
-    return CompileResult(ok=False, reason=reason, message=message, **fields)
+    return CompileResult(ok=False, reason=reason, message=visible_text(message), **fields)
 
 
 def compile_submission(
@@ -124,11 +127,12 @@ def compile_submission(
     started = time.perf_counter()
     try:
         return _compile(lab, source, arch, filename, line_info, timeout_s, started)
-    except Exception as exc:  # a grader bug must not become a worker crash
+    except Exception:  # a grader bug must not become a worker crash
+        log.exception("compiling a submission to lab %s failed in the grader", lab.id)
         return _failed(
             "internal",
-            f"The grader failed while compiling this file ({type(exc).__name__}: {exc}); this "
-            "is not your fault, please tell the course staff.",
+            "The grader failed while compiling this file; this is not your fault, please tell "
+            "the course staff.",
             arch=arch or "", kernel=lab.kernel, seconds=round(time.perf_counter() - started, 3),
         )  # fmt: skip
 
@@ -143,91 +147,81 @@ def _compile(
     started: float,
 ) -> CompileResult:
     arch = arch or default_arch()
-    name = safe_filename(filename)
-    common = {"arch": arch, "kernel": lab.kernel}
-
-    def elapsed() -> float:
-        return round(time.perf_counter() - started, 3)
-
-    problem = check_includes(source)
-    if problem:
-        return _failed("forbidden_include", problem, seconds=elapsed(), **common)
     if not _ARCH.match(arch):
-        return _failed("internal", f"The architecture {arch!r} is not one NVRTC knows.", **common)
-
+        return _failed(
+            "internal", f"The architecture {arch!r} is not one NVRTC knows.", arch=arch,
+            kernel=lab.kernel,
+        )  # fmt: skip
     wall = float(timeout_s if timeout_s is not None else lab.limits.compile_seconds)
     limits = SandboxLimits(
         wall_seconds=wall,
         cpu_seconds=math.ceil(wall) + 5,  # the wall clock should be what stops a bomb
         memory_mb=max(lab.limits.memory_mb, MIN_COMPILE_MEMORY_MB),
     )
-    payload = {
-        "source": without_line_directives(source),
-        "filename": name,
-        "options": nvrtc_options(lab, arch, line_info=line_info),
-        "headers": BUILTIN_HEADERS,
-    }
+    payload = compile_payload(lab, source, arch=arch, filename=filename, line_info=line_info)
     outcome = run_sandboxed(COMPILE_TARGET, payload, limits=limits)
-    if not outcome.ok or outcome.value is None:
-        return _sandbox_failure(outcome.reason, outcome.message, wall, limits, elapsed(), common)
+    return result_from_outcome(lab, outcome, arch=arch, limits=limits, started=started)
 
+
+def result_from_outcome(
+    lab: LabSpec, outcome: SandboxOutcome, *, arch: str, limits: SandboxLimits, started: float
+) -> CompileResult:
+    """The student's verdict from how the compile child ended; its own output is logged here."""
+    common: dict[str, Any] = {"arch": arch, "kernel": lab.kernel}
+    seconds = round(time.perf_counter() - started, 3)
+    # The child's own words (Python warnings, a traceback, the sandbox's notes) hold host paths:
+    # they are for the worker's log only.
+    level = logging.DEBUG if outcome.ok else logging.WARNING
+    log.log(level, "compile child for lab %s: %s", lab.id, "; ".join(outcome.log))
+    if outcome.stdout.strip():
+        log.warning("compile child for lab %s printed: %s", lab.id, outcome.stdout[-8000:])
+    if not outcome.ok or not isinstance(outcome.value, dict):
+        return _sandbox_failure(outcome.reason, outcome.message, limits, seconds, common)
     value = outcome.value
-    log = clean_log(str(value.get("log", "")), name, source)
+    log.debug("compile child for lab %s: %s parser steps", lab.id, value.get("steps"))
+    text = visible_text(str(value.get("log", "")))
+    reason = str(value.get("reason", ""))
     if not value.get("ok"):
-        errors = count_errors(log, name)
-        if "NVRTC_ERROR_COMPILATION" not in str(value.get("error")):  # options, not the source
-            return _failed(
-                "internal",
-                f"The compiler could not start ({value.get('error')}); this is not your fault, "
-                "please tell the course staff.",
-                log=log, seconds=elapsed(), **common,
-            )  # fmt: skip
-        if _ran_out_of_memory(log, name):
-            return _sandbox_failure("resource_limit", "", wall, limits, elapsed(), common)
-        return _failed("compile_error", _error_sentence(errors, log, name), log=log,
-                       seconds=elapsed(), **common)  # fmt: skip
-
-    cubin = base64.b64decode(value.get("cubin", ""))
-    verdict = _check_kernel(lab, cubin)
-    if verdict:
-        return _failed(verdict[0], verdict[1], log=log, seconds=elapsed(), **common)
-    try:
-        declarations = resolve_declarations(source, lab.declares)
-    except DeclarationError as exc:
-        return _failed("bad_declaration", str(exc), log=log, seconds=elapsed(), **common)
-    missing = _missing_requirement(lab, source)
-    if missing:
-        return _failed("missing_requirement", missing, log=log, declarations=declarations,
-                       seconds=elapsed(), **common)  # fmt: skip
-    findings = find_barrier_problems(source)
-    warnings = [f"Line {f.line}: {f.message}" for f in findings[:MAX_WARNINGS]]
-    if len(findings) > MAX_WARNINGS:
-        warnings.append(f"... and {len(findings) - MAX_WARNINGS} more warnings like these.")
-    note = f" with {len(findings)} warning{'s' if len(findings) != 1 else ''}" if findings else ""
+        if reason == "resource_limit" and not value.get("message"):
+            return _sandbox_failure(reason, "", limits, seconds, common)
+        if reason not in _REASONS:
+            reason = "internal"
+        return _failed(reason, str(value.get("message", "")), log=text, seconds=seconds,
+                       **common)  # fmt: skip
+    declarations = {str(k): int(v) for k, v in dict(value.get("declarations", {})).items()}
+    problem = _requirement_problem(lab, value, declarations)
+    if problem:
+        return _failed(problem[0], problem[1], log=text, declarations=declarations,
+                       seconds=seconds, **common)  # fmt: skip
+    warnings = [visible_text(str(w), limit=4096) for w in list(value.get("warnings", []))[:11]]
+    count = int(value.get("warning_count", len(warnings)))
+    note = f" with {count} warning{'s' if count != 1 else ''}" if count else ""
     # Say which declared values the launch will use, so a student sees their TILE was read.
-    declared = {d.name for d in find_declarations(source, lab.declares)}
+    declared = set(value.get("declared", []))
     used = ", ".join(f"{k} = {v}" for k, v in declarations.items() if k in declared)
+    shared = dict(value.get("shared", {}))
     return CompileResult(
         ok=True,
         message=f"Compiled for {arch}{f' ({used})' if used else ''}{note}.",
-        log=log,
+        log=text,
         declarations=declarations,
         warnings=warnings,
-        cubin=cubin,
-        seconds=elapsed(),
+        cubin=base64.b64decode(str(value.get("cubin", ""))),
+        seconds=seconds,
+        uses_shared_memory=bool(shared.get("uses")),
+        static_shared_bytes=int(shared.get("static_bytes", 0)),
         **common,
     )
 
 
 def _sandbox_failure(
-    reason: str, message: str, wall: float, limits: SandboxLimits, seconds: float,
-    common: dict[str, Any],
-) -> CompileResult:  # fmt: skip
+    reason: str, message: str, limits: SandboxLimits, seconds: float, common: dict[str, Any]
+) -> CompileResult:
     if reason == "timeout":
         return _failed(
             "timeout",
-            f"The compiler was stopped after {wall:g} s: compiling this file did not finish in "
-            "time (a macro or template that expands without end can cause this).",
+            f"The compiler was stopped after {limits.wall_seconds:g} s: compiling this file did "
+            "not finish in time (a macro or template that expands without end can cause this).",
             seconds=seconds, **common,
         )  # fmt: skip
     if reason == "resource_limit":
@@ -246,82 +240,49 @@ def _sandbox_failure(
     )  # fmt: skip
 
 
-def _ran_out_of_memory(log: str, filename: str) -> bool:
-    """NVRTC reports a failed allocation (under the memory limit) as an error of its own."""
-    first = first_error(log, filename)
-    return first is not None and first[1].lower().startswith("out of memory")
+def _requirement_problem(
+    lab: LabSpec, value: dict[str, Any], declarations: dict[str, int]
+) -> tuple[str, str] | None:
+    """The lab's rules on what the compiled kernel does: it uses shared memory where the lab
+    requires it, and dynamic shared memory only where the lab launches it with some."""
+    shared = dict(value.get("shared", {}))
+    uses, static_bytes = bool(shared.get("uses")), int(shared.get("static_bytes", 0))
+    dynamic = _least_dynamic_shared(lab, declarations)
+    if uses and not static_bytes and dynamic == 0:
+        return (
+            "no_dynamic_shared_memory",
+            f"Your kernel `{lab.kernel}` uses dynamic shared memory (`extern __shared__`), but "
+            "this lab launches it with none, so every access to it would be out of bounds. "
+            "Declare the array with a fixed size instead, e.g. "
+            "`__shared__ float tile[TILE_WIDTH][TILE_WIDTH];`.",
+        )
+    if "__shared__" in lab.requires and not (static_bytes or (uses and dynamic)):
+        return (
+            "missing_requirement",
+            f"This lab requires your kernel `{lab.kernel}` to use shared memory (`__shared__`), "
+            "but the compiled kernel uses none: an array the kernel never reads or writes is "
+            "removed by the compiler, and code in a comment or under `#if 0` does not count. "
+            "Load the tiles into `__shared__` arrays as the lab page describes.",
+        )
+    for token in value.get("missing_tokens", []):
+        return (
+            "missing_requirement",
+            f"This lab requires your kernel to use `{token}`, which does not appear in the "
+            "file (outside comments); see the lab page for what the kernel must do.",
+        )
+    return None
 
 
-def _error_sentence(errors: int, log: str, filename: str) -> str:
-    first = first_error(log, filename)
-    plural = "error" if errors == 1 else "errors"
-    if first is None:
-        return f"The compiler reported {errors} {plural}; see the log below."
-    where, text = first
-    lead = "it is" if errors == 1 else "the first is"
-    return f"The compiler reported {errors} {plural}; {lead} {where}: {text}"
-
-
-def _check_kernel(lab: LabSpec, cubin: bytes) -> tuple[str, str] | None:
+def _least_dynamic_shared(lab: LabSpec, declarations: dict[str, int]) -> int | None:
+    """The fewest bytes of dynamic shared memory any launch of any case gets; None when the
+    lab's expressions cannot say (the check is then left out)."""
     try:
-        found = kernel_names(cubin)
-    except CubinError as exc:
-        return "internal", f"The compiler's output could not be read ({exc}); please resubmit."
-    expected = lab.c_signature()
-    if lab.kernel not in found:
-        return "missing_kernel", _missing_kernel_sentence(lab.kernel, found, expected)
-    params = kernel_params(cubin, lab.kernel)
-    if params is None:  # an unknown table layout: leave the check to the run stage
+        values = [
+            launch.geometry(lab.sizes_for(case, declarations))[2]
+            for case in lab.cases
+            for launch in lab.launches
+        ]
+    except Exception:  # an expression this lab cannot evaluate here: not the student's fault
+        log.warning("lab %s: dynamic shared memory could not be evaluated", lab.id, exc_info=True)
         return None
-    got = [p.size for p in params]
-    want = lab.signature_sizes()
-    if got != want:
-        return (
-            "wrong_signature",
-            f"Your kernel `{lab.kernel}` takes {len(got)} parameter"
-            f"{'s' if len(got) != 1 else ''} of {_sizes(got)} bytes, but the grader calls it "
-            f"as `{expected}` ({_sizes(want)} bytes); change the parameters to match, in "
-            "that order.",
-        )
-    return None
-
-
-def _sizes(sizes: list[int]) -> str:
-    return ", ".join(str(s) for s in sizes) or "no"
-
-
-def _missing_kernel_sentence(kernel: str, found: list[str], expected: str) -> str:
-    if not found:
-        return (
-            f"No kernel named `{kernel}` was found: the file defines no __global__ function. "
-            f"This lab expects `{expected}`."
-        )
-    mangled = [n for n in found if demangled_base(n) == kernel and n != kernel]
-    if mangled:
-        return (
-            f"No kernel named `{kernel}` was found: your `{kernel}` is compiled as a C++ "
-            f"function (its symbol is `{mangled[0]}`), so the grader cannot find it by name; "
-            f'declare it `extern "C"`, as in `{expected}`.'
-        )
-    shown = ", ".join(
-        f"{demangled_base(n)} (C++ symbol {n})" if n.startswith("_Z") else n for n in found
-    )
-    return (
-        f"No kernel named `{kernel}` was found; the file defines: {shown}. This lab expects "
-        f"`{expected}`; rename your kernel or add it."
-    )
-
-
-def _missing_requirement(lab: LabSpec, source: str) -> str | None:
-    # The lab's own reference kernels are trusted: the naive baseline of a tiled lab need not
-    # use shared memory.
-    if not lab.requires or any(ref.file and ref.source == source for ref in lab.references):
-        return None
-    bare = SourceViews.of(source).bare
-    for token in lab.requires:
-        if not re.search(rf"(?<!\w){re.escape(token)}(?!\w)", bare):
-            return (
-                f"This lab requires your kernel to use `{token}`, which does not appear in the "
-                "file (outside comments); see the lab page for what the kernel must do."
-            )
-    return None
+    return min(values, default=0)

@@ -115,6 +115,18 @@ def kernel_params(cubin: bytes, kernel: str) -> list[KernelParam] | None:
     return sorted(params, key=lambda p: p.ordinal)
 
 
+def shared_section_size(cubin: bytes, kernel: str) -> int | None:
+    """Bytes of the kernel's `.nv.shared.<kernel>` section; None when there is none.
+
+    The section exists when the kernel reads or writes shared memory, static (`__shared__
+    float t[16][16]`) or dynamic (`extern __shared__ float t[]`, size 0 below sm_90); an array
+    it never uses is removed by the compiler, and text in `#if 0` never gets here. From sm_90 on
+    the section also holds 1 KiB the system reserves, so the static size comes from ptxas.
+    """
+    section = next((s for s in _sections(cubin) if s.name == f".nv.shared.{kernel}"), None)
+    return None if section is None else section.size
+
+
 _MANGLED = re.compile(r"^_Z(?:N\d*)?(\d+)([A-Za-z_]\w*)")
 
 

@@ -15,41 +15,12 @@ from __future__ import annotations
 
 import re
 
+from graders.compile import work
+from graders.compile.headers import BUILTIN_HEADERS
 from graders.compile.source_text import SourceViews
 
-_STDINT = (
-    "typedef signed char int8_t; typedef short int16_t; typedef int int32_t; "
-    "typedef long long int64_t; typedef unsigned char uint8_t; typedef unsigned short uint16_t; "
-    "typedef unsigned int uint32_t; typedef unsigned long long uint64_t; "
-    "typedef long long intptr_t; typedef unsigned long long uintptr_t;\n"
-)
-_FLOAT = (
-    "#define FLT_MAX 3.402823466e+38F\n#define FLT_MIN 1.175494351e-38F\n"
-    "#define FLT_EPSILON 1.192092896e-07F\n#define DBL_MAX 1.7976931348623158e+308\n"
-    "#define DBL_MIN 2.2250738585072014e-308\n#define DBL_EPSILON 2.2204460492503131e-016\n"
-)
-_LIMITS = (
-    "#define INT_MAX 2147483647\n#define INT_MIN (-2147483647 - 1)\n"
-    "#define UINT_MAX 4294967295U\n#define LLONG_MAX 9223372036854775807LL\n"
-)
-# Header name -> the text the grader serves for it. NVRTC builds in printf, the math library,
-# atomics and the CUDA built-ins, so most of these need nothing at all.
-BUILTIN_HEADERS: dict[str, str] = {
-    "cuda_runtime.h": "",
-    "cuda_runtime_api.h": "",
-    "cuda.h": "",
-    "device_launch_parameters.h": "",
-    "stdio.h": "",
-    "cstdio": "",
-    "math.h": "",
-    "cmath": "",
-    "stdint.h": _STDINT,
-    "cstdint": _STDINT,
-    "float.h": _FLOAT,
-    "cfloat": _FLOAT,
-    "limits.h": _LIMITS,
-    "climits": _LIMITS,
-}
+__all__ = ["BUILTIN_HEADERS", "check_includes", "without_line_directives"]
+
 ALLOWED_PRAGMAS = frozenset(
     {
         "unroll", "nounroll", "once", "message", "push_macro", "pop_macro",
@@ -60,6 +31,9 @@ ALLOWED_PRAGMAS = frozenset(
 _INCLUDE_FAMILY = frozenset({"include", "include_next", "import", "embed"})
 _DIRECTIVE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*([A-Za-z_]\w*)?(.*)$")
 _HEADER_OPERAND = re.compile(r'^\s*(?:<([^<>"]+)>|"([^<>"]+)")\s*$')
+# In the raw view comments are still there: `#include <math.h> // for INFINITY` is allowed.
+_HEADER_OPERAND_RAW = re.compile(r'^\s*(?:<([^<>"]+)>|"([^<>"]+)")\s*(?://.*|/\*.*)?$')
+_PRAGMA_NAME = re.compile(r"\s*([A-Za-z_]\w*)", re.ASCII)
 _PRAGMA_OPERATOR = re.compile(r"\b_Pragma\b")
 _PRAGMA_LITERAL = re.compile(r'\s*\(\s*(?:L|u8|u|U)?"((?:[^"\\\n]|\\.)*)"\s*\)')
 _FILE_QUERY = re.compile(r"__has_include(?:_next)?\b|__has_embed\b")
@@ -74,6 +48,7 @@ def allowed_headers_text() -> str:
 
 def check_includes(source: str) -> str | None:
     """None when the source may be compiled; otherwise one sentence naming the line."""
+    work.add(len(source))
     try:
         source.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -111,13 +86,15 @@ def check_includes(source: str) -> str | None:
 
 
 def _check_directives(views: SourceViews, view: str, *, pragmas: bool) -> str | None:
+    operand_pattern = _HEADER_OPERAND_RAW if view is views.spliced else _HEADER_OPERAND
     for line in views.lines(view):
+        work.add(len(line.text) + 1)
         match = _DIRECTIVE.match(line.text)
         if not match or not match.group(1):
             continue
         name, operand = match.group(1), match.group(2)
         if name in _INCLUDE_FAMILY:
-            header = _HEADER_OPERAND.match(operand)
+            header = operand_pattern.match(operand)
             target = (header.group(1) or header.group(2)) if header else None
             if name == "include" and target in BUILTIN_HEADERS:
                 continue
@@ -150,9 +127,9 @@ def _include_sentence(line: int, directive: str, operand: str, target: str | Non
 
 
 def _pragma_problem(operand: str) -> str | None:
-    words = operand.split()
-    first = words[0] if words else ""
-    if first in ALLOWED_PRAGMAS:
+    # The pragma's name is the first identifier: `#pragma message("...")` names `message`.
+    first = _PRAGMA_NAME.match(operand)
+    if first and first.group(1) in ALLOWED_PRAGMAS:
         return None
     return (
         "the grader accepts only the pragmas " + ", ".join(sorted(ALLOWED_PRAGMAS)) + "; "
@@ -161,9 +138,13 @@ def _pragma_problem(operand: str) -> str | None:
 
 
 def _check_pragma_operators(views: SourceViews) -> str | None:
+    work.add(len(views.code))
     for found in _PRAGMA_OPERATOR.finditer(views.code):
         line = views.line_at(found.start())
         literal = _PRAGMA_LITERAL.match(views.code, found.end())
+        # A literal that matches is not read again (the next `_Pragma` comes after it); one that
+        # does not ends the check with a refusal: either way each character is read about once.
+        work.add(1 + (literal.end() - found.end() if literal else 0))
         if not literal:
             return (
                 f"Line {line} uses `_Pragma` without a plain string literal; write the pragma "
@@ -179,20 +160,24 @@ def _check_pragma_operators(views: SourceViews) -> str | None:
 def without_line_directives(source: str) -> str:
     """The source with `#line` directives (and `# 12 "file"` markers) blanked, newlines kept:
     they would rename the file and renumber the lines in the compiler's messages, and the log
-    must point into the student's own file."""
+    must point into the student's own file. A line that is such a directive in any view (with
+    comments and literals understood, with quotes ignored, or raw) is blanked, so a construct
+    this scanner misreads cannot hide one."""
     views = SourceViews.of(source)
-    logical = views.lines(views.code)
     blank: set[int] = set()
-    for i, line in enumerate(logical):
-        match = _DIRECTIVE.match(line.text)
-        if match is None:
-            continue
-        is_line = match.group(1) == "line" or (
-            match.group(1) is None and match.group(2).strip()[:1].isdigit()
-        )
-        if is_line:
-            last = logical[i + 1].number - 1 if i + 1 < len(logical) else line.number
-            blank.update(range(line.number, last + 1))
+    for view in (views.code, views.quoteless, views.spliced):
+        logical = views.lines(view)
+        for i, line in enumerate(logical):
+            work.add(len(line.text) + 1)
+            match = _DIRECTIVE.match(line.text)
+            if match is None:
+                continue
+            is_line = match.group(1) == "line" or (
+                match.group(1) is None and match.group(2).strip()[:1].isdigit()
+            )
+            if is_line:
+                last = logical[i + 1].number - 1 if i + 1 < len(logical) else line.number
+                blank.update(range(line.number, last + 1))
     if not blank:
         return source
     physical = source.split("\n")  # newlines only, as the views count lines

@@ -3,30 +3,70 @@
 Defence in depth behind the include policy: a diagnostic about any file other than the
 student's is replaced by a one-line note (so no other file's text can reach the page), a
 source line the compiler echoes is kept only if it is a line of the student's own file, and the
-whole log is capped.
+whole log is capped. Runs in the compile child; each line is read a bounded number of times.
 """
 
 from __future__ import annotations
 
 import re
 
+from graders.compile import work
+
 MAX_LOG_CHARS = 20_000
 MAX_DIAGNOSTICS = 100
+# NVVM writes "Error:" with a capital (`s.cu(1): Error: Formal parameter space overflowed`).
 _HEADER = re.compile(
-    r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>catastrophic error|error|warning|remark"
-    r"|note)(?P<rest>.*)$"
+    r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>(?i:catastrophic error|error|warning|remark"
+    r"|note))(?P<rest>.*)$"
 )
-_END_OF_SOURCE = re.compile(r"^At end of source: (?P<severity>catastrophic error|error|warning)")
+_END_OF_SOURCE = re.compile(
+    r"^At end of source: (?P<severity>(?i:catastrophic error|error|warning))"
+)
+# Errors in inline assembly come from ptxas, numbered by lines of the generated PTX.
+_PTX_INPUT = re.compile(
+    r"^ptxas application ptx input, line \d+; (?P<severity>error|fatal|warning)\s*:\s*(?P<rest>.*)$"
+)
+# An error line that names no file: NVRTC's or NVVM's own.
+_BARE_ERROR = re.compile(r"^(?:nvrtc: |NVVM |LLVM )?(?i:fatal error|error)\b\s*:?\s*(?P<rest>.*)$")
+# What `--ptxas-options=-v` adds: the grader reads the shared memory from it, the student
+# does not need it.
+_PTXAS_INFO = re.compile(r"^ptxas (?:info|\s+\.)")
+_PTXAS_ENTRY = re.compile(r"^ptxas info\s*: Compiling entry function '([^']*)'")
+_PTXAS_SMEM = re.compile(r"^ptxas info\s*: Used .*?\b(\d+) bytes smem\b")
 _SUMMARY = re.compile(r'^(\d+) (?:catastrophic )?errors? detected in the compilation of "(.*)"\.$')
 _CARET = re.compile(r"^\s*\^\s*$")
 # The assembler's messages come after the front end's: "ptxas error   : Entry function ...".
 _PTXAS = re.compile(r"^ptxas (?P<severity>error|fatal|warning)\s*:\s*(?P<rest>.*)$")
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
 _OTHER_FILE_NOTE = "(a message about a file other than yours was left out)"
+NO_LINE = "without a line of your file"  # where an error is that names no file
+
+
+def static_shared_bytes(log: str) -> dict[str, int]:
+    """Kernel -> static shared memory in bytes, from the lines `--ptxas-options=-v` writes."""
+    found: dict[str, int] = {}
+    kernel = None
+    for line in log.split("\n"):
+        work.add(len(line) + 1)
+        entry = _PTXAS_ENTRY.match(line)
+        if entry:
+            kernel = entry.group(1)
+            found.setdefault(kernel, 0)
+            continue
+        smem = _PTXAS_SMEM.match(line)
+        if smem and kernel is not None:
+            found[kernel] = int(smem.group(1))
+            kernel = None
+    return found
+
+
+def without_ptxas_info(log: str) -> str:
+    return "\n".join(line for line in log.split("\n") if not _PTXAS_INFO.match(line))
 
 
 def clean_log(log: str, filename: str, source: str) -> str:
     """The log with only the student's file in it, capped at MAX_LOG_CHARS."""
+    work.add(len(log) + len(source))
     log = log.replace("\x00", "")
     # Split on "\n" only, as the compiler does: str.splitlines() would also split on form
     # feeds and other separators a hostile file could use to shape what looks like a new line.
@@ -37,7 +77,7 @@ def clean_log(log: str, filename: str, source: str) -> str:
     for line in log.split("\n"):
         line = line.rstrip("\r")
         header = _HEADER.match(line)
-        if header or _END_OF_SOURCE.match(line):
+        if header or _END_OF_SOURCE.match(line) or _PTX_INPUT.match(line):
             diagnostics += 1
             if diagnostics > MAX_DIAGNOSTICS:
                 out.append(f"(more than {MAX_DIAGNOSTICS} messages; the rest were left out)")
@@ -80,19 +120,38 @@ def _is_context(line: str) -> bool:
     )
 
 
+def _error_in(line: str, filename: str) -> tuple[str, str] | None:
+    """(where, text) when the line reports an error the student can see in the cleaned log."""
+    header = _HEADER.match(line)
+    if header:
+        if "error" in header.group("severity").lower() and header.group("file") == filename:
+            return f"on line {header.group('line')}", header.group("rest").lstrip(":").strip()
+        return None
+    end = _END_OF_SOURCE.match(line)
+    if end:
+        if "error" in end.group("severity").lower():
+            return "at the end of the file", line.split(":", 2)[-1].strip()
+        return None
+    ptx = _PTX_INPUT.match(line)
+    if ptx:
+        if ptx.group("severity") != "warning":
+            return "in the inline assembly (PTX)", ptx.group("rest").strip()
+        return None
+    ptxas = _PTXAS.match(line)
+    if ptxas:
+        if ptxas.group("severity") != "warning":
+            return "when the kernel was assembled", ptxas.group("rest").strip()
+        return None
+    bare = _BARE_ERROR.match(line)
+    if bare:
+        return NO_LINE, bare.group("rest").strip()
+    return None
+
+
 def count_errors(log: str, filename: str) -> int:
-    """Errors about the student's file (or the end of it), as the cleaned log shows them."""
-    count = 0
-    for line in log.split("\n"):
-        header = _HEADER.match(line)
-        end = _END_OF_SOURCE.match(line)
-        own = header is not None and header.group("file") == filename
-        severity = (
-            header.group("severity") if own and header else end.group("severity") if end else ""
-        )
-        ptxas = _PTXAS.match(line)
-        if "error" in severity or (ptxas and ptxas.group("severity") != "warning"):
-            count += 1
+    """Errors about the student's file (or the end of it, or its assembly), as the cleaned log
+    shows them."""
+    count = sum(1 for line in log.split("\n") if _error_in(line, filename))
     if count == 0:
         summary = next((m for m in map(_SUMMARY.match, log.split("\n")) if m), None)
         count = int(summary.group(1)) if summary else 0
@@ -100,19 +159,13 @@ def count_errors(log: str, filename: str) -> int:
 
 
 def first_error(log: str, filename: str) -> tuple[str, str] | None:
-    """(where, message) of the first error: "on line 12", "at the end of the file" or
-    "when the kernel was assembled" (ptxas: resource limits such as shared memory)."""
+    """(where, message) of the first error: "on line 12", "at the end of the file",
+    "in the inline assembly (PTX)", "when the kernel was assembled" (ptxas: resource limits
+    such as shared memory) or "without a line of your file"."""
     for line in log.split("\n"):
-        header = _HEADER.match(line)
-        if header and "error" in header.group("severity") and header.group("file") == filename:
-            text = header.group("rest").lstrip(":").strip()
-            return f"on line {header.group('line')}", _sentence(text)
-        end = _END_OF_SOURCE.match(line)
-        if end and "error" in end.group("severity"):
-            return "at the end of the file", _sentence(line.split(":", 2)[-1].strip())
-        ptxas = _PTXAS.match(line)
-        if ptxas and ptxas.group("severity") != "warning":
-            return "when the kernel was assembled", _sentence(ptxas.group("rest").strip())
+        error = _error_in(line, filename)
+        if error is not None:
+            return error[0], _sentence(error[1])
     return None
 
 

@@ -3,6 +3,13 @@
 Every view keeps the text's length and its newlines, so an index or a line number in a view is
 the same in the student's file. Used by the include policy, the declaration parser and the
 static checks.
+
+The scanner reads literals as the C++ preprocessor does (translation phase 3): a quote after an
+identifier starts a character or string literal (`X'/*'` is `X` then the literal `'/*'`), a
+quote inside a number is a digit separator (`1'000`), the prefixes u8, u, U and L belong to the
+literal they start, and R"d( ... )d" is a raw string. A scanner that read `X'/*'` as a digit
+separator and a comment hid the lines after it (a `#line` directive among them) from every
+check. All work is one pass over the text (see `graders.compile.work`).
 """
 
 from __future__ import annotations
@@ -10,10 +17,26 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from graders.compile import work
+
 # A backslash, optional spaces (GCC and EDG accept them, with a warning), then a newline.
 _SPLICE = re.compile(r"\\[ \t]*\r?\n")
+_STRING_PREFIXES = frozenset({"u8", "u", "U", "L"})
 _RAW_PREFIXES = frozenset({"R", "u8R", "uR", "UR", "LR"})
-_CHAR_PREFIXES = frozenset({"", "u8", "u", "U", "L"})
+# What the scanner stops at: a comment, an identifier, a pp-number or a quote. Each branch
+# matches in one pass (the pp-number's repetition ends the pattern, so it never backtracks).
+_LEXEME = re.compile(
+    r"""(?P<comment>//|/\*)
+      | (?P<ident>[A-Za-z_]\w*)
+      | (?P<number>\.?\d(?:[eEpP][+-]|'\w|[\w.])*)
+      | (?P<quote>["'])""",
+    re.X | re.ASCII,  # NVRTC reads no other letters ($, é) as part of a name or a number
+)
+_STRING_BODY = re.compile(r'[^"\\\n]*(?:\\.[^"\\\n]*)*')
+_CHAR_BODY = re.compile(r"[^'\\\n]*(?:\\.[^'\\\n]*)*")
+_RAW_DELIMITER = re.compile(r'[^\s()\\"]{0,16}\(')
+_COMMENT_START = re.compile(r"//|/\*")
+_NOT_NEWLINE = re.compile(r"[^\n]+")
 
 
 @dataclass(frozen=True)
@@ -26,25 +49,103 @@ class LogicalLine:
 
 def splice(source: str) -> tuple[str, list[int]]:
     """Join backslash-continued lines; return the text and, per character, its physical line."""
+    work.add(len(source))
     out: list[str] = []
     lines: list[int] = []
     line = 1
     pos = 0
     for match in _SPLICE.finditer(source):
         chunk = source[pos : match.start()]
-        for ch in chunk:
-            out.append(ch)
-            lines.append(line)
-            if ch == "\n":
-                line += 1
+        out.append(chunk)
+        for part in chunk.split("\n")[:-1]:
+            lines.extend([line] * (len(part) + 1))
+            line += 1
+        lines.extend([line] * (len(chunk) - chunk.rfind("\n") - 1))
         line += 1  # the newline the splice removed
         pos = match.end()
-    for ch in source[pos:]:
-        out.append(ch)
-        lines.append(line)
-        if ch == "\n":
-            line += 1
+    rest = source[pos:]
+    out.append(rest)
+    for part in rest.split("\n")[:-1]:
+        lines.extend([line] * (len(part) + 1))
+        line += 1
+    lines.extend([line] * (len(rest) - rest.rfind("\n") - 1))
     return "".join(out), lines
+
+
+def _blanked(text: str) -> str:
+    return _NOT_NEWLINE.sub(lambda m: " " * len(m.group()), text)
+
+
+def _literal_contents(text: str, quote_at: int, raw: bool) -> tuple[int, int]:
+    """(start, end) of the contents of the literal whose opening quote is at `quote_at`, and
+    the scan resumes after the closing quote. A plain literal ends at an unescaped newline at
+    the latest, as the compiler reads an unterminated one."""
+    if raw:
+        delimiter = _RAW_DELIMITER.match(text, quote_at + 1)
+        if delimiter:
+            close = ")" + delimiter.group()[:-1] + '"'
+            end = text.find(close, delimiter.end())
+            return (quote_at + 1, len(text)) if end < 0 else (quote_at + 1, end + len(close) - 1)
+    quote = text[quote_at]
+    body = (_STRING_BODY if quote == '"' else _CHAR_BODY).match(text, quote_at + 1)
+    end = body.end() if body else quote_at + 1
+    return quote_at + 1, end
+
+
+def lexical_spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(comments, literal contents): spans of the text, in order, as the preprocessor lexes it."""
+    work.add(len(text))
+    comments: list[tuple[int, int]] = []
+    contents: list[tuple[int, int]] = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        match = _LEXEME.search(text, pos)
+        if match is None:
+            break
+        work.add()
+        kind = match.lastgroup
+        start = match.start()
+        if kind == "comment":
+            if match.group() == "//":
+                end = text.find("\n", start)
+                end = n if end < 0 else end
+            else:
+                end = text.find("*/", start + 2)
+                end = n if end < 0 else end + 2
+            comments.append((start, end))
+            pos = end
+            continue
+        if kind == "quote":
+            quote_at, raw = start, False
+        elif kind == "ident" and match.end() < n:
+            word, after = match.group(), text[match.end()]
+            if after == '"' and (word in _STRING_PREFIXES or word in _RAW_PREFIXES):
+                quote_at, raw = match.end(), word in _RAW_PREFIXES
+            elif after == "'" and word in _STRING_PREFIXES:
+                quote_at, raw = match.end(), False
+            else:
+                pos = match.end()  # a quote right after it starts a literal of its own
+                continue
+        else:
+            pos = match.end()  # a pp-number (digit separators included) or the last word
+            continue
+        start, end = _literal_contents(text, quote_at, raw)
+        contents.append((start, end))
+        pos = end + 1  # past the closing quote (or the newline that ended it)
+    return comments, contents
+
+
+def _apply(text: str, spans: list[tuple[int, int]]) -> str:
+    """The text with each span (in order, not overlapping) blanked, newlines kept."""
+    out: list[str] = []
+    pos = 0
+    for start, end in spans:
+        out.append(text[pos:start])
+        out.append(_blanked(text[start:end]))
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def blank_comments(text: str, *, strings: bool = True, blank_strings: bool = False) -> str:
@@ -52,77 +153,32 @@ def blank_comments(text: str, *, strings: bool = True, blank_strings: bool = Fal
     contents are skipped (and blanked with `blank_strings`); without, quotes are plain text, which
     gives a second, differently-wrong view for the include policy to cross-check.
     """
-    out = list(text)
-    i, n = 0, len(text)
+    if not strings:
+        return _apply(text, _comments_ignoring_quotes(text))
+    comments, contents = lexical_spans(text)
+    if not blank_strings:
+        return _apply(text, comments)
+    return _apply(text, sorted(comments + contents))
 
-    def blank(start: int, end: int) -> None:
-        for k in range(start, end):
-            if out[k] != "\n":
-                out[k] = " "
 
-    while i < n:
-        ch = text[i]
-        nxt = text[i + 1] if i + 1 < n else ""
-        if ch == "/" and nxt == "/":
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            blank(i, end)
-            i = end
-        elif ch == "/" and nxt == "*":
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            blank(i, end)
-            i = end
-        elif strings and ch == '"':
-            raw = _word_before(text, i) in _RAW_PREFIXES
-            end = _raw_string_end(text, i) if raw else _quoted_end(text, i, '"')
-            if blank_strings:
-                blank(i + 1, end - 1)
-            i = end
-        elif strings and ch == "'" and _word_before(text, i) in _CHAR_PREFIXES:
-            # After a digit or another word, a quote is a C++14 digit separator (1'000).
-            end = _quoted_end(text, i, "'")
-            if blank_strings:
-                blank(i + 1, end - 1)
-            i = end
+def _comments_ignoring_quotes(text: str) -> list[tuple[int, int]]:
+    work.add(len(text))
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        match = _COMMENT_START.search(text, pos)
+        if match is None:
+            return spans
+        work.add()
+        start = match.start()
+        if match.group() == "//":
+            end = text.find("\n", start)
+            end = len(text) if end < 0 else end
         else:
-            i += 1
-    return "".join(out)
-
-
-def _word_before(text: str, i: int) -> str:
-    """The run of identifier characters (or digits) that ends right before index i."""
-    j = i
-    while j > 0 and (text[j - 1].isalnum() or text[j - 1] == "_") and i - j < 8:
-        j -= 1
-    return text[j:i]
-
-
-def _quoted_end(text: str, i: int, quote: str) -> int:
-    """Index after the closing quote; a literal ends at an unescaped newline at the latest."""
-    j = i + 1
-    n = len(text)
-    while j < n:
-        c = text[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == quote:
-            return j + 1
-        if c == "\n":
-            return j
-        j += 1
-    return n
-
-
-def _raw_string_end(text: str, i: int) -> int:
-    """R"delim( ... )delim": index after the closing quote (or the end of the text)."""
-    open_paren = text.find("(", i + 1, i + 18)
-    if open_paren < 0:
-        return _quoted_end(text, i, '"')
-    delim = text[i + 1 : open_paren]
-    close = text.find(f'){delim}"', open_paren + 1)
-    return len(text) if close < 0 else close + len(delim) + 2
+            end = text.find("*/", start + 2)
+            end = len(text) if end < 0 else end + 2
+        spans.append((start, end))
+        pos = end
 
 
 @dataclass(frozen=True)
@@ -142,12 +198,13 @@ class SourceViews:
         # both must be white space here too, or a directive hides from every check.
         text = source.replace("\r\n", "\n").replace("\r", " ").replace("\ufeff", " ")
         spliced, line_of = splice(text)
+        comments, contents = lexical_spans(spliced)
         return cls(
             spliced=spliced,
             line_of=line_of,
-            code=blank_comments(spliced),
-            bare=blank_comments(spliced, blank_strings=True),
-            quoteless=blank_comments(spliced, strings=False),
+            code=_apply(spliced, comments),
+            bare=_apply(spliced, sorted(comments + contents)),
+            quoteless=_apply(spliced, _comments_ignoring_quotes(spliced)),
         )
 
     def line_at(self, index: int) -> int:
@@ -159,6 +216,7 @@ class SourceViews:
 
     def lines(self, view: str) -> list[LogicalLine]:
         """The logical lines of one view (a string aligned with `spliced`)."""
+        work.add(len(view))
         out: list[LogicalLine] = []
         start = 0
         for part in view.split("\n"):

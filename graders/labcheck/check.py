@@ -229,14 +229,14 @@ def _other_kernels_problem(lab: LabSpec, cubin: bytes | None) -> tuple[str, str]
 def _compile_references(
     lab: LabSpec, report: LabCheckReport, arch: str | None
 ) -> dict[str, CompileResult]:
-    # Compiled as a submission is: the compile stage itself exempts the lab's own references
-    # from `requires` (a naive baseline need not use __shared__).
+    # Compiled as the run stage compiles them: without the submissions' `requires`.
+    ref_lab = lab.for_references()
     out: dict[str, CompileResult] = {}
     for ref in lab.references:
         if ref.file is None:
             continue
         subject = f"reference {ref.file}"
-        result = _compile(lab, ref.source, ref.file, arch)
+        result = _compile(ref_lab, ref.source, ref.file, arch)
         if not result.ok:
             log = f"\n{result.log}" if result.log else ""
             report.add(FAIL, subject, f"does not compile: {result.message}{log}")

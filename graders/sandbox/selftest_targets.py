@@ -81,6 +81,15 @@ def raise_error(payload: dict[str, Any]) -> dict[str, Any]:
     raise ValueError("selftest: a bug in the grader")
 
 
+def warn_then_raise(payload: dict[str, Any]) -> dict[str, Any]:
+    """Print a Python warning (with this file's path) to stderr, then fail with a traceback."""
+    import warnings
+
+    warnings.warn("a warning of the child's own", UserWarning, stacklevel=1)
+    sys.stderr.flush()
+    raise ValueError("selftest: a bug in the grader, after a warning")
+
+
 def crash(payload: dict[str, Any]) -> dict[str, Any]:
     """Die of a segmentation fault."""
     os.kill(os.getpid(), signal.SIGSEGV)

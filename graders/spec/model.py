@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from graders.spec.dtypes import ARRAY_DTYPES, DTYPE_BYTES, INTEGER_DTYPES, SCALAR_DTYPES
@@ -307,6 +307,11 @@ class LabSpec:
     def __post_init__(self) -> None:
         if not self.kernels:
             object.__setattr__(self, "kernels", (self.kernel,))
+
+    def for_references(self) -> LabSpec:
+        """The lab as its references are compiled: trusted instructor code, so without
+        `requires` (a rule for submissions that a tiled lab's naive baseline rightly breaks)."""
+        return replace(self, requires=[])
 
     @property
     def correctness_points(self) -> float:

@@ -4,7 +4,8 @@ Header lines (interfaces.md's format, plus three lines these files need):
     // lab: vector-scale                 the built-in lab the kernel is submitted to
     // stage: compile | run              where the defence acts
     // expect-verdict: timeout | resource_limit   one verdict, or alternatives joined by '|'
-    // expect-message: did not finish    optional; a substring of the message (any case)
+    // expect-message: did not finish    optional; a substring of the message (any case); messages
+                                         show no absolute path (`/etc/passwd` reads `.../passwd`)
     // timing: on                        optional; grade with the timed repetitions
     // expect-stdout: dropped            optional; a substring of the captured kernel output
     // health-check: no                  optional; a kernel_error here need not make the worker

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from graders.compile.compiler import (
-    compile_in_child,
     compile_submission,
     default_arch,
     safe_filename,
 )
 from graders.compile.log import clean_log
+from graders.compile.pipeline import nvrtc_compile
 from graders.spec import LabSpec, LimitsSpec, load_lab
 from tests.graders.spec_samples import GOOD_SPEC, NAIVE, write_lab
 
@@ -130,7 +130,8 @@ def test_parameters_in_another_order_are_refused(lab: LabSpec) -> None:
 def test_host_file_includes_are_refused_before_compiling(lab: LabSpec, include: str) -> None:
     result = compile_submission(lab, f"{include}\n{TILED}", arch=ARCH)
     assert not result.ok and result.reason == "forbidden_include"
-    assert result.message.startswith("Line 1 includes") and "/etc/passwd" in result.message
+    # The path is the student's own text, but no message shows a host path: `.../passwd`.
+    assert result.message.startswith("Line 1 includes") and '/passwd"' in result.message
     text = result.message + result.log
     assert not any(line in text for line in PASSWD_LINES)
 
@@ -194,13 +195,20 @@ def test_octal_declaration_is_read_as_c_reads_it(lab: LabSpec) -> None:
     assert result.declarations == {"TILE": 8}
 
 
-def test_missing_requirement_is_refused_but_not_for_references(lab: LabSpec) -> None:
+def copied_source(lab: LabSpec) -> str:
+    return lab.reference("naive").source
+
+
+def test_missing_requirement_is_refused_even_for_a_copy_of_a_reference(lab: LabSpec) -> None:
     naive = NAIVE.replace("{}", "{ if (M && N && K) C[0] = A[0] * B[0]; }")
     result = compile_submission(lab, naive, arch=ARCH)
     assert not result.ok and result.reason == "missing_requirement"
-    assert "`__shared__`" in result.message
-    # The lab's own naive reference is the performance baseline: it is exempt.
-    assert compile_submission(lab, lab.reference("naive").source, arch=ARCH).ok
+    assert "`__shared__`" in result.message and "uses none" in result.message
+    # A student's copy of the lab's naive reference breaks the rule like any other file; the
+    # references themselves are compiled without `requires` (graders.grade.compile_reference).
+    copied = compile_submission(lab, copied_source(lab), arch=ARCH)
+    assert not copied.ok and copied.reason == "missing_requirement"
+    assert compile_submission(dataclasses.replace(lab, requires=[]), copied_source(lab)).ok
 
 
 def test_divergent_barrier_becomes_a_warning_with_its_line(lab: LabSpec) -> None:
@@ -244,13 +252,11 @@ def test_log_cleaning_alone_stops_a_real_leak(lab: LabSpec) -> None:
     if not PASSWD_LINES:
         pytest.skip("this machine has no /etc/passwd to leak")
     source = '#include "/etc/passwd"\n' + TILED
-    raw = compile_in_child(
-        {"source": source, "filename": "submission.cu", "options": ["--gpu-architecture=sm_90"]}
-    )
-    assert not raw["ok"]
-    leaked = [line for line in PASSWD_LINES if line in raw["log"]]
+    ok, _, raw_log, _ = nvrtc_compile(source, "submission.cu", ["--gpu-architecture=sm_90"], {})
+    assert not ok
+    leaked = [line for line in PASSWD_LINES if line in raw_log]
     assert leaked, "NVRTC no longer prints included files; this test shows nothing"
-    cleaned = clean_log(raw["log"], "submission.cu", source)
+    cleaned = clean_log(raw_log, "submission.cu", source)
     assert not any(line in cleaned for line in PASSWD_LINES)
     assert "(a message about a file other than yours was left out)" in cleaned
 
@@ -263,3 +269,62 @@ def test_form_feeds_cannot_shape_a_kept_line() -> None:
     )
     log = clean_log(raw, "submission.cu", "q\nint a\n")
     assert "secret" not in log and "root" not in log and "int a" in log
+
+
+def test_the_builtin_headers_define_what_students_use(lab: LabSpec) -> None:
+    uses = """\
+#include <math.h> // for INFINITY
+#include <cmath>
+#include <cfloat>   /* FLT_MAX */
+#include <climits>
+#include <cstdint>
+#define INT_MAX 2147483647
+constexpr float lowest = -INFINITY;
+__device__ double limits[] = {FLT_MAX, DBL_MAX, FLT_EPSILON, HUGE_VAL, M_PI, (double)INT_MAX,
+                              (double)UINT32_MAX, (double)LLONG_MAX, (double)SIZE_MAX};
+"""
+    source = uses + TILED.replace(
+        "float sum = 0.0f;", "float sum = (isnan(NAN) && lowest < 0) ? 0.0f : limits[0];"
+    )
+    result = compile_submission(lab, source, arch=ARCH)
+    assert result.ok, result.message + result.log
+    assert "warning" not in result.log, result.log
+
+
+def test_a_missing_semicolon_names_the_line_before(lab: LabSpec) -> None:
+    source = TILED.replace("float sum = 0.0f;", "float sum = 0.0f\n    // the loop\n")
+    result = compile_submission(lab, source, arch=ARCH)
+    assert result.reason == "compile_error"
+    assert result.message == (
+        'The compiler reported 1 error; it is on line 15: expected a ";". A missing `;` is '
+        "reported where the next statement starts: check the end of line 12."
+    )
+
+
+def test_dynamic_shared_memory_where_the_lab_gives_none_is_named(lab: LabSpec) -> None:
+    source = TILED.replace(
+        "__shared__ float As[TILE_WIDTH][TILE_WIDTH];\n"
+        "    __shared__ float Bs[TILE_WIDTH][TILE_WIDTH];",
+        "extern __shared__ float tiles[];\n"
+        "    float (*As)[TILE_WIDTH] = (float (*)[TILE_WIDTH]) tiles;\n"
+        "    float (*Bs)[TILE_WIDTH] = (float (*)[TILE_WIDTH]) (tiles + TILE_WIDTH * TILE_WIDTH);",
+    )
+    assert "extern __shared__" in source
+    result = compile_submission(lab, source, arch=ARCH)
+    assert not result.ok and result.reason == "no_dynamic_shared_memory", result.message
+    assert "launches it with none" in result.message and "__shared__ float tile[" in result.message
+
+
+def test_a_near_miss_tile_width_is_a_warning_that_names_the_spelling(lab: LabSpec) -> None:
+    source = TILED.replace(
+        "#define TILE_WIDTH 16", "#define Tile_Width 16\n#define TILE_WIDTH Tile_Width"
+    )
+    result = compile_submission(lab, source, arch=ARCH)
+    assert result.reason == "bad_declaration"  # TILE_WIDTH is read, and is not a number
+    source = TILED.replace("TILE_WIDTH", "tileWidth")
+    result = compile_submission(lab, source, arch=ARCH)
+    assert result.ok and result.declarations == {"TILE": 32}
+    assert result.message == "Compiled for sm_90 with 1 warning."
+    (warning,) = result.warnings
+    assert warning.startswith("Line 3: `tileWidth` = 16 is not read by the grader")
+    assert "Rename `tileWidth` to `TILE_WIDTH`" in warning

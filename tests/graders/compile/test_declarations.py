@@ -6,8 +6,8 @@ import pytest
 
 from graders.compile.declarations import (
     DeclarationError,
-    _patterns,
     find_declarations,
+    near_misses,
     resolve_declarations,
 )
 from graders.spec import DeclareSpec
@@ -75,8 +75,38 @@ def test_values_that_are_not_numbers_are_refused() -> None:
 def test_a_value_is_read_only_so_far() -> None:
     # Unbounded, every `const int T =` of a 256 KiB run without `;` read to the run's end:
     # quadratic, about two minutes of the worker's CPU for one upload.
-    pattern = _patterns("T")[1]
-    assert pattern.search("const int T = " + "1 + " * 30 + "1;")
-    assert pattern.search("const int T = " + "1 + " * 100 + "1;") is None
+    assert find_declarations("const int T = " + "1 + " * 30 + "1;", {"TILE": TILE})[0].value == 31
+    assert find_declarations("const int T = " + "1 + " * 100 + "1;", {"TILE": TILE}) == []
     run = "const int T = " * 200 + "}"
     assert find_declarations(run + "\nconst int T = 8;\n", {"TILE": TILE})[0].value == 8
+
+
+def test_blanks_in_a_define_are_read_once() -> None:
+    # `#define TILE 1` and a long run of blanks took a regular expression quadratic time.
+    source = "#define TILE_WIDTH 16" + " " * 100_000 + "+ 0\n"
+    assert resolve_declarations(source, DECLARES) == {"TILE": 16, "COARSE": 1}
+
+
+@pytest.mark.parametrize("spelling", ["Tile_Width", "tileWidth", "block_width", "BLOCK_WIDTH",
+                                      "TILESIZE", "tile_dim"])  # fmt: skip
+def test_a_near_miss_spelling_is_named_but_not_read(spelling: str) -> None:
+    source = f"#define {spelling} 16\n__global__ void k() {{}}\n"
+    assert resolve_declarations(source, DECLARES) == {"TILE": 32, "COARSE": 1}
+    (warning,) = near_misses(source, DECLARES)
+    assert warning.startswith(f"Line 1: `{spelling}` = 16 is not read by the grader")
+    assert "TILE only as TILE_WIDTH, TILE_SIZE, BLOCK_SIZE, T" in warning
+    assert "launches your kernel with TILE = 32" in warning
+    assert f"Rename `{spelling}` to `TILE_WIDTH`" in warning
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "#define TILE_WIDTH 16\n#define tileWidth 16\n",  # the lab's own spelling is there
+        "#define Tile_Width 32\n",  # the value the lab uses anyway
+        "const int t = 16;\n",  # one letter is no spelling to be near
+        "#define BLOCK_ROWS 16\n#define TILE_COUNT 4\n",  # other names
+    ],
+)
+def test_no_near_miss_warning(source: str) -> None:
+    assert near_misses(source, DECLARES) == []

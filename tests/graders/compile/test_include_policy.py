@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graders.compile.include_policy import check_includes
+from graders.compile.include_policy import check_includes, without_line_directives
 
 KERNEL = 'extern "C" __global__ void k(float* a) { a[0] = 1.0f; }\n'
 
@@ -83,3 +83,38 @@ def test_hostile_spellings_are_refused_with_the_line(prefix: str, line: int, fra
 )
 def test_ordinary_sources_pass(prefix: str) -> None:
     assert check_includes(prefix + "\n" + KERNEL) is None
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "#include <math.h> // for INFINITY",
+        "#include <cstdio> /* printf */",
+        '#include "float.h"   // FLT_MAX',
+        '#pragma message("compiling the tiled kernel")',
+        "#pragma unroll(4)",
+    ],
+)
+def test_comments_after_an_allowed_include_and_pragma_names_pass(prefix: str) -> None:
+    assert check_includes(prefix + "\n" + KERNEL) is None
+
+
+def test_a_character_literal_after_a_name_hides_no_directive() -> None:
+    source = "#define X\nint c = X'/*';\n#include \"/etc/passwd\"\n// */\n" + KERNEL
+    message = check_includes(source)
+    assert message is not None and message.startswith("Line 3 includes")
+
+
+@pytest.mark.parametrize(
+    "hiding",
+    [
+        "int c = X'/*';\n{line}\n// */",  # a literal the views once read as a comment
+        'const char* s = R"(\n{line}\n)";',  # a raw string: text to the scanner, not a line
+        "/*\n{line}\n*/",  # inside a comment: blanked all the same, harmlessly
+    ],
+)
+def test_line_directives_are_blanked_in_every_view(hiding: str) -> None:
+    source = "#define X\n" + hiding.format(line='#line 1 "/etc/passwd"') + "\n" + KERNEL
+    blanked = without_line_directives(source)
+    assert "#line" not in blanked and "/etc/passwd" not in blanked
+    assert blanked.count("\n") == source.count("\n")

@@ -26,3 +26,31 @@ def test_raw_strings_and_digit_separators() -> None:
     views = SourceViews.of('auto s = R"x(/* )x"; int n = 1\'000; // c\nint m;\n')
     assert "/* )x" in views.code and "// c" not in views.code
     assert views.code.endswith("int m;\n")
+
+
+def test_a_quote_after_a_name_starts_a_literal_as_in_the_preprocessor() -> None:
+    # `X'/*'` is the name X and the literal '/*' to NVRTC, not a digit separator and a comment.
+    views = SourceViews.of("int c = X'/*';\n#line 1 \"x\"\n// */\n")
+    assert "#line 1" in views.code.split("\n")[1]
+    assert views.bare.startswith("int c = X'  ';")
+
+
+def test_numbers_prefixes_and_raw_strings() -> None:
+    source = (
+        "int a = 1'000'000 + 0x1'F + 1e+5'0;\n"  # digit separators stay inside the number
+        "char b = u8'a'; wchar_t w = L'/'; auto s = u8R\"d(/* \n */ )d\";\n"
+        "int c = '/*'; // */ still a comment\n"
+    )
+    views = SourceViews.of(source)
+    assert views.code.split("\n")[0] == source.split("\n")[0]
+    assert "/* \n */" in views.code  # inside the raw string, not a comment
+    assert "still a comment" not in views.code and "'/*'" in views.code
+    bare = views.bare.split("\n")
+    assert bare[1].startswith("char b = u8' '; wchar_t w = L' '; auto s = u8R\"")
+
+
+def test_only_ascii_names_and_numbers() -> None:
+    # NVRTC takes neither `$` nor `é` into a name or a number: the quote after one starts a
+    # literal (`1é'/*'` is 1, é, and the literal '/*').
+    views = SourceViews.of("int a = 1é'/*'; int b = 2$'/*';\nint c;\n")
+    assert views.code == "int a = 1é'/*'; int b = 2$'/*';\nint c;\n"

@@ -1,0 +1,295 @@
+"""The compile child's work: every parser of the student's text, NVRTC, and the cubin's tables.
+
+`compile_in_child(payload)` is the sandbox target (`graders.compile.pipeline:compile_in_child`).
+It runs in the sandboxed child under the compile step's time and memory limits, never in the
+worker: the include policy, NVRTC, the log cleaner, the cubin reader, the declarations reader
+and the static checks all read what a student wrote, and each is linear in it (see
+`graders.compile.work`). Self-contained: everything it needs comes in the payload (plain JSON,
+built by `graders.compile.compiler.compile_payload`), so a child started ahead of need can take
+any payload. The answer carries the verdicts that need no lab beyond the payload; the worker
+adds those that need the lab's expressions (shared memory) and makes every text fit to show.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from typing import Any
+
+from graders.compile import work
+from graders.compile.cubin import (
+    CubinError,
+    demangled_base,
+    kernel_names,
+    kernel_params,
+    shared_section_size,
+)
+from graders.compile.declarations import (
+    DeclarationError,
+    declarations_in,
+    defined_constants,
+    near_misses_in,
+    resolve,
+)
+from graders.compile.include_policy import check_includes, without_line_directives
+from graders.compile.log import (
+    NO_LINE,
+    clean_log,
+    count_errors,
+    first_error,
+    static_shared_bytes,
+    without_ptxas_info,
+)
+from graders.compile.source_text import SourceViews
+from graders.compile.static_checks import find_barrier_problems
+from graders.spec import DeclareSpec
+
+MAX_WARNINGS = 10
+# A warning flood makes megabytes of log; only the first part is ever shown.
+MAX_CHILD_LOG_CHARS = 1_000_000
+# Asks ptxas for each kernel's static shared memory (its lines are removed from the log).
+PTXAS_VERBOSE = "--ptxas-options=-v"
+
+
+def nvrtc_compile(
+    source: str, filename: str, options: list[str], headers: dict[str, str]
+) -> tuple[bool, str, str, bytes]:
+    """(ok, NVRTC's error name, log decoded leniently, cubin) for one program."""
+    try:  # the binding itself, without importing all of CuPy (a faster child start)
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError:
+        from cupy.cuda import nvrtc
+
+    program = nvrtc.createProgram(
+        source,
+        filename,
+        [text.encode() for text in headers.values()],
+        [name.encode() for name in headers],
+    )
+    try:
+        try:
+            nvrtc.compileProgram(program, list(options))
+            ok, error = True, ""
+        except nvrtc.NVRTCError as exc:
+            ok, error = False, str(exc)
+        try:
+            log = nvrtc.getProgramLog(program)
+        except UnicodeDecodeError as exc:  # `#pragma message("\xff")` puts any byte in it
+            log = bytes(exc.object).decode("utf-8", errors="replace")
+        cubin = nvrtc.getCUBIN(program) if ok else b""
+    finally:
+        nvrtc.destroyProgram(program)
+    return ok, error, log[:MAX_CHILD_LOG_CHARS].replace("\x00", ""), cubin
+
+
+def compile_in_child(payload: dict[str, Any]) -> dict[str, Any]:
+    """Sandbox target: source and lab facts in, a verdict (and the cubin) out."""
+    started = time.perf_counter()
+    before = work.METER.steps
+    answer = _compile(payload)
+    answer["seconds"] = time.perf_counter() - started
+    answer["steps"] = work.METER.steps - before
+    return answer
+
+
+def _verdict(reason: str, message: str, **fields: Any) -> dict[str, Any]:
+    return {"ok": False, "reason": reason, "message": message, **fields}
+
+
+def _compile(payload: dict[str, Any]) -> dict[str, Any]:
+    source: str = payload["source"]
+    name: str = payload["filename"]
+    problem = check_includes(source)
+    if problem:
+        return _verdict("forbidden_include", problem)
+    nvrtc_started = time.perf_counter()
+    ok, error, raw_log, cubin = nvrtc_compile(
+        without_line_directives(source),
+        name,
+        [*payload["options"], PTXAS_VERBOSE],
+        payload.get("headers", {}),
+    )
+    nvrtc_seconds = time.perf_counter() - nvrtc_started
+    shared_by_kernel = static_shared_bytes(raw_log)
+    log = clean_log(without_ptxas_info(raw_log), name, source)
+    common: dict[str, Any] = {"log": log, "nvrtc_seconds": nvrtc_seconds}
+    if not ok:
+        if "NVRTC_ERROR_COMPILATION" not in error:  # the options, not the source
+            return _verdict(
+                "internal",
+                f"The compiler could not start ({error}); this is not your fault, please tell "
+                "the course staff.",
+                **common,
+            )
+        first = first_error(log, name)
+        if first is not None and first[1].lower().startswith("out of memory"):
+            return _verdict("resource_limit", "", **common)  # the worker names the limit
+        return _verdict("compile_error", error_sentence(log, name, source), **common)
+
+    limit = int(payload.get("max_cubin_bytes", 16 << 20))
+    if len(cubin) > limit:
+        return _verdict(
+            "resource_limit",
+            f"The compiled kernel is {_mib(len(cubin))}; the limit is {_mib(limit)}. Large "
+            "initialized `__device__` or `__constant__` arrays are stored in it: compute such "
+            "tables in the kernel, or keep them small.",
+            **common,
+        )
+    kernel: str = payload["kernel"]
+    verdict = _check_kernel(payload, cubin)
+    if verdict:
+        return _verdict(*verdict, **common)
+
+    declares = {
+        key: DeclareSpec(key, tuple(d["names"]), d["default"], d["min"], d["max"])
+        for key, d in payload.get("declares", {}).items()
+    }
+    constants = defined_constants(source)
+    found = declarations_in(constants, declares)
+    try:
+        declarations = resolve(found, declares)
+    except DeclarationError as exc:
+        return _verdict("bad_declaration", str(exc), **common)
+    warnings = near_misses_in(constants, declares)
+    warnings += [f"Line {f.line}: {f.message}" for f in find_barrier_problems(source)]
+    warning_count = len(warnings)
+    if warning_count > MAX_WARNINGS:
+        more = warning_count - MAX_WARNINGS
+        warnings = [*warnings[:MAX_WARNINGS], f"... and {more} more warnings like these."]
+    section = shared_section_size(cubin, kernel)
+    return {
+        "ok": True,
+        "reason": "",
+        "message": "",
+        **common,
+        "cubin": base64.b64encode(cubin).decode("ascii"),
+        "declarations": declarations,
+        "declared": sorted({d.name for d in found}),
+        "warnings": warnings,
+        "warning_count": warning_count,
+        "shared": {
+            "uses": section is not None,
+            "static_bytes": shared_by_kernel.get(kernel, 0) if section is not None else 0,
+        },
+        "missing_tokens": _missing_tokens(source, payload.get("requires_text", [])),
+    }
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.0f} MiB" if size >= 1 << 20 else f"{size} bytes"
+
+
+def _missing_tokens(source: str, tokens: list[str]) -> list[str]:
+    if not tokens:
+        return []
+    bare = SourceViews.of(source).bare
+    work.add(len(bare) * len(tokens))  # a literal search per token the lab requires
+    return [t for t in tokens if not re.search(rf"(?<!\w){re.escape(t)}(?!\w)", bare)]
+
+
+_MISSING_SEMICOLON = re.compile(r'^expected a ";"')
+
+
+def error_sentence(log: str, filename: str, source: str) -> str:
+    """One sentence about a failed compile: how many errors, and the first, with a hint where
+    the compiler's words mislead (a missing `;` is reported on the next line)."""
+    errors = count_errors(log, filename)
+    first = first_error(log, filename)
+    if first is None or errors == 0 or first[0] == NO_LINE:
+        said = f" ({first[1]})" if first is not None and first[1] != "." else ""
+        return (
+            f"The compiler stopped with an error that names no line of your file{said}. This "
+            "happens when code reaches a limit of the compiler or a construct it cannot "
+            "translate; undo your most recent change or write that part more simply, and tell "
+            "the course staff if a correct kernel gets this."
+        )
+    plural = "error" if errors == 1 else "errors"
+    where, text = first
+    lead = "it is" if errors == 1 else "the first is"
+    sentence = f"The compiler reported {errors} {plural}; {lead} {where}: {text}"
+    if where.startswith("on line ") and _MISSING_SEMICOLON.match(text):
+        previous = _previous_code_line(source, int(where.removeprefix("on line ")))
+        if previous is not None:
+            sentence += (
+                f" A missing `;` is reported where the next statement starts: check the end "
+                f"of line {previous}."
+            )
+    if "Internal Compiler Error" in text:
+        sentence += (
+            " This is the compiler failing on the construct itself: write that part another "
+            "way (for inline assembly, check the operand numbers and constraints)."
+        )
+    return sentence
+
+
+def _previous_code_line(source: str, line: int) -> int | None:
+    """The line where the last code before `line` ends, when that code does not end a
+    statement (so a `;` may be missing there)."""
+    views = SourceViews.of(source)
+    last = None
+    start = 0
+    for logical in views.lines(views.code):
+        if logical.number >= line:
+            break
+        text = logical.text.rstrip()
+        if text.strip():
+            last = (text, start + len(text) - 1)
+        start += len(logical.text) + 1
+    if last is None:
+        return None
+    text, end = last
+    if text.endswith((";", "{", "}", ":", ",")) or text.lstrip().startswith(("#", "%:")):
+        return None
+    return views.line_at(end)
+
+
+def _check_kernel(payload: dict[str, Any], cubin: bytes) -> tuple[str, str] | None:
+    kernel: str = payload["kernel"]
+    expected: str = payload["c_signature"]
+    try:
+        found = kernel_names(cubin)
+    except CubinError as exc:
+        return "internal", f"The compiler's output could not be read ({exc}); please resubmit."
+    if kernel not in found:
+        return "missing_kernel", _missing_kernel_sentence(kernel, found, expected)
+    params = kernel_params(cubin, kernel)
+    if params is None:  # an unknown table layout: leave the check to the run stage
+        return None
+    got = [p.size for p in params]
+    want = list(payload["signature_sizes"])
+    if got != want:
+        return (
+            "wrong_signature",
+            f"Your kernel `{kernel}` takes {len(got)} parameter"
+            f"{'s' if len(got) != 1 else ''} of {_sizes(got)} bytes, but the grader calls it "
+            f"as `{expected}` ({_sizes(want)} bytes); change the parameters to match, in "
+            "that order.",
+        )
+    return None
+
+
+def _sizes(sizes: list[int]) -> str:
+    return ", ".join(str(s) for s in sizes) or "no"
+
+
+def _missing_kernel_sentence(kernel: str, found: list[str], expected: str) -> str:
+    if not found:
+        return (
+            f"No kernel named `{kernel}` was found: the file defines no __global__ function. "
+            f"This lab expects `{expected}`."
+        )
+    mangled = [n for n in found if demangled_base(n) == kernel and n != kernel]
+    if mangled:
+        return (
+            f"No kernel named `{kernel}` was found: your `{kernel}` is compiled as a C++ "
+            f"function (its symbol is `{mangled[0]}`), so the grader cannot find it by name; "
+            f'declare it `extern "C"`, as in `{expected}`.'
+        )
+    shown = ", ".join(
+        f"{demangled_base(n)} (C++ symbol {n})" if n.startswith("_Z") else n for n in found[:20]
+    )
+    return (
+        f"No kernel named `{kernel}` was found; the file defines: {shown}. This lab expects "
+        f"`{expected}`; rename your kernel or add it."
+    )

@@ -1,0 +1,141 @@
+"""Adversarial sources of about 256 KiB (the upload limit) for the parsers' bounded-work test and
+bench/parser_work.py: each repeats a shape that once made a parser superlinear, or might."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+SIZE = 256 * 1024
+KERNEL = 'extern "C" __global__ void k(float* a, int n) {\n'
+
+
+def _fill(head: str, unit: str, tail: str = "", size: int = SIZE) -> str:
+    count = max(1, (size - len(head) - len(tail)) // len(unit))
+    return head + unit * count + tail
+
+
+def nested_do_while(size: int = SIZE) -> str:
+    depth = (size - 200) // 40
+    return (
+        KERNEL + "int i = threadIdx.x;\n" + "do {\n" * depth + "__syncthreads();\n"
+        + "} while (i < n);\n" * depth + "}\n"
+    )  # fmt: skip
+
+
+def define_then_blanks(size: int = SIZE) -> str:
+    return _fill("#define TILE_WIDTH 1", " ", "x\n", size)
+
+
+def comma_chain(size: int = SIZE) -> str:
+    return _fill(
+        KERNEL + "int a = 0;\na = threadIdx.x", ", a = a", ";\nif (a) __syncthreads();\n}\n", size
+    )
+
+
+def backwards_chain(size: int = SIZE) -> str:
+    count = size // 24
+    lines = "".join(f"b{i + 1} = b{i};\n" for i in range(count, 0, -1))
+    return KERNEL + "while (n) {\n" + lines + "b1 = threadIdx.x;\n}\nif (b9) __syncthreads();\n}\n"
+
+
+def nested_ifs(size: int = SIZE) -> str:
+    depth = (size - 100) // 22
+    return KERNEL + "if (threadIdx.x) {" * depth + "__syncthreads();" + "}" * depth + "}\n"
+
+
+def nested_parens(size: int = SIZE) -> str:
+    depth = (size - 100) // 2
+    return KERNEL + "int a = " + "(" * depth + "threadIdx.x" + ")" * depth + ";\n}\n"
+
+
+def nested_assignments(size: int = SIZE) -> str:
+    depth = (size - 100) // 8
+    return KERNEL + "int a;\na = " + "(a = " * depth + "1" + ")" * depth + ";\n}\n"
+
+
+def const_runs(size: int = SIZE) -> str:
+    return _fill("", "const int TILE_WIDTH = ", "}\n", size)
+
+
+def many_defines(size: int = SIZE) -> str:
+    return _fill("", "#define SYNC __syncthreads()\n#define Tile_Width 16\n", "", size)
+
+
+def macro_chain(size: int = SIZE) -> str:
+    count = size // 24
+    lines = "".join(f"#define M{i + 1} M{i}\n" for i in range(count))
+    return "#define M0 __syncthreads()\n" + lines + KERNEL + f"if (threadIdx.x) M{count};\n}}\n"
+
+
+def call_chain(size: int = SIZE) -> str:
+    count = size // 48
+    fns = "".join(f"__device__ void f{i + 1}() {{ f{i}(); }}\n" for i in range(count))
+    return (
+        "__device__ void f0() { __syncthreads(); }\n"
+        + fns
+        + KERNEL
+        + f"if (threadIdx.x) f{count}();\n}}\n"
+    )
+
+
+def many_barriers(size: int = SIZE) -> str:
+    return _fill(KERNEL + "if (threadIdx.x) {\n", "__syncthreads(); return;\n", "}}\n", size)
+
+
+def quotes_after_names(size: int = SIZE) -> str:
+    return _fill("", "X'/*'; ", "\n", size)
+
+
+def raw_string_openings(size: int = SIZE) -> str:
+    return _fill("", 'R"(', "\n", size)
+
+
+def unterminated_literals(size: int = SIZE) -> str:
+    return _fill("", "'\"\\", "\n", size)
+
+
+def comment_openings(size: int = SIZE) -> str:
+    return _fill("", "/* // ", "\n", size)
+
+
+def pragma_operators(size: int = SIZE) -> str:
+    return _fill("", '_Pragma("unroll") ', "\n", size)
+
+
+def long_pragma_line(size: int = SIZE) -> str:
+    return _fill('_Pragma("unroll ', "_Pragma(", "\n", size)
+
+
+def line_splices(size: int = SIZE) -> str:
+    return _fill("#define A ", "x \\   \n", "\n", size)
+
+
+def asm_barriers(size: int = SIZE) -> str:
+    return _fill(KERNEL + 'if (threadIdx.x) asm volatile("', "bar.sync 0; ", '");\n}\n', size)
+
+
+def one_long_line(size: int = SIZE) -> str:
+    return _fill("int a = ", "a+", "0;", size)
+
+
+def digit_separators(size: int = SIZE) -> str:
+    return _fill("int a = 1", "'0", ";\n", size)
+
+
+SOURCES: dict[str, Callable[[int], str]] = {
+    f.__name__: f
+    for f in (
+        nested_do_while, define_then_blanks, comma_chain, backwards_chain, nested_ifs,
+        nested_parens, nested_assignments, const_runs, many_defines, macro_chain, call_chain,
+        many_barriers, quotes_after_names, raw_string_openings, unterminated_literals,
+        comment_openings, pragma_operators, long_pragma_line, line_splices, asm_barriers,
+        one_long_line, digit_separators,
+    )
+}  # fmt: skip
+
+
+def hostile_log(size: int = SIZE) -> str:
+    """A compile log shaped to slow a log reader: long lines of headers and parentheses."""
+    header = "submission.cu(1): error: " + "(1" * (size // 8) + "\n"
+    other = "/etc/x(" + "9" * (size // 8) + "): warning: x\n"
+    return header + other + "  echoed\n" * (size // 32) + "ptxas info    : Used 1 registers\n"

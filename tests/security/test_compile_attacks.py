@@ -1,0 +1,295 @@
+"""Compile-stage attacks of issue 8: rules bypassed, the worker stalled, the grader blamed.
+
+Each test submits what a student out to cheat or to break things would, through the worker's
+entry (`compile_submission`, real NVRTC in the sandbox; no GPU needed). The parsers of student
+text must run in the sandboxed compile child, never in this (the worker's) process:
+`parsing_forbidden_here` stops a test at the first call into one of them here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+import graders.compile
+from graders.compile.compiler import compile_submission
+from graders.spec import LabSpec, load_builtin_lab
+from tests.security.hostile import leaked_host_text
+
+ARCH = "sm_90"
+TILED_BODY = """\
+{
+    __shared__ float As[TILE_WIDTH][TILE_WIDTH];
+    __shared__ float Bs[TILE_WIDTH][TILE_WIDTH];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * TILE_WIDTH + ty, col = blockIdx.x * TILE_WIDTH + tx;
+    float sum = 0.0f;
+    for (int t = 0; t < (N + TILE_WIDTH - 1) / TILE_WIDTH; ++t) {
+        As[ty][tx] = (row < M && t * TILE_WIDTH + tx < N) ? A[row * N + t * TILE_WIDTH + tx] : 0;
+        Bs[ty][tx] = (col < K && t * TILE_WIDTH + ty < N) ? B[(t * TILE_WIDTH + ty) * K + col] : 0;
+        __syncthreads();
+        for (int k = 0; k < TILE_WIDTH; ++k) sum += As[ty][k] * Bs[k][tx];
+        __syncthreads();
+    }
+    if (row < M && col < K) C[row * K + col] = sum;
+}
+"""
+SIGNATURE = (
+    'extern "C" __global__ void matmul(const float* A, const float* B, float* C, '
+    "int M, int N, int K)\n"
+)
+TILED = "#define TILE_WIDTH 16\n" + SIGNATURE + TILED_BODY
+# Every module of the compile stage but the worker's side of it reads student text or bytes.
+_PARSERS = {
+    str(path.resolve())
+    for path in Path(graders.compile.__file__).parent.glob("*.py")
+    if path.name not in ("__init__.py", "compiler.py")
+}
+
+
+class ParsedInWorker(BaseException):
+    """Student text was parsed in the worker's process (not an Exception: nothing catches it)."""
+
+
+@contextlib.contextmanager
+def parsing_forbidden_here() -> Iterator[None]:
+    def hook(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename in _PARSERS:
+            name = f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+            raise ParsedInWorker(f"{name} ran in the worker process, outside the sandbox")
+
+    sys.setprofile(hook)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
+
+
+def compile_in_worker(lab: LabSpec, source: str, **kwargs: Any) -> Any:
+    with parsing_forbidden_here():
+        return compile_submission(lab, source, arch=ARCH, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def tiled_lab() -> LabSpec:
+    return load_builtin_lab("matmul-tiled")
+
+
+def assert_fit_to_show(text: str) -> None:
+    assert len(text.encode()) <= 64 * 1024 + 200
+    assert not any(c in text for c in "\x00\x07\x1b\x08\x7f")
+    assert not leaked_host_text(text)
+    for path in ("/tmp/", "/root/", "site-packages", "/work/"):
+        assert path not in text, text[:2000]
+
+
+# --- lab rules bypassed ------------------------------------------------------------------
+
+
+def test_shared_inside_if_0_does_not_satisfy_the_shared_memory_rule(tiled_lab: LabSpec) -> None:
+    naive = tiled_lab.reference("naive").source
+    source = naive.replace("{\n", "{\n#if 0\n    __shared__ float unused[16][16];\n#endif\n", 1)
+    result = compile_in_worker(tiled_lab, source)
+    assert not result.ok and result.reason == "missing_requirement", result.message
+    assert "uses none" in result.message and "`#if 0`" in result.message
+
+
+def test_an_unused_shared_array_does_not_satisfy_it(tiled_lab: LabSpec) -> None:
+    naive = tiled_lab.reference("naive").source
+    source = naive.replace("{\n", "{\n    __shared__ float unused[16][16];\n", 1)
+    result = compile_in_worker(tiled_lab, source)
+    assert result.reason == "missing_requirement", result.message
+
+
+def test_a_copy_of_the_naive_reference_fails_the_tiled_rule(tiled_lab: LabSpec) -> None:
+    result = compile_in_worker(tiled_lab, tiled_lab.reference("naive").source)
+    assert not result.ok and result.reason == "missing_requirement", result.message
+
+
+def test_a_tiled_kernel_satisfies_it_from_the_cubin(tiled_lab: LabSpec) -> None:
+    result = compile_in_worker(tiled_lab, TILED)
+    assert result.ok, result.message
+    assert result.uses_shared_memory and result.static_shared_bytes == 2 * 16 * 16 * 4
+
+
+def test_dynamic_shared_memory_counts_where_the_lab_launches_with_some() -> None:
+    lab = load_builtin_lab("array-sum")
+    source = lab.reference("shared").source
+    assert "extern __shared__" in source
+    result = compile_in_worker(lab, source)
+    assert result.ok and result.uses_shared_memory and result.static_shared_bytes == 0
+
+
+@pytest.mark.parametrize(
+    ("helper", "call"),
+    [
+        ("__device__ void load(float* s, const float* a, int i) {\n"
+         "    s[threadIdx.x] = a[i];\n    __syncthreads();\n}\n", "load(s, src, i);"),
+        ("#define SYNC __syncthreads()\n\n\n\n", "SYNC;"),
+        ("#define SYNC() __syncthreads()\n\n\n\n", "SYNC();"),
+    ],
+    ids=["device-function", "object-like-macro", "function-like-macro"],
+)  # fmt: skip
+def test_a_barrier_in_a_helper_called_under_a_thread_condition_is_named(
+    helper: str, call: str
+) -> None:
+    lab = load_builtin_lab("vector-scale")
+    source = helper + (
+        'extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, '
+        "float factor)\n{\n"
+        "    __shared__ float s[1024];\n"
+        "    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) {\n"
+        f"        {call}\n"
+        "        dst[i] = s[threadIdx.x] * factor;\n"
+        "    }\n"
+        "}\n"
+    )
+    result = compile_in_worker(lab, source)
+    assert result.ok, result.message
+    (warning,) = result.warnings
+    # Line 10 holds the call, line 3 (helper) or 1 (macro) the barrier, line 9 the condition.
+    barrier_line = 3 if "__device__" in helper else 1
+    assert warning.startswith("Line 10: `"), warning
+    assert f"reaches `__syncthreads()` on line {barrier_line})" in warning
+    assert "is inside `if (i < n)` on line 9" in warning and "the barrier problem" in warning
+
+
+# --- the worker stalled ------------------------------------------------------------------
+
+
+def _tiled_with(prefix: str = "", body_prefix: str = "") -> str:
+    body = TILED_BODY.replace("{\n", "{\n" + body_prefix, 1)
+    return prefix + "#define TILE_WIDTH 16\n" + SIGNATURE + body
+
+
+def test_nested_do_while_loops_are_read_in_the_child_in_linear_time(tiled_lab: LabSpec) -> None:
+    # The barrier check walked each do-body twice: 2^40 steps, in the worker, with no limit.
+    depth = 40
+    loops = "    do {\n" * depth + "    __syncthreads();\n" + "    } while (K < 0);\n" * depth
+    result = compile_in_worker(tiled_lab, _tiled_with(body_prefix=loops))
+    assert result.ok, result.message
+    assert compile_in_worker(tiled_lab, TILED).ok  # and the next submission compiles as usual
+
+
+def test_a_define_and_a_long_run_of_blanks_is_read_in_the_child(tiled_lab: LabSpec) -> None:
+    # `#define TILE 1` and 200 000 blanks: a quadratic regular expression, minutes of CPU.
+    source = TILED.replace("#define TILE_WIDTH 16", "#define TILE_WIDTH 16" + " " * 200_000 + "+0")
+    result = compile_in_worker(tiled_lab, source)
+    assert result.ok and result.declarations == {"TILE": 16}, result.message
+    assert compile_in_worker(tiled_lab, TILED).ok
+
+
+def test_a_comma_chain_and_a_backwards_chain_are_read_in_the_child(tiled_lab: LabSpec) -> None:
+    names = [f"v{i}" for i in range(500)]
+    chain = "".join(f"    {names[i]} = {names[i - 1]};\n" for i in range(len(names) - 1, 0, -1))
+    body = (
+        f"    int {', '.join(names)};\n{chain}    v0 = threadIdx.x;\n    int w = 0;\n"
+        "    w = 1" + ", w = w" * 2_000 + ";\n    (void)w; (void)v499;\n"
+    )
+    result = compile_in_worker(tiled_lab, _tiled_with(body_prefix=body))
+    assert result.ok, result.message
+
+
+# --- the grader blamed itself ------------------------------------------------------------
+
+
+def test_a_pragma_message_that_is_not_utf8_gets_a_verdict(tiled_lab: LabSpec) -> None:
+    source = '#pragma message("bad byte: \\xff, escape: \\x1b[31m, bell: \\x07")\n' + TILED
+    result = compile_in_worker(tiled_lab, source)
+    assert result.ok and result.reason == "", result.message
+    assert "bad byte: \ufffd" in result.log
+    assert_fit_to_show(result.log)
+
+
+def test_a_52_mib_device_array_is_a_verdict_with_the_limit() -> None:
+    lab = load_builtin_lab("vector-scale")
+    source = (
+        "__device__ char table[52 << 20] = {1};\n"
+        'extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, '
+        "float factor)\n{\n"
+        "    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) dst[i] = src[i] * factor + table[i % (52 << 20)];\n}\n"
+    )
+    result = compile_in_worker(lab, source)
+    assert not result.ok and result.reason == "resource_limit", result.message
+    assert result.message.startswith("The compiled kernel is 52 MiB; the limit is 16 MiB.")
+
+
+def test_an_error_nvrtc_reports_without_the_usual_shape_is_named(tiled_lab: LabSpec) -> None:
+    # NVVM writes `Error:` with a capital: the grader counted 0 errors.
+    source = (
+        "struct Big { char bytes[40000]; };\n"
+        'extern "C" __global__ void matmul(Big big, float* C) { C[0] = big.bytes[0]; }\n'
+    )
+    result = compile_in_worker(tiled_lab, source)
+    assert result.reason == "compile_error", result.message
+    assert "0 errors" not in result.message
+    assert result.message.startswith("The compiler reported 1 error; it is on line 2: Formal ")
+
+
+def test_an_error_in_inline_assembly_is_named(tiled_lab: LabSpec) -> None:
+    source = TILED.replace("float sum = 0.0f;", 'float sum = 0.0f; asm volatile("foo.bar;");')
+    result = compile_in_worker(tiled_lab, source)
+    assert result.reason == "compile_error"
+    assert "in the inline assembly (PTX): Unknown modifier '.bar'." in result.message
+
+
+# --- what students see -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("literal", ["X'/*'", "u8R'/*'", "x1'/*'"])
+def test_a_character_literal_after_a_name_cannot_hide_a_line_directive(
+    tiled_lab: LabSpec, literal: str
+) -> None:
+    # `X'/*'` is the name X and a character literal to NVRTC; read as a digit separator and a
+    # comment, it hid the `#line` after it, and the log then showed no error at all.
+    source = "#define X\n#define u8R\n#define x1\n" + TILED.replace(
+        "float sum = 0.0f;", f"float sum = 0.0f; int c = {literal}; (void)c;"
+    ).replace(
+        "if (row < M && col < K)", '#line 1 "/etc/passwd"\n    if (row < M && col < K)'
+    ).replace("C[row * K + col] = sum;", "C[row * K + col] = total; // */")
+    result = compile_in_worker(tiled_lab, source)
+    assert result.reason == "compile_error", result.message
+    assert result.message.startswith("The compiler reported 1 error; it is on line 20:")
+    assert 'submission.cu(20): error: identifier "total" is undefined' in result.log
+    assert "passwd" not in result.log
+
+
+def test_messages_and_logs_are_capped_and_clean(tiled_lab: LabSpec) -> None:
+    # A small file whose log is long and full of control characters and foreign bytes.
+    noise = '#pragma message("\\x1b[2J\\x07\\x08\\xfe /root/.venv/lib/site-packages/x.py")\n'
+    source = noise * 300 + TILED.replace("float sum = 0.0f;", "float sum = zero;")
+    result = compile_in_worker(tiled_lab, source)
+    assert result.reason == "compile_error"
+    for text in (result.message, result.log, *result.warnings):
+        assert_fit_to_show(text)
+
+
+def test_the_childs_own_output_goes_to_the_worker_log(
+    tiled_lab: LabSpec, caplog: pytest.LogCaptureFixture
+) -> None:
+    from graders.compile.compiler import result_from_outcome
+    from graders.sandbox.runner import SandboxLimits, run_sandboxed
+
+    limits = SandboxLimits(wall_seconds=30, cpu_seconds=30, memory_mb=None)
+    outcome = run_sandboxed("graders.sandbox.selftest_targets:warn_then_raise", {}, limits=limits)
+    with caplog.at_level(logging.DEBUG, logger="graders.compile.compiler"):
+        result = result_from_outcome(
+            tiled_lab, outcome, arch=ARCH, limits=limits, started=time.perf_counter()
+        )
+    assert result.reason == "internal"
+    shown = f"{result.message}\n{result.log}\n{result.warnings}"
+    assert "Traceback" not in shown and "Warning" not in shown and "selftest" not in shown
+    assert_fit_to_show(shown)
+    logged = caplog.text
+    assert "Traceback" in logged and "selftest_targets.py" in logged
+    assert "UserWarning: a warning of the child's own" in logged
