@@ -71,13 +71,10 @@ def _when(text: str | None) -> datetime | None:
 
 def upgrade_database() -> None:
     from alembic import command
-    from alembic.config import Config
 
-    config = Config()
-    config.set_main_option(
-        "script_location", str(Path(__file__).resolve().parent.parent / "migrations")
-    )
-    command.upgrade(config, "head")
+    from app.core.database import alembic_config
+
+    command.upgrade(alembic_config(), "head")
 
 
 @db_cli.command("upgrade")
