@@ -263,37 +263,77 @@ def _watch_parent(parent_pid: int) -> None:
 
 @cli.command()
 def worker(
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="one worker process per GPU, supervised and restarted: 'all', or indices "
+            "such as 0,1"
+        ),
+    ] = None,
     parent_pid: Annotated[int | None, typer.Option(hidden=True)] = None,
     loglevel: Annotated[str, typer.Option(help="Celery log level")] = "INFO",
 ) -> None:
-    """Run a grading worker (one per GPU): compiles, and runs kernels where a GPU is."""
+    """Run a grading worker: compiles, and runs kernels where a GPU is (--gpus: one per GPU)."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from app.grading.celery_app import GPU_QUEUE, QUEUE, celery_app
-    from app.grading.gpu_probe import run_unavailable_reason
-    from app.grading.sweeper import SweeperThread
+    if gpus is not None:
+        from app.fleet.supervisor import SupervisorError, supervise
+
+        try:
+            raise typer.Exit(code=supervise(gpus, loglevel=loglevel))
+        except SupervisorError as exc:
+            raise _fail(str(exc)) from None
+    from app.grading.gpu_probe import (
+        cannot_compile_sentence,
+        compile_unavailable_reason,
+        run_unavailable_reason,
+        worker_arch,
+        worker_gpu_model,
+    )
 
     if parent_pid is not None:
         _watch_parent(parent_pid)
+    missing = compile_unavailable_reason()
+    if missing is not None:
+        raise _fail(cannot_compile_sentence(missing))
+    from app.fleet.presence import present
+    from app.grading.celery_app import QUEUE, celery_app
+    from app.grading.routing import gpu_queues
+    from app.grading.sweeper import SweeperThread
+    from app.grading.worker import worker_id
+
     reason = run_unavailable_reason()
-    queues = QUEUE if reason else f"{QUEUE},{GPU_QUEUE}"
+    model = worker_gpu_model()
+    queues = [QUEUE] if reason else [QUEUE, *gpu_queues(model)]
     if reason:
         typer.echo(f"This worker compiles only: {reason}")
     else:
-        typer.echo("This worker compiles and runs kernels on the GPU.")
-    SweeperThread(has_gpu=reason is None).start()
-    celery_app.worker_main(
-        [
-            "worker",
-            "--pool=solo",
-            f"--loglevel={loglevel}",
-            f"--queues={queues}",
-            f"--hostname=kernelgrader-{os.getpid()}@%h",
-            "--without-gossip",
-            "--without-mingle",
-        ]
-    )
+        where = os.environ.get("CUDA_VISIBLE_DEVICES")
+        typer.echo(
+            f"This worker compiles and runs kernels on {model or 'the GPU'}"
+            + (f" (CUDA_VISIBLE_DEVICES={where})." if where else ".")
+        )
+    with present(
+        name=worker_id(),
+        gpu_model=model,
+        arch=worker_arch(),
+        can_run=reason is None,
+        note=reason or "",
+        queues=queues,
+    ):
+        SweeperThread(has_gpu=reason is None, gpu_model=model).start()
+        celery_app.worker_main(
+            [
+                "worker",
+                "--pool=solo",
+                f"--loglevel={loglevel}",
+                f"--queues={','.join(queues)}",
+                f"--hostname=kernelgrader-{os.getpid()}@%h",
+                "--without-gossip",
+                "--without-mingle",
+            ]
+        )
 
 
 @cli.command()
@@ -318,10 +358,22 @@ def serve(
         _print_first_run(first, host, port)
     child = None
     if local_worker:
-        # A separate process: the worker may load CUDA, which must stay out of the web server.
-        child = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "worker", "--parent-pid", str(os.getpid())]
-        )
+        from app.grading.gpu_probe import CUDA_EXTRA, compile_unavailable_reason
+
+        missing = compile_unavailable_reason()
+        if missing is not None:
+            typer.secho(
+                f"No local worker was started, since it could not compile kernels ({missing}): "
+                "the web side runs alone and submissions wait in the queue until a worker "
+                f"starts; {CUDA_EXTRA}, then restart serve or start `kernelgrader worker`.",
+                fg=typer.colors.YELLOW,
+            )
+        else:
+            # A separate process: the worker may load CUDA, which must stay out of the web
+            # server.
+            child = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "worker", "--parent-pid", str(os.getpid())]
+            )
     try:
         uvicorn.run("app.main:create_app", factory=True, host=host, port=port)
     finally:
