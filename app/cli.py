@@ -108,6 +108,13 @@ def lab_add(
     due: Annotated[str | None, typer.Option(help="due at (UTC, ISO 8601)")] = None,
     policy: Annotated[str, typer.Option(help="which submission counts: best or last")] = "best",
     late: Annotated[str, typer.Option(help="after the due date: accept or refuse")] = "accept",
+    gpu_model: Annotated[
+        str,
+        typer.Option(
+            help="the GPU model its timings belong to (e.g. H100), instead of the spec's; "
+            "only workers with such a GPU run it"
+        ),
+    ] = "",
 ) -> None:
     """Add a lab to a course."""
     from app.core.database import session_scope
@@ -128,9 +135,11 @@ def lab_add(
                 due_at=_when(due),
                 score_policy=score_policy,
                 late_policy=late_policy,
+                gpu_model=gpu_model,
             )
             typer.echo(
                 f"Added lab {row.slug} ({row.title}) to {course}, max score {row.max_score:g}."
+                + (f" Its timings belong to {row.gpu_model} GPUs." if row.gpu_model else "")
             )
     except DomainError as exc:
         raise _fail(exc.message) from None
