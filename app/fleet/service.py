@@ -239,25 +239,8 @@ class FleetSnapshot:
         return [w for w in self.workers if w.alive]
 
 
-def _job_rows(session: Session, query: Any) -> list[Any]:
-    return list(
-        session.execute(
-            query.join(Submission, Submission.id == GradingJob.submission_id)
-            .join(Lab, Lab.id == Submission.lab_id)
-            .join(Course, Course.id == Lab.course_id)
-        )
-    )
-
-
-def fleet_snapshot(
-    session: Session,
-    *,
-    now: datetime | None = None,
-    course_ids: set[int] | None = None,
-    limit: int = 50,
-) -> FleetSnapshot:
-    """Workers heard from in the last day, the queue's totals, and the jobs and errors of the
-    given courses (every course when None)."""
+def recent_workers(session: Session, *, now: datetime | None = None) -> list[WorkerView]:
+    """Every worker heard from in the last day, alive, silent or stopped, by host and GPU."""
     now = now or utcnow()
     alive_after = _alive_after(now)
     rows = session.scalars(
@@ -265,8 +248,8 @@ def fleet_snapshot(
         .where(Worker.heartbeat_at >= now - SHOWN_FOR)
         .order_by(Worker.host, Worker.gpu, Worker.name)
     ).all()
-    views = {
-        row.name: WorkerView(
+    return [
+        WorkerView(
             id=row.id,
             name=row.name,
             host=row.host,
@@ -289,7 +272,47 @@ def fleet_snapshot(
             timed_at=row.timed_at,
         )
         for row in rows
-    }
+    ]
+
+
+def grading_sentence(workers: list[WorkerView]) -> str:
+    """ "ok" when live workers can compile and run; else what waits, and why, in a sentence."""
+    seconds = get_settings().heartbeat_timeout_seconds
+    alive = [w for w in workers if w.alive]
+    if not any(w.can_compile for w in alive):
+        return (
+            f"No worker that can compile has been heard from in the last {seconds:.0f} s: "
+            "submissions wait in the queue until one starts."
+        )
+    if not any(w.can_run for w in alive):
+        return (
+            f"No worker with a GPU has been heard from in the last {seconds:.0f} s: "
+            "submissions compile, then wait for a GPU worker to run them."
+        )
+    return "ok"
+
+
+def _job_rows(session: Session, query: Any) -> list[Any]:
+    return list(
+        session.execute(
+            query.join(Submission, Submission.id == GradingJob.submission_id)
+            .join(Lab, Lab.id == Submission.lab_id)
+            .join(Course, Course.id == Lab.course_id)
+        )
+    )
+
+
+def fleet_snapshot(
+    session: Session,
+    *,
+    now: datetime | None = None,
+    course_ids: set[int] | None = None,
+    limit: int = 50,
+) -> FleetSnapshot:
+    """Workers heard from in the last day, the queue's totals, and the jobs and errors of the
+    given courses (every course when None)."""
+    now = now or utcnow()
+    views = {view.name: view for view in recent_workers(session, now=now)}
     columns = (GradingJob, Submission.id, Course.id, Course.slug, Lab.slug)
     for job, sid, course_id, course, lab in _job_rows(
         session,
