@@ -22,6 +22,7 @@ from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
+from app.fleet.routes import router as fleet_router
 from app.web.routes import router as web_router
 from app.web.templating import render, templates
 
@@ -110,6 +111,7 @@ def create_app() -> FastAPI:
     app.include_router(api_router)
     app.include_router(tokens_router)
     app.include_router(web_router)
+    app.include_router(fleet_router)
     _document_errors_as_sent(app)
     return app
 

@@ -405,3 +405,15 @@ def fleet_snapshot(
     return FleetSnapshot(
         now=now, workers=list(views.values()), queue=queue, jobs=jobs, errors=errors
     )
+
+
+def describe_age(seconds: float) -> str:
+    """'45 s', '3 min 10 s', '2 h 5 min', '3 d 4 h': an age for people."""
+    whole = int(max(0.0, seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    if whole < 86400:
+        return f"{whole // 3600} h {whole % 3600 // 60} min"
+    return f"{whole // 86400} d {whole % 86400 // 3600} h"
