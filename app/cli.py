@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.errors import DomainError
 
@@ -57,6 +58,14 @@ def check_settings() -> None:
 def _fail(message: str) -> typer.Exit:
     typer.secho(message, err=True, fg=typer.colors.RED)
     return typer.Exit(code=1)
+
+
+def _database_trouble(exc: Exception) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        f"The database could not be read ({first}); check KERNELGRADER_DATABASE_URL, and run "
+        "`kernelgrader db upgrade` if this release's schema is newer than the database's."
+    )
 
 
 def _when(text: str | None) -> datetime | None:
@@ -258,6 +267,23 @@ def gradebook_export(
         typer.echo(f"Wrote {output}.")
 
 
+@cli.command()
+def status() -> None:
+    """The workers (host, GPU, last heartbeat, the job each holds), the queue, the last errors."""
+    from app.core.database import session_scope
+    from app.core.settings import get_settings
+    from app.fleet.service import fleet_snapshot
+    from app.fleet.status_text import render_status
+
+    try:
+        with session_scope() as session:
+            snapshot = fleet_snapshot(session)
+    except SQLAlchemyError as exc:
+        raise _fail(_database_trouble(exc)) from None
+    timeout = get_settings().heartbeat_timeout_seconds
+    typer.echo(render_status(snapshot, heartbeat_timeout=timeout), nl=False)
+
+
 def _watch_parent(parent_pid: int) -> None:
     # The local worker of `serve` exits when serve does, even if serve was killed.
     def watch() -> None:
@@ -306,7 +332,7 @@ def worker(
     missing = compile_unavailable_reason()
     if missing is not None:
         raise _fail(cannot_compile_sentence(missing))
-    from app.fleet.presence import present
+    from app.fleet.presence import announce
     from app.grading.celery_app import QUEUE, celery_app
     from app.grading.routing import gpu_queues
     from app.grading.sweeper import SweeperThread
@@ -323,14 +349,18 @@ def worker(
             f"This worker compiles and runs kernels on {model or 'the GPU'}"
             + (f" (CUDA_VISIBLE_DEVICES={where})." if where else ".")
         )
-    with present(
-        name=worker_id(),
-        gpu_model=model,
-        arch=worker_arch(),
-        can_run=reason is None,
-        note=reason or "",
-        queues=queues,
-    ):
+    try:
+        presence = announce(
+            name=worker_id(),
+            gpu_model=model,
+            arch=worker_arch(),
+            can_run=reason is None,
+            note=reason or "",
+            queues=queues,
+        )
+    except SQLAlchemyError as exc:
+        raise _fail(_database_trouble(exc)) from None
+    try:
         SweeperThread(has_gpu=reason is None, gpu_model=model).start()
         celery_app.worker_main(
             [
@@ -343,6 +373,8 @@ def worker(
                 "--without-mingle",
             ]
         )
+    finally:
+        presence.close()
 
 
 @cli.command()

@@ -6,8 +6,6 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from app import __version__
 from app.core.settings import get_settings
@@ -24,6 +22,16 @@ class Presence(threading.Thread):
         self.register = register
         self.stopped = threading.Event()
 
+    def close(self) -> None:
+        self.stopped.set()
+        # A beat in flight would clear the stop mark written below.
+        self.join(timeout=30)
+        name = str(self.register["name"])
+        try:
+            service.mark_stopped(name)
+        except Exception:
+            log.exception("could not mark worker %s stopped; it will read as silent", name)
+
     def run(self) -> None:
         every = get_settings().heartbeat_seconds
         while not self.stopped.wait(every):
@@ -34,8 +42,7 @@ class Presence(threading.Thread):
                 log.exception("the worker's registry heartbeat failed; trying again in %s s", every)
 
 
-@contextmanager
-def present(
+def announce(
     *,
     name: str,
     gpu_model: str,
@@ -43,8 +50,8 @@ def present(
     can_run: bool,
     note: str,
     queues: list[str],
-) -> Iterator[None]:
-    """Registered (able to compile) for the block, beating; marked stopped when it ends."""
+) -> Presence:
+    """Register this worker (it can compile) and start beating; `close()` marks it stopped."""
     register: dict[str, object] = {
         "name": name,
         "host": socket.gethostname(),
@@ -59,13 +66,6 @@ def present(
         "version": __version__,
     }
     service.register_worker(**register)  # type: ignore[arg-type]
-    thread = Presence(register)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.stopped.set()
-        try:
-            service.mark_stopped(name)
-        except Exception:
-            log.exception("could not mark worker %s stopped; it will read as silent", name)
+    presence = Presence(register)
+    presence.start()
+    return presence
