@@ -284,6 +284,10 @@ def status() -> None:
     typer.echo(render_status(snapshot, heartbeat_timeout=timeout), nl=False)
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _watch_parent(parent_pid: int) -> None:
     # The local worker of `serve` exits when serve does, even if serve was killed.
     def watch() -> None:
@@ -349,18 +353,22 @@ def worker(
             f"This worker compiles and runs kernels on {model or 'the GPU'}"
             + (f" (CUDA_VISIBLE_DEVICES={where})." if where else ".")
         )
+    # Until Celery installs its own handler, SIGTERM (a supervisor stopping, `docker stop`)
+    # unwinds through the `finally` below, so the registry hears that this worker stopped.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    presence = None
     try:
-        presence = announce(
-            name=worker_id(),
-            gpu_model=model,
-            arch=worker_arch(),
-            can_run=reason is None,
-            note=reason or "",
-            queues=queues,
-        )
-    except SQLAlchemyError as exc:
-        raise _fail(_database_trouble(exc)) from None
-    try:
+        try:
+            presence = announce(
+                name=worker_id(),
+                gpu_model=model,
+                arch=worker_arch(),
+                can_run=reason is None,
+                note=reason or "",
+                queues=queues,
+            )
+        except SQLAlchemyError as exc:
+            raise _fail(_database_trouble(exc)) from None
         SweeperThread(has_gpu=reason is None, gpu_model=model).start()
         celery_app.worker_main(
             [
@@ -374,7 +382,8 @@ def worker(
             ]
         )
     finally:
-        presence.close()
+        if presence is not None:
+            presence.close()
 
 
 @cli.command()

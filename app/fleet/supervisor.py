@@ -2,7 +2,8 @@
 
 Each child is an ordinary `kernelgrader worker` that sees one GPU (CUDA_VISIBLE_DEVICES), so
 it registers, routes and takes its timing lock for that GPU alone. The supervisor holds no
-CUDA state and no database connection: it starts, watches and stops the children.
+CUDA state: it starts, watches and stops the children, and marks a child that died without a
+word stopped in the registry, so the fleet's pages do not show it alive until it goes silent.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -138,7 +140,17 @@ class Supervisor:
             ran,
             delay,
         )
+        self.forget(child.process.pid)
         child.process = None
+
+    @staticmethod
+    def forget(pid: int) -> None:
+        from app.fleet.service import mark_stopped
+
+        try:
+            mark_stopped(f"{socket.gethostname()}:{pid}")
+        except Exception:  # the registry's heartbeat timeout covers it
+            log.exception("could not mark the dead worker pid %s stopped", pid)
 
     def signal_children(self, signum: int) -> None:
         for child in self.children:

@@ -93,6 +93,10 @@ def test_one_worker_per_gpu_is_restarted_when_it_dies_and_all_stop_together(
         )
         assert isinstance(again, Worker)
         assert live()["1"].pid == pids["1"], "the other GPU's worker was left alone"
+        # The supervisor marked the dead one stopped: it does not read as alive meanwhile.
+        session.expire_all()
+        dead = session.scalars(select(Worker).where(Worker.name == killed)).one()
+        assert dead.stopped_at is not None
         supervisor.send_signal(signal.SIGTERM)
         output, _ = supervisor.communicate(timeout=90)
     finally:
