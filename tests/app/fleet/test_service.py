@@ -48,6 +48,7 @@ def test_a_worker_registers_beats_and_stops(session: Session) -> None:
     # A beat after a stop (the row marked stopped by mistake) makes it alive again.
     assert service.beat(name)
     assert not service.beat(unique("nobody:"))
+    service.mark_stopped(name)
 
 
 def test_a_queued_submission_says_when_no_live_worker_could_take_it(session: Session) -> None:
