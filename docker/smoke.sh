@@ -22,8 +22,12 @@ apt_install() {
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends "$@" >&2
 }
+engine_up() { command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1; }
 missing=()
-command -v docker >/dev/null || missing+=(docker.io)
+# A Docker client alone (as on some CI images) needs Debian's engine beside it.
+if ! command -v docker >/dev/null || { ! engine_up && ! command -v dockerd >/dev/null; }; then
+    missing+=(docker.io)
+fi
 docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null \
     || missing+=(docker-compose)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
@@ -33,7 +37,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt_install "${missing[@]}" || fail "apt-get could not install ${missing[*]}."
 fi
 dockerd_pid=""
-if ! timeout 20 docker info >/dev/null 2>&1; then
+if ! engine_up; then
     is_root || fail "no Docker engine answers (docker info failed), and starting one needs root: start Docker (or join the docker group), or run docker/smoke.sh as root."
     command -v dockerd >/dev/null || fail "dockerd is missing; install docker.io."
     phase "starting dockerd (no bridge network: the smoke test uses host networking)"
