@@ -93,7 +93,7 @@ def check_refusals(tmp_path: Path) -> None:
     assert message.startswith("smoke: FAILED: ") and "needs root" in message, message
     assert "docker.io" in message and "run docker/smoke.sh as root" in message, message
     # With Docker's tools there but no engine it may use, it says that instead.
-    if shutil.which("docker") and shutil.which("debootstrap"):
+    if all(shutil.which(tool) for tool in ("docker", "dockerd", "debootstrap")):
         with_docker = subprocess.run(
             [runuser, "-u", "nobody", "--", "bash", str(copy / "smoke.sh")],
             capture_output=True,
