@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.errors import DomainError
 
@@ -72,6 +73,14 @@ def _article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
+def _database_trouble(exc: Exception) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        f"The database could not be read ({first}); check KERNELGRADER_DATABASE_URL, and run "
+        "`kernelgrader db upgrade` if this release's schema is newer than the database's."
+    )
+
+
 def _when(text: str | None) -> datetime | None:
     if not text:
         return None
@@ -84,13 +93,10 @@ def _when(text: str | None) -> datetime | None:
 
 def upgrade_database() -> None:
     from alembic import command
-    from alembic.config import Config
 
-    config = Config()
-    config.set_main_option(
-        "script_location", str(Path(__file__).resolve().parent.parent / "migrations")
-    )
-    command.upgrade(config, "head")
+    from app.core.database import alembic_config
+
+    command.upgrade(alembic_config(), "head")
 
 
 @db_cli.command("upgrade")
@@ -165,6 +171,13 @@ def lab_add(
         str,
         typer.Option("--late-policy", "--late", help="after the due date: accept or refuse"),
     ] = "accept",
+    gpu_model: Annotated[
+        str,
+        typer.Option(
+            help="the GPU model its timings belong to (e.g. H100), instead of the spec's; "
+            "only workers with such a GPU run it"
+        ),
+    ] = "",
 ) -> None:
     """Add a lab to a course."""
     from app.core.database import session_scope
@@ -189,9 +202,11 @@ def lab_add(
                 due_at=_when(due),
                 score_policy=score_policy,
                 late_policy=late_policy,
+                gpu_model=gpu_model,
             )
             typer.echo(
                 f"Added lab {row.slug} ({row.title}) to {course}, max score {row.max_score:g}."
+                + (f" Its timings belong to {row.gpu_model} GPUs." if row.gpu_model else "")
             )
     except DomainError as exc:
         raise _fail(exc.message) from None
@@ -587,6 +602,27 @@ def gradebook_export(
         typer.echo(f"Wrote {output}.")
 
 
+@cli.command()
+def status() -> None:
+    """The workers (host, GPU, last heartbeat, the job each holds), the queue, the last errors."""
+    from app.core.database import session_scope
+    from app.core.settings import get_settings
+    from app.fleet.service import fleet_snapshot
+    from app.fleet.status_text import render_status
+
+    try:
+        with session_scope() as session:
+            snapshot = fleet_snapshot(session)
+    except SQLAlchemyError as exc:
+        raise _fail(_database_trouble(exc)) from None
+    timeout = get_settings().heartbeat_timeout_seconds
+    typer.echo(render_status(snapshot, heartbeat_timeout=timeout), nl=False)
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _watch_parent(parent_pid: int) -> None:
     # The local worker of `serve` exits when serve does, even if serve was killed.
     def watch() -> None:
@@ -601,37 +637,88 @@ def _watch_parent(parent_pid: int) -> None:
 
 @cli.command()
 def worker(
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="one worker process per GPU, supervised and restarted: 'all', or indices "
+            "such as 0,1"
+        ),
+    ] = None,
     parent_pid: Annotated[int | None, typer.Option(hidden=True)] = None,
     loglevel: Annotated[str, typer.Option(help="Celery log level")] = "INFO",
 ) -> None:
-    """Run a grading worker (one per GPU): compiles, and runs kernels where a GPU is."""
+    """Run a grading worker: compiles, and runs kernels where a GPU is (--gpus: one per GPU)."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from app.grading.celery_app import GPU_QUEUE, QUEUE, celery_app
-    from app.grading.gpu_probe import run_unavailable_reason
-    from app.grading.sweeper import SweeperThread
+    if gpus is not None:
+        from app.fleet.supervisor import SupervisorError, supervise
+
+        try:
+            raise typer.Exit(code=supervise(gpus, loglevel=loglevel))
+        except SupervisorError as exc:
+            raise _fail(str(exc)) from None
+    from app.grading.gpu_probe import (
+        cannot_compile_sentence,
+        compile_unavailable_reason,
+        run_unavailable_reason,
+        worker_arch,
+        worker_gpu_model,
+    )
 
     if parent_pid is not None:
         _watch_parent(parent_pid)
+    missing = compile_unavailable_reason()
+    if missing is not None:
+        raise _fail(cannot_compile_sentence(missing))
+    from app.fleet.presence import announce
+    from app.grading.celery_app import QUEUE, celery_app
+    from app.grading.routing import gpu_queues
+    from app.grading.sweeper import SweeperThread
+    from app.grading.worker import worker_id
+
     reason = run_unavailable_reason()
-    queues = QUEUE if reason else f"{QUEUE},{GPU_QUEUE}"
+    model = worker_gpu_model()
+    queues = [QUEUE] if reason else [QUEUE, *gpu_queues(model)]
     if reason:
         typer.echo(f"This worker compiles only: {reason}")
     else:
-        typer.echo("This worker compiles and runs kernels on the GPU.")
-    SweeperThread(has_gpu=reason is None).start()
-    celery_app.worker_main(
-        [
-            "worker",
-            "--pool=solo",
-            f"--loglevel={loglevel}",
-            f"--queues={queues}",
-            f"--hostname=kernelgrader-{os.getpid()}@%h",
-            "--without-gossip",
-            "--without-mingle",
-        ]
-    )
+        where = os.environ.get("CUDA_VISIBLE_DEVICES")
+        typer.echo(
+            f"This worker compiles and runs kernels on {model or 'the GPU'}"
+            + (f" (CUDA_VISIBLE_DEVICES={where})." if where else ".")
+        )
+    # Until Celery installs its own handler, SIGTERM (a supervisor stopping, `docker stop`)
+    # unwinds through the `finally` below, so the registry hears that this worker stopped.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    presence = None
+    try:
+        try:
+            presence = announce(
+                name=worker_id(),
+                gpu_model=model,
+                arch=worker_arch(),
+                can_run=reason is None,
+                note=reason or "",
+                queues=queues,
+            )
+        except SQLAlchemyError as exc:
+            raise _fail(_database_trouble(exc)) from None
+        SweeperThread(has_gpu=reason is None, gpu_model=model).start()
+        celery_app.worker_main(
+            [
+                "worker",
+                "--pool=solo",
+                f"--loglevel={loglevel}",
+                f"--queues={','.join(queues)}",
+                f"--hostname=kernelgrader-{os.getpid()}@%h",
+                "--without-gossip",
+                "--without-mingle",
+            ]
+        )
+    finally:
+        if presence is not None:
+            presence.close()
 
 
 @cli.command()
@@ -656,10 +743,22 @@ def serve(
         _print_first_run(first, host, port)
     child = None
     if local_worker:
-        # A separate process: the worker may load CUDA, which must stay out of the web server.
-        child = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "worker", "--parent-pid", str(os.getpid())]
-        )
+        from app.grading.gpu_probe import CUDA_EXTRA, compile_unavailable_reason
+
+        missing = compile_unavailable_reason()
+        if missing is not None:
+            typer.secho(
+                f"No local worker was started, since it could not compile kernels ({missing}): "
+                "the web side runs alone and submissions wait in the queue until a worker "
+                f"starts; {CUDA_EXTRA}, then restart serve or start `kernelgrader worker`.",
+                fg=typer.colors.YELLOW,
+            )
+        else:
+            # A separate process: the worker may load CUDA, which must stay out of the web
+            # server.
+            child = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "worker", "--parent-pid", str(os.getpid())]
+            )
     try:
         uvicorn.run("app.main:create_app", factory=True, host=host, port=port)
     finally:

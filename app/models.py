@@ -2,6 +2,7 @@
 
 from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
+from app.fleet.models import Worker
 from app.grading.models import CaseResult, GradingJob
 from app.submissions.models import Submission, SubmissionEvent
 from app.users.models import ApiToken, Invite, User
@@ -20,4 +21,5 @@ __all__ = [
     "Submission",
     "SubmissionEvent",
     "User",
+    "Worker",
 ]

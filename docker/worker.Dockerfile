@@ -1,24 +1,29 @@
-# A GPU grading worker: one container per GPU, started with the NVIDIA container runtime
-# (docker run --gpus '"device=0"' ...). CuPy brings its CUDA libraries as wheels; the host
-# needs only the NVIDIA driver. Build from the repository root:
-#   docker build -f docker/worker.Dockerfile -t kernelgrader-worker .
-FROM nvidia/cuda:13.0.1-base-ubuntu24.04
-
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
-    DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv python3-pip \
-    && rm -rf /var/lib/apt/lists/*
-
-WORKDIR /srv/kernelgrader
-RUN python3 -m venv /opt/venv && useradd --create-home --uid 10001 kernelgrader
-ENV PATH=/opt/venv/bin:$PATH
-COPY pyproject.toml README.md alembic.ini ./
-COPY app ./app
-COPY graders ./graders
-COPY reference_kernels ./reference_kernels
-COPY migrations ./migrations
-RUN pip install ".[cuda13,scale]"
-
+# A grading worker. With GPUs (the NVIDIA container runtime, see compose.gpu.yaml) it runs one
+# worker process per GPU (`kernelgrader worker --gpus all`); without, it compiles only. CuPy
+# brings its CUDA libraries as wheels; the host needs only the NVIDIA driver. Build from the
+# repository root: docker build -f docker/worker.Dockerfile -t kernelgrader-worker .
+# BASE_IMAGE and PIP_INDEX_OPTS as in web.Dockerfile.
+ARG BASE_IMAGE=nvidia/cuda:13.0.1-base-ubuntu24.04
+FROM ${BASE_IMAGE}
+ARG PIP_INDEX_OPTS=""
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 \
+    KERNELGRADER_DATA_DIR=/var/lib/kernelgrader
+RUN python3 -c "import venv, ensurepip" 2>/dev/null || { apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv \
+    && rm -rf /var/lib/apt/lists/*; }
+RUN python3 -m venv /opt/kernelgrader && useradd --create-home --uid 10001 kernelgrader \
+    && mkdir -p /var/lib/kernelgrader && chown kernelgrader /var/lib/kernelgrader
+# One stage: with an index, docker/wheels holds only its README; without, its wheels stay in a
+# layer of their own, which costs disk but no copy of the installed packages.
+COPY docker/wheels/ /wheels/
+COPY pyproject.toml README.md /src/
+COPY app /src/app
+COPY graders /src/graders
+COPY reference_kernels /src/reference_kernels
+# The web image's layers first (the same steps, so building both on one base reuses them),
+# then the CUDA extra on top.
+RUN /opt/kernelgrader/bin/pip install ${PIP_INDEX_OPTS} --find-links /wheels "/src[scale]"
+RUN /opt/kernelgrader/bin/pip install ${PIP_INDEX_OPTS} --find-links /wheels "/src[cuda13,scale]"
+ENV PATH=/opt/kernelgrader/bin:$PATH
 USER kernelgrader
 CMD ["kernelgrader", "worker"]

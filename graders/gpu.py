@@ -232,6 +232,11 @@ def _gpu_key() -> str:
             return "".join(c for c in uuid if c.isalnum() or c == "-")
         except Exception:
             pass
+    # Without NVML: the device as CUDA_VISIBLE_DEVICES names it, a UUID as well as an index,
+    # so workers of one host given different GPUs (`worker --gpus`) take different locks.
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    if first and not first.isdigit():
+        return "".join(c for c in first if c.isalnum() or c == "-")
     return f"gpu{_visible_index()}"
 
 

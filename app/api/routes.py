@@ -19,6 +19,7 @@ from app.core.settings import get_settings
 from app.courses.deadlines import deadline_for, lab_state
 from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
+from app.fleet.service import grading_sentence, recent_workers
 from app.gradebook.service import canvas_csv, gradebook_csv
 from app.grading.queue import send_job
 from app.submissions.models import Status
@@ -37,10 +38,28 @@ from app.users.service import find_user
 router = APIRouter(prefix="/api/v1")
 
 
+class WorkerReport(BaseModel):
+    """A worker heard from in the last day: what it can do and when it was last heard."""
+
+    id: int
+    gpu: str  # CUDA_VISIBLE_DEVICES of the worker process; "" for none in particular
+    gpu_model: str
+    arch: str
+    compile: bool
+    run: bool
+    alive: bool
+    stopped: bool
+    last_heard_at: datetime
+    note: str  # why it cannot run kernels, where it cannot
+
+
 class Health(BaseModel):
     status: str
     version: str
     database: str
+    # "ok", or a sentence saying what waits because no live worker can do it.
+    grading: str = "ok"
+    workers: list[WorkerReport] = []
 
 
 class LabRead(BaseModel):
@@ -75,7 +94,29 @@ class SubmissionListItem(BaseModel):
 @router.get("/health", tags=["meta"])
 def health(session: SessionDep) -> Health:
     session.execute(text("SELECT 1"))
-    return Health(status="ok", version=__version__, database="ok")
+    workers = recent_workers(session)
+    return Health(
+        status="ok",
+        version=__version__,
+        database="ok",
+        grading=grading_sentence(workers),
+        # Host names stay on the staff page: this endpoint answers anyone.
+        workers=[
+            WorkerReport(
+                id=w.id,
+                gpu=w.gpu,
+                gpu_model=w.gpu_model,
+                arch=w.arch,
+                compile=w.can_compile,
+                run=w.can_run,
+                alive=w.alive,
+                stopped=w.stopped_at is not None,
+                last_heard_at=w.heartbeat_at,
+                note=w.note,
+            )
+            for w in workers
+        ],
+    )
 
 
 @router.get("/courses/{course}/labs", tags=["courses"])

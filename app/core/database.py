@@ -6,13 +6,20 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import DateTime, Engine, MetaData, create_engine, event
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 from app.core.settings import get_settings
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Inside the package, so an installed wheel migrates from any directory, as a checkout does.
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -99,3 +106,12 @@ def session_scope() -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def alembic_config() -> Config:
+    """Alembic's settings for the migrations shipped in the package; no alembic.ini needed."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config

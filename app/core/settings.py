@@ -53,6 +53,8 @@ class Settings(BaseSettings):
     login_window_seconds: int = 900
     # Where people reach this server; invite links printed by the CLI start with it.
     public_url: str = "http://localhost:8000"
+    # The bearer token Prometheus sends to /metrics; empty turns /metrics off.
+    metrics_token: str = ""
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_dev_secrets(self) -> Settings:
@@ -73,6 +75,12 @@ class Settings(BaseSettings):
                         f"{name} is shorter than {MIN_SECRET_LENGTH} characters; set it to a long "
                         "random string (e.g. `openssl rand -hex 32`)."
                     )
+            if self.metrics_token and len(self.metrics_token) < MIN_SECRET_LENGTH:
+                raise ValueError(
+                    f"KERNELGRADER_METRICS_TOKEN is shorter than {MIN_SECRET_LENGTH} characters; "
+                    "set it to a long random string (e.g. `openssl rand -hex 32`), or leave it "
+                    "empty to turn /metrics off."
+                )
             if self.secret_key == DEV_SECRET_KEY:
                 raise ValueError(
                     "KERNELGRADER_SECRET_KEY is still the development default; set it to a long "

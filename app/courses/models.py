@@ -68,6 +68,8 @@ class Lab(Base):
     late_policy: Mapped[str] = mapped_column(String(10), default=LatePolicy.accept.value)
     # Cached from the spec so the gradebook does not parse every lab folder.
     max_score: Mapped[float] = mapped_column(default=0.0)
+    # The GPU model its timings belong to, overriding the spec's timing.gpu_model; "" keeps it.
+    gpu_model: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # Removed by the staff: hidden from students' lists and the gradebook, closed for
     # submissions; its submissions stay, and restoring it brings everything back.

@@ -138,6 +138,7 @@ def add_lab(
     due_at: datetime | None = None,
     score_policy: ScorePolicy = ScorePolicy.best,
     late_policy: LatePolicy = LatePolicy.accept,
+    gpu_model: str = "",
 ) -> Lab:
     builtin_id, folder, spec = resolve_lab_ref(ref)
     existing = session.scalar(select(Lab).where(Lab.course_id == course.id, Lab.slug == spec.id))
@@ -164,6 +165,7 @@ def add_lab(
         score_policy=score_policy.value,
         late_policy=late_policy.value,
         max_score=float(spec.max_score),
+        gpu_model=gpu_model.strip(),
     )
     session.add(lab)
     session.flush()

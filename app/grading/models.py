@@ -53,6 +53,12 @@ class GradingJob(Base):
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
     error: Mapped[str] = mapped_column(Text, default="")
+    # The GPU model (routing key, see app.grading.routing) its run needs; "" for any GPU.
+    gpu_model: Mapped[str] = mapped_column(String(200), default="")
+    # Seconds in the queue before a worker took it, compiling, and running (for /metrics).
+    wait_seconds: Mapped[float | None] = mapped_column(default=None)
+    compile_seconds: Mapped[float | None] = mapped_column(default=None)
+    run_seconds: Mapped[float | None] = mapped_column(default=None)
     # The run stage's extras: findings, GPU, stage seconds, the kernel's stdout, the summary.
     report: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 

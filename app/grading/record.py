@@ -49,6 +49,9 @@ def record_compile(
     submission.compile_warnings = list(result.warnings)
     submission.declarations = dict(result.declarations)
     job.compiled_at = utcnow()
+    job.compile_seconds = result.seconds
+    if job.started_at is not None:
+        job.wait_seconds = max(0.0, (job.started_at - job.queued_at).total_seconds())
     if not result.ok:
         job.state = JobState.failed.value
         job.finished_at = utcnow()
@@ -106,6 +109,8 @@ def record_report(
     }
     job.state = JobState.done.value
     job.finished_at = utcnow()
+    if job.compiled_at is not None:
+        job.run_seconds = max(0.0, (job.finished_at - job.compiled_at).total_seconds())
     submission.score = float(report.score)
     submission.max_score = float(report.max_score)
     submission.summary = report.summary

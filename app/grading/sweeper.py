@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.grading.bulk import background_jobs_to_send
-from app.grading.celery_app import GPU_QUEUE, QUEUE
+from app.grading.celery_app import QUEUE
 from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import send_job
+from app.grading.routing import gpu_queue, served_keys
 from app.grading.worker import NOT_YOUR_FAULT
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
@@ -32,7 +33,10 @@ class SweepReport:
     background: list[int] = field(default_factory=list)  # a lab regrade's jobs, a few at a time
 
 
-def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
+def sweep(
+    *, now: datetime | None = None, has_gpu: bool = False, gpu_model: str = ""
+) -> SweepReport:
+    """One pass; a worker with a GPU (named `gpu_model`) also takes the compiled jobs it can run."""
     settings = get_settings()
     now = now or utcnow()
     report = SweepReport()
@@ -87,12 +91,17 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
                 sends.append((job.submission_id, job.id, QUEUE))
                 report.requeued.append(job.id)
         if has_gpu:
+            # Only jobs whose lab names no GPU model or one this GPU serves, each onto the
+            # queue of the model it needs, so that only workers of that model take it.
             for job in session.scalars(
-                select(GradingJob).where(GradingJob.state == JobState.waiting_gpu.value)
+                select(GradingJob).where(
+                    GradingJob.state == JobState.waiting_gpu.value,
+                    GradingJob.gpu_model.in_(served_keys(gpu_model)),
+                )
             ).all():
                 if _move(session, job, JobState.waiting_gpu, JobState.queued):
                     job.queued_at = now
-                    sends.append((job.submission_id, job.id, GPU_QUEUE))
+                    sends.append((job.submission_id, job.id, gpu_queue(job.gpu_model)))
                     report.to_gpu.append(job.id)
         for submission_id, job_id in background_jobs_to_send(session, now=now):
             sends.append((submission_id, job_id, QUEUE))
@@ -128,16 +137,17 @@ def _move(
 class SweeperThread(threading.Thread):
     """Calls sweep() every sweep_seconds until stopped."""
 
-    def __init__(self, *, has_gpu: bool) -> None:
+    def __init__(self, *, has_gpu: bool, gpu_model: str = "") -> None:
         super().__init__(name="kernelgrader-sweeper", daemon=True)
         self.has_gpu = has_gpu
+        self.gpu_model = gpu_model
         self.stopped = threading.Event()
 
     def run(self) -> None:
         every = get_settings().sweep_seconds
         while not self.stopped.wait(every):
             try:
-                report = sweep(has_gpu=self.has_gpu)
+                report = sweep(has_gpu=self.has_gpu, gpu_model=self.gpu_model)
                 if (
                     report.resent
                     or report.requeued

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import or_, update
 from sqlalchemy.orm import Session
@@ -19,12 +20,17 @@ from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
-from app.grading.gpu_probe import run_unavailable_reason, worker_arch
+from app.fleet.service import no_runner_note, note_timing
+from app.grading.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu_model
 from app.grading.heartbeat import Heartbeat
 from app.grading.models import GradingJob, JobState
 from app.grading.record import NOT_YOUR_FAULT, record_compile, record_report
+from app.grading.routing import model_key, serves
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
+
+if TYPE_CHECKING:
+    from graders.specs import LabSpec
 
 log = logging.getLogger(__name__)
 
@@ -116,10 +122,11 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
                 lab = session.get_one(Lab, submission.lab_id)
                 source, filename = submission.source_text, submission.filename
             spec = spec_for(lab)
+            model = required_gpu_model(lab, spec)
             compiled = compile_submission(
                 spec, source, arch=worker_arch(), filename=_compile_name(filename)
             )
-            reason = run_unavailable_reason() if compiled.ok else None
+            reason = _cannot_run_here(model) if compiled.ok else None
             with session_scope() as session:
                 if not _hold(session, job_id, me):
                     return Outcome.lost
@@ -131,11 +138,14 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
                     return Outcome.error if internal else Outcome.compile_error
                 if reason is not None:
                     job.state = JobState.waiting_gpu.value
+                    job.gpu_model = model_key(model)
+                    note = no_runner_note(session, required_key=job.gpu_model, model=model)
                     set_status(
                         session,
                         submission,
                         Status.compiled,
-                        f"{compiled.message} Running it waits for a GPU worker: {reason}",
+                        f"{compiled.message} Running it waits for a GPU worker: {reason}"
+                        + (f" {note}" if note else ""),
                     )
                     return Outcome.compiled
                 set_status(session, submission, Status.running, "Running on the GPU.")
@@ -148,11 +158,30 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
                 job = session.get_one(GradingJob, job_id)
                 submission = session.get_one(Submission, submission_id)
                 record_report(session, submission=submission, job=job, report=report)
+                note_timing(session, name=me, gpu=(job.report or {}).get("gpu"))
             return Outcome.error if report.error == "internal" else Outcome.graded
         except Exception as exc:
             log.exception("job %s of submission %s failed", job_id, submission_id)
             _fail(submission_id, job_id, me, f"{type(exc).__name__}: {exc}")
             return Outcome.error
+
+
+def required_gpu_model(lab: Lab, spec: LabSpec) -> str:
+    """The GPU model the lab's timings belong to: the course's setting, else the spec's."""
+    if lab.gpu_model:
+        return lab.gpu_model
+    return spec.timing.gpu_model if spec.timing is not None else ""
+
+
+def _cannot_run_here(model: str) -> str | None:
+    """None when this worker runs the job itself; else why it leaves it for another worker."""
+    reason = run_unavailable_reason()
+    if reason is not None or not model or serves(worker_gpu_model(), model_key(model)):
+        return reason
+    return (
+        f"This lab's timings belong to {model} GPUs, and this worker's GPU is a "
+        f"{worker_gpu_model() or 'GPU of unknown model'}."
+    )
 
 
 def _compile_name(filename: str) -> str:

@@ -76,6 +76,8 @@ class SubmissionRead(BaseModel):
     # Where and how the run stage ran: the GPU (name, SM clock, temperature), seconds per
     # stage, and the kernel's printf output (capped by the sandbox).
     gpu: dict[str, Any] | None = None
+    # The GPU model the timings and performance points were measured on; None before a run.
+    gpu_model: str | None = None
     stage_seconds: dict[str, float] = {}
     stdout: str = ""
     attempts: int
@@ -107,7 +109,7 @@ def result_job(session: Session, *, submission: Submission) -> GradingJob | None
     )
 
 
-def _case_read(row: CaseResult, *, show_hidden: bool) -> CaseRead:
+def _case_read(row: CaseResult, *, show_hidden: bool, gpu_model: str | None) -> CaseRead:
     if row.hidden and not show_hidden:
         return CaseRead(
             name=row.name,
@@ -127,6 +129,9 @@ def _case_read(row: CaseResult, *, show_hidden: bool) -> CaseRead:
         timings["kernel"] = row.timing
     if row.reference_timings:
         timings["references"] = row.reference_timings
+    if timings and gpu_model:
+        # Times compare only on one GPU model; every set of them says which.
+        timings["gpu_model"] = gpu_model
     return CaseRead(
         name=row.name,
         hidden=row.hidden,
@@ -204,6 +209,7 @@ def submission_read(
     report: dict[str, Any] = (job.report or {}) if job else {}
     hidden = [] if show_hidden else _hidden_names(session, submission=submission)
     stdout: str = report.get("stdout", "")
+    gpu_model = (report.get("gpu") or {}).get("name") or None
     ran_hidden = [row.name for row in rows if row.hidden and row.verdict != "not_run"]
     withheld_at_source = all(HIDDEN_OUTPUT_NOTE.format(name=name) in stdout for name in ran_hidden)
     if hidden and stdout and not withheld_at_source:
@@ -236,10 +242,11 @@ def submission_read(
         declarations=submission.declarations or {},
         findings=report.get("findings", []),
         gpu=report.get("gpu"),
+        gpu_model=gpu_model,
         stage_seconds=report.get("stage_seconds", {}),
         stdout=stdout,
         attempts=attempts,
-        cases=[_case_read(row, show_hidden=show_hidden) for row in rows],
+        cases=[_case_read(row, show_hidden=show_hidden, gpu_model=gpu_model) for row in rows],
         history=[
             StatusChange(status=Status(e.status), message=_redact(e.message, hidden), at=e.at)
             for e in events_of(session, submission=submission)

@@ -14,6 +14,7 @@ from app.core.settings import get_settings
 from app.courses.deadlines import Availability, deadline_for, lab_state
 from app.courses.models import Course, Lab
 from app.courses.service import require_member, role_in
+from app.fleet.service import queued_message
 from app.grading.models import GradingJob, JobState, Priority
 from app.submissions.models import Status, Submission, SubmissionEvent
 from app.submissions.quota import enforce_submission_quota
@@ -115,7 +116,8 @@ def create_submission(
     )
     session.add(submission)
     session.flush()
-    set_status(session, submission, Status.queued, "Waiting for a worker to compile it.")
+    message = queued_message(session, "Waiting for a worker to compile it.", now=now)
+    set_status(session, submission, Status.queued, message)
     job = GradingJob(submission_id=submission.id, queued_at=now)
     session.add(job)
     session.flush()
@@ -171,7 +173,8 @@ def regrade(session: Session, *, user: User, submission: Submission, now: dateti
     )
     job = GradingJob(submission_id=submission.id, queued_at=now)
     session.add(job)
-    set_status(session, submission, Status.queued, f"Queued again for a regrade by {user.email}.")
+    message = queued_message(session, f"Queued again for a regrade by {user.email}.", now=now)
+    set_status(session, submission, Status.queued, message)
     session.flush()
     return job
 

@@ -411,7 +411,7 @@ def _timing(ctx: FieldReader, value: Any, cases: list[CaseSpec]) -> TimingSpec:
         value,
         "timing",
         required={"case"},
-        optional={"budget_seconds", "target_rse", "min_reps", "max_reps"},
+        optional={"budget_seconds", "target_rse", "min_reps", "max_reps", "gpu_model"},
     )
     d = TimingSpec(case="")
     case = ctx.string(t["case"], "timing.case")
@@ -428,7 +428,8 @@ def _timing(ctx: FieldReader, value: Any, cases: list[CaseSpec]) -> TimingSpec:
     budget = ctx.number(
         t.get("budget_seconds", d.budget_seconds), "timing.budget_seconds", positive=True
     )
-    return TimingSpec(case, budget, rse, min_reps, max_reps)
+    gpu_model = ctx.string(t["gpu_model"], "timing.gpu_model").strip() if "gpu_model" in t else ""
+    return TimingSpec(case, budget, rse, min_reps, max_reps, gpu_model)
 
 
 def _scoring(

@@ -254,6 +254,8 @@ class TimingSpec:
     target_rse: float = 0.01
     min_reps: int = 10
     max_reps: int = 500
+    # The GPU model these timings belong to ("H100"); "" : whichever GPU grades it.
+    gpu_model: str = ""
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,18 @@ def test_lab_add_takes_a_folder_or_a_builtin_id(course: str) -> None:
     assert "is not a date" in fails("lab", "add", course, "matmul-naive", "--due", "friday")
 
 
+def test_lab_add_may_name_the_gpu_model_its_timings_belong_to(course: str) -> None:
+    from sqlalchemy import select
+
+    from app.courses.models import Lab
+
+    out = run("lab", "add", course, "matmul-naive", "--gpu-model", " H100 PCIe ")
+    assert "Its timings belong to H100 PCIe GPUs." in out
+    with session_scope() as session:
+        models = session.scalars(select(Lab.gpu_model).where(Lab.slug == "matmul-naive")).all()
+        assert "H100 PCIe" in models
+
+
 def test_user_add_and_roster_import(course: str, tmp_path: Path) -> None:
     email = f"{unique('ada')}@example.edu"
     assert f"{email} is a ta in {course}" in run(

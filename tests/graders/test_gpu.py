@@ -7,6 +7,8 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+
 from graders import gpu
 
 
@@ -57,3 +59,13 @@ def test_second_timed_section_waits_for_the_first(tmp_path: Path) -> None:
         order.append("second in")
     t.join()
     assert order == ["first in", "first out", "second in"]
+
+
+def test_each_visible_gpu_has_its_own_timing_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `worker --gpus` gives each child one GPU through CUDA_VISIBLE_DEVICES, by index or UUID.
+    keys = {}
+    for visible in ("0", "1", "GPU-8c7a1d3e-aaaa", "MIG-5d1e-bbbb"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        keys[visible] = gpu._gpu_key()
+        assert keys[visible] == gpu._gpu_key()
+    assert len(set(keys.values())) == 4, keys

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import httpx
@@ -13,7 +14,7 @@ from app.core.database import utcnow
 from app.courses.models import LatePolicy
 from app.grading.models import GradingJob, JobState
 from app.submissions.models import Submission, SubmissionEvent
-from tests.app.conftest import GOOD_KERNEL, Member, World, make_world
+from tests.app.conftest import GOOD_KERNEL, Member, World, make_world, unique
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +38,52 @@ async def submit(
 async def test_health_needs_no_login(client: httpx.AsyncClient) -> None:
     r = await client.get("/api/v1/health")
     assert r.status_code == 200
-    assert r.json() == {"status": "ok", "version": "0.1.0", "database": "ok"}
+    body = r.json()
+    assert {k: body[k] for k in ("status", "version", "database")} == {
+        "status": "ok",
+        "version": "0.1.0",
+        "database": "ok",
+    }
+
+
+async def test_health_reports_the_workers_heard_from_and_what_each_can_do(
+    client: httpx.AsyncClient,
+) -> None:
+    from app.fleet import service
+
+    name = f"gpu-host-{unique('h')}:77"
+    gpu = f"GPU-{unique('uuid')}"  # this test's worker alone
+    service.register_worker(
+        name=name,
+        host="gpu-host",
+        pid=77,
+        gpu=gpu,
+        gpu_model="NVIDIA H200",
+        arch="sm_90",
+        can_compile=True,
+        can_run=True,
+        note="",
+        queues=["grading", "grading.gpu"],
+        version="0.1.0",
+    )
+    try:
+        body = (await client.get("/api/v1/health")).json()
+        (report,) = [w for w in body["workers"] if w["gpu"] == gpu]
+        assert report["gpu_model"] == "NVIDIA H200"
+        assert (report["compile"], report["run"], report["alive"], report["arch"]) == (
+            True,
+            True,
+            True,
+            "sm_90",
+        )
+        assert report["last_heard_at"] and body["grading"] == "ok"
+        # Anyone may ask: host names are for the staff page only.
+        assert "gpu-host" not in json.dumps(body)
+    finally:
+        service.mark_stopped(name)
+    body = (await client.get("/api/v1/health")).json()
+    stopped = [w for w in body["workers"] if w["id"] == report["id"]]
+    assert stopped and stopped[0]["stopped"] and not stopped[0]["alive"]
 
 
 async def test_openapi_docs_list_the_endpoints(client: httpx.AsyncClient) -> None:

@@ -101,3 +101,33 @@ def test_a_grader_failure_in_the_run_stage_leaves_the_earlier_verdict(session: S
     assert submission.status_message == NOT_YOUR_FAULT
     assert submission.score == 8.0 and submission.graded_at == graded_at
     assert session.get_one(GradingJob, job.id).state == JobState.failed.value
+
+
+def test_timings_and_performance_points_are_labelled_with_the_gpu_model(
+    session: Session,
+) -> None:
+    from datetime import timedelta
+
+    from app.core.database import utcnow
+    from app.submissions.schemas import submission_read
+    from graders.results import GpuInfo
+
+    world = make_world(session)
+    submission, job = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.running,
+        job_state=JobState.started,
+    )
+    job.started_at = utcnow() - timedelta(seconds=3)
+    job.compiled_at = utcnow() - timedelta(seconds=2)
+    report = _report(passed_second=True)
+    report.gpu = GpuInfo(name="NVIDIA H200", arch="sm_90", sm_clock_mhz=1980, temperature_c=41)
+    record_report(session, submission=submission, job=job, report=report)
+    session.commit()
+    assert job.run_seconds is not None and job.run_seconds >= 2
+    view = submission_read(session, submission=submission, viewer_is_staff=True)
+    assert view.gpu_model == "NVIDIA H200"
+    timed = [case.timings for case in view.cases if case.timings]
+    assert timed and all(t["gpu_model"] == "NVIDIA H200" for t in timed)

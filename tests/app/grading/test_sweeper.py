@@ -164,3 +164,49 @@ def test_a_beat_that_lands_after_the_sweep_looked_keeps_the_job_with_its_worker(
     job = session.get_one(GradingJob, job_id)
     assert job.state == JobState.started.value and job.worker_id == "gone-host:123"
     assert session.get_one(Submission, submission_id).status == Status.compiling.value
+
+
+def test_a_gpu_worker_sweeps_only_the_compiled_jobs_its_gpu_model_serves(
+    session: Session,
+) -> None:
+    world = make_world(session)
+    jobs = {}
+    for key in ("h100", "h100-pcie", "h200", ""):
+        _, job = make_submission(
+            session,
+            user=world.student.user,
+            lab=world.lab,
+            status=Status.compiled,
+            job_state=JobState.waiting_gpu,
+        )
+        job.gpu_model = key
+        jobs[key] = job.id
+    session.commit()
+    taken = sweep(has_gpu=True, gpu_model="NVIDIA H100 PCIe").to_gpu
+    assert {jobs["h100"], jobs["h100-pcie"], jobs[""]} <= set(taken)
+    assert jobs["h200"] not in taken
+    session.expire_all()
+    assert session.get_one(GradingJob, jobs["h200"]).state == JobState.waiting_gpu.value
+    assert jobs["h200"] in sweep(has_gpu=True, gpu_model="NVIDIA H200").to_gpu
+    # Onto the queue of the model it needs, which only workers with such a GPU listen on.
+    assert jobs["h200"] in job_ids_on("grading.gpu.h200")
+
+
+def job_ids_on(queue: str) -> list[int]:
+    """Take every message off a broker queue; the job ids they name."""
+    from app.grading.celery_app import celery_app
+
+    found = []
+    with celery_app.connection_for_read() as connection:
+        simple = connection.SimpleQueue(queue)
+        try:
+            while True:
+                message = simple.get(timeout=1)
+                args = message.payload[0]
+                message.ack()
+                found.append(int(args[1]))
+        except simple.Empty:
+            pass
+        finally:
+            simple.close()
+    return found

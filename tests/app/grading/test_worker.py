@@ -137,3 +137,19 @@ async def test_staff_regrade_makes_a_new_job_and_students_cannot(
     statuses = [change["status"] for change in detail.json()["history"]]
     assert statuses == ["queued", "compiling", "compiled", "queued", "compiling", "compiled"]
     assert detail.json()["attempts"] == 2
+
+
+async def test_a_lab_that_names_a_gpu_model_waits_for_a_worker_of_that_model(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    world.lab.gpu_model = "H100 PCIe"
+    session.commit()
+    submission, outcome = await submit_and_grade(client, world, session, GOOD_KERNEL)
+    assert outcome is Outcome.compiled
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id)).one()
+    # Parked under the model's routing key, for a GPU worker of that model to sweep up.
+    assert (job.state, job.gpu_model) == (JobState.waiting_gpu.value, "h100-pcie")
+    assert job.wait_seconds is not None and job.compile_seconds is not None
+    assert "waits for a GPU worker" in submission.status_message
+    # No H100 worker runs in the tests: the message says so, for staff to act on.
+    assert "No worker that can run it (an H100 PCIe GPU)" in submission.status_message

@@ -27,6 +27,7 @@ def test_good_spec_loads(tmp_path: Path) -> None:
     assert lab.reference("naive").source == NAIVE
     assert lab.timing is not None and lab.timing.case == "square-1023"
     assert lab.timing.min_reps == 10  # a default
+    assert lab.timing.gpu_model == ""  # any GPU, unless the lab names one
     assert lab.declares["TILE"].names == ("TILE_WIDTH", "TILE")
     assert [p.c_type for p in lab.signature] == [
         "const float*",
@@ -36,6 +37,15 @@ def test_good_spec_loads(tmp_path: Path) -> None:
         "int",
         "int",
     ]
+
+
+def test_timing_may_name_the_gpu_model_it_belongs_to(tmp_path: Path) -> None:
+    text = GOOD_SPEC.replace('case = "square-1023"', 'case = "square-1023"\ngpu_model = " H100 "')
+    lab = load_lab(write_lab(tmp_path, text))
+    assert lab.timing is not None and lab.timing.gpu_model == "H100"
+    empty = GOOD_SPEC.replace('case = "square-1023"', 'case = "square-1023"\ngpu_model = ""')
+    with pytest.raises(LabSpecError, match="timing.gpu_model: expected non-empty text"):
+        load_lab(write_lab(tmp_path / "empty", empty))
 
 
 def test_sizes_geometry_and_shapes(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from logging.config import fileConfig
-from typing import Any
+from typing import Any, Literal
 
 from alembic import context
 
@@ -17,7 +17,7 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
 target_metadata = Base.metadata
 
 
-def _render_item(type_: str, obj: Any, autogen_context: Any) -> str | bool:
+def _render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[False]:
     # Migrations must not import app code, so our column types render as plain SQLAlchemy.
     if type_ == "type" and isinstance(obj, UTCDateTime):
         return "sa.DateTime(timezone=True)"

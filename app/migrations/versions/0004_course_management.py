@@ -1,7 +1,7 @@
 """course management: archived labs, extensions, leaderboard, invites, job priority
 
 Revision ID: 0004
-Revises: 0001
+Revises: 0003
 Create Date: 2026-11-22 20:32:50.519071
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 
 
 revision: str = '0004'
-down_revision: str | None = '0001'
+down_revision: str | None = '0003'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,114 @@
+"""`kernelgrader worker --gpus`: one real worker process per GPU, restarted, stopped together.
+
+Without a GPU here the children compile only, but each is started with its own
+CUDA_VISIBLE_DEVICES and registers under it, as on a GPU host.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.database import utcnow
+from app.fleet import service
+from app.fleet.models import Worker
+from app.fleet.supervisor import SupervisorError, parse_gpus
+from tests.app.grading.test_celery_worker import worker_command
+
+
+def test_gpus_are_all_or_distinct_indices_and_uuids() -> None:
+    assert parse_gpus("0,1") == ["0", "1"]
+    assert parse_gpus(" 2 , 0 ") == ["2", "0"]
+    assert parse_gpus("GPU-8c7a1d3e-1111-2222-3333-444455556666") == [
+        "GPU-8c7a1d3e-1111-2222-3333-444455556666"
+    ]
+    with pytest.raises(SupervisorError, match="twice"):
+        parse_gpus("0,0")
+    with pytest.raises(SupervisorError, match="'x' is neither"):
+        parse_gpus("0,x")
+    with pytest.raises(SupervisorError, match="is neither"):
+        parse_gpus("0,,1")
+
+
+def test_all_means_the_gpus_cuda_visible_devices_allows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
+    assert parse_gpus("all") == ["1", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(SupervisorError, match="found no NVIDIA GPU"):
+        parse_gpus("all")
+
+
+def wait_until(what: Callable[[], object], seconds: float, proc: subprocess.Popen[str]) -> object:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        assert proc.poll() is None, "the supervisor exited early"
+        time.sleep(0.3)
+    raise AssertionError(f"not within {seconds} s")
+
+
+@pytest.mark.slow
+def test_one_worker_per_gpu_is_restarted_when_it_dies_and_all_stop_together(
+    session: Session,
+) -> None:
+    since = utcnow()
+    supervisor = subprocess.Popen(
+        [*worker_command(), "--gpus", "0,1", "--loglevel", "WARNING"],
+        env={k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+    def live() -> dict[str, Worker]:
+        session.expire_all()
+        rows = session.scalars(
+            select(Worker).where(Worker.started_at >= since, Worker.stopped_at.is_(None))
+        ).all()
+        return {row.gpu: row for row in rows if row.gpu in ("0", "1")}
+
+    output = ""
+    killed = None
+    try:
+        first = wait_until(lambda: len(live()) == 2 and live(), 60, supervisor)
+        assert isinstance(first, dict)
+        # Each is a process of its own, a child of the supervisor, with its own GPU.
+        pids = {gpu: row.pid for gpu, row in first.items()}
+        assert len(set(pids.values())) == 2 and supervisor.pid not in pids.values()
+        killed = first["0"].name
+        os.kill(pids["0"], signal.SIGKILL)
+        again = wait_until(
+            lambda: (row := live().get("0")) is not None and row.pid != pids["0"] and row,
+            60,
+            supervisor,
+        )
+        assert isinstance(again, Worker)
+        assert live()["1"].pid == pids["1"], "the other GPU's worker was left alone"
+        # The supervisor marked the dead one stopped: it does not read as alive meanwhile.
+        session.expire_all()
+        dead = session.scalars(select(Worker).where(Worker.name == killed)).one()
+        assert dead.stopped_at is not None
+        supervisor.send_signal(signal.SIGTERM)
+        output, _ = supervisor.communicate(timeout=90)
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            output, _ = supervisor.communicate()
+        if killed:
+            service.mark_stopped(killed)  # killed without a word: its row would read as alive
+    assert supervisor.returncode == 0, output
+    assert "GPU 0: worker pid" in output and "restarting it in 1 s" in output, output
+    assert live() == {}, "every worker marked itself stopped"
+    for pid in (pids["1"], again.pid):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert "Traceback" not in output, output
