@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from graders.spec.checks import check_every_case, check_names
+from graders.spec.digest import content_digest
 from graders.spec.expr import Number
 from graders.spec.fields import FieldReader
 from graders.spec.model import (
@@ -91,7 +92,14 @@ def read_lab(folder: Path) -> LabSpec:
         data["lab"],
         "lab",
         required={"id", "title", "kernel"},
-        optional={"page", "requires", "sanitizer", "sanitizer_case", "nvrtc_options"},
+        optional={
+            "page",
+            "requires",
+            "sanitizer",
+            "sanitizer_case",
+            "sanitizer_hazard_points",
+            "nvrtc_options",
+        },
     )
     lab_id = ctx.string(lab["id"], "lab.id", pattern=LAB_ID_PATTERN)
     if lab_id != folder.name:
@@ -125,6 +133,11 @@ def read_lab(folder: Path) -> LabSpec:
             ctx.fail("lab.sanitizer_case", f"no case is named {sanitizer_case!r}")
     elif sanitizer:
         ctx.fail("lab.sanitizer_case", "is missing (sanitizer = true needs a small case to run)")
+    hazard_points = None
+    if "sanitizer_hazard_points" in lab:
+        hazard_points = ctx.number(lab["sanitizer_hazard_points"], "lab.sanitizer_hazard_points")
+        if hazard_points < 0:
+            ctx.fail("lab.sanitizer_hazard_points", f"must be >= 0, got {hazard_points}")
 
     spec = LabSpec(
         id=lab_id,
@@ -147,6 +160,8 @@ def read_lab(folder: Path) -> LabSpec:
         sanitizer_case=sanitizer_case,
         requires=ctx.list_of(lab.get("requires", []), "lab.requires", ctx.string),
         nvrtc_options=options,
+        sanitizer_hazard_points=hazard_points,
+        digest=content_digest(folder, [page_name, *(r.file for r in references if r.file)]),
     )
     check_names(ctx, spec)
     check_every_case(ctx, spec)
@@ -457,7 +472,7 @@ def _timing(ctx: FieldReader, value: Any, cases: list[CaseSpec]) -> TimingSpec:
         value,
         "timing",
         required={"case"},
-        optional={"budget_seconds", "target_rse", "min_reps", "max_reps"},
+        optional={"budget_seconds", "target_rse", "min_reps", "max_reps", "flag_speedup"},
     )
     d = TimingSpec(case="")
     case = ctx.string(t["case"], "timing.case")
@@ -474,7 +489,10 @@ def _timing(ctx: FieldReader, value: Any, cases: list[CaseSpec]) -> TimingSpec:
     budget = ctx.number(
         t.get("budget_seconds", d.budget_seconds), "timing.budget_seconds", positive=True
     )
-    return TimingSpec(case, budget, rse, min_reps, max_reps)
+    flag = ctx.number(t.get("flag_speedup", d.flag_speedup), "timing.flag_speedup")
+    if flag < 1:
+        ctx.fail("timing.flag_speedup", f"is a factor of at least 1, got {flag}")
+    return TimingSpec(case, budget, rse, min_reps, max_reps, flag)
 
 
 def _scoring(

@@ -202,6 +202,8 @@ class TimingSpec:
     target_rse: float = 0.01
     min_reps: int = 10
     max_reps: int = 500
+    # A median this many times faster than the lab's fastest reference is flagged to staff.
+    flag_speedup: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,10 @@ class LabSpec:
     sanitizer_case: str | None = None
     requires: list[str] = field(default_factory=list)
     nvrtc_options: list[str] = field(default_factory=list)
+    # Points a racecheck or synccheck finding costs; None: the sanitizer case fails instead.
+    sanitizer_hazard_points: float | None = None
+    # sha256 of lab.toml and every file it names (graders.spec.digest).
+    digest: str = ""
 
     @property
     def correctness_points(self) -> float:
