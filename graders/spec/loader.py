@@ -136,8 +136,6 @@ def read_lab(folder: Path) -> LabSpec:
     hazard_points = None
     if "sanitizer_hazard_points" in lab:
         hazard_points = ctx.number(lab["sanitizer_hazard_points"], "lab.sanitizer_hazard_points")
-        if hazard_points < 0:
-            ctx.fail("lab.sanitizer_hazard_points", f"must be >= 0, got {hazard_points}")
 
     spec = LabSpec(
         id=lab_id,

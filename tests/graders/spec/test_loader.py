@@ -274,7 +274,7 @@ BAD_SPECS = [
         "sanitizer = true",
         "sanitizer = true\nsanitizer_hazard_points = -2",
         "lab.sanitizer_hazard_points",
-        ">= 0",
+        "non-negative",
     ),
     ('title = "Tiled', "title = Tiled", "", "not valid TOML"),
 ]
