@@ -38,7 +38,7 @@ _GUARD_CANDIDATES: dict[np.dtype, tuple[int, ...]] = {
 }
 
 
-def guard_value(dtype: np.dtype, taken: tuple[float, float] | None = None) -> np.unsignedinteger:
+def guard_value(dtype: np.dtype, taken: tuple[float, float] | None = None) -> Any:
     """The guard's bits for an array of `dtype` whose data lies in `taken` (low, high)."""
     dtype = np.dtype(dtype)
     if dtype in GUARD_BITS:
@@ -125,8 +125,8 @@ def compare_elementwise(got: Any, expected: Any, *, atol: float, rtol: float) ->
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = diff / xp.abs(e)
     rel_finite = xp.isfinite(rel)
-    flat_wrong = wrong.reshape(-1)
-    first = xp.argmax(flat_wrong)  # the first True; 0 when there is none
+    # The first True (0 when there is none): argmax of the mask read as bytes.
+    first = xp.argmax(wrong.reshape(-1).view(xp.uint8))
     numbers = _to_host(
         xp,
         [
@@ -137,9 +137,9 @@ def compare_elementwise(got: Any, expected: Any, *, atol: float, rtol: float) ->
             rel_finite.any(),
             xp.where(rel_finite, rel, -np.inf).max(),
             first,
-            expected.reshape(-1)[first].astype(xp.float64),
-            got.reshape(-1)[first].astype(xp.float64),
-            unwritten.reshape(-1)[first],
+            xp.take(expected.reshape(-1), first).astype(xp.float64),
+            xp.take(got.reshape(-1), first).astype(xp.float64),
+            xp.take(unwritten.reshape(-1), first),
         ],
     )
     wrong_count, unwritten_count, all_finite, max_abs, any_rel, max_rel = numbers[:6]
@@ -160,7 +160,12 @@ def compare_sum(got: Any, expected: float, *, atol: float, rtol: float) -> Compa
     xp = array_module(got)
     unwritten = sentinel_mask(got).reshape(-1)
     count, first, total = _to_host(
-        xp, [xp.count_nonzero(unwritten), xp.argmax(unwritten), got.astype(xp.float64).sum()]
+        xp,
+        [
+            xp.count_nonzero(unwritten),
+            xp.argmax(unwritten.view(xp.uint8)),
+            got.astype(xp.float64).sum(),
+        ],
     )
     result = Comparison(ok=False, total=1, unwritten_count=int(count))
     result.expected = float(expected)

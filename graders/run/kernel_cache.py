@@ -1,0 +1,101 @@
+"""The worker's CuPy kernel cache: built once in a trusted child, copied into every GPU child.
+
+CuPy compiles its elementwise and reduction kernels on first use and keeps them in a cache
+folder. A sandboxed child's cache lives in its own fresh folder, so every grading used to start
+cold (7 s for matmul-tiled's cases on an H100). Here the worker builds the cache once, in a
+child that runs only the grader's own code (`python -m graders.run.kernel_cache FOLDER`, no
+submission), under a file lock so that the workers of one host build it once between them.
+Each sandboxed GPU child then gets a private copy (graders.sandbox.process.register_gpu_seed):
+it may read and even write its copy, and no later child ever loads what it wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from graders.gpu import lock_dir
+from graders.sandbox.process import register_gpu_seed
+
+log = logging.getLogger(__name__)
+BUILD_TIMEOUT_S = 600.0
+_SOURCES = ("generate.py", "warmup.py", "compare.py", "oracles.py")
+
+
+def _fingerprint() -> str:
+    """Changes when the grader's kernels or the interpreter (and so CuPy) change."""
+    digest = hashlib.sha256(sys.executable.encode())
+    here = Path(__file__).resolve().parent
+    for name in _SOURCES:
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_folder() -> Path:
+    return lock_dir() / f"kernelgrader-cupy-cache-{_fingerprint()}"
+
+
+@functools.cache
+def ensure_built() -> Path | None:
+    """The trusted cache folder, built if need be and registered for GPU children; None if the
+    build failed (children then compile what they need themselves, slower but correct)."""
+    final = cache_folder()
+    done = final / ".complete"
+    if not done.exists():
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with open(str(final) + ".lock", "w") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)  # another worker may be building it right now
+            if not done.exists() and not _build(final):
+                return None
+    register_gpu_seed(".cupy", final)
+    return final
+
+
+def _build(final: Path) -> bool:
+    staging = Path(tempfile.mkdtemp(prefix=final.name + "-", dir=final.parent))
+    env = {**os.environ, "CUPY_CACHE_DIR": str(staging)}
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "graders.run.kernel_cache", str(staging)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("building the CuPy kernel cache failed: %s", exc)
+        shutil.rmtree(staging, ignore_errors=True)
+        return False
+    if done.returncode != 0:
+        log.warning("building the CuPy kernel cache failed: %s", done.stderr[-2000:])
+        shutil.rmtree(staging, ignore_errors=True)
+        return False
+    (staging / ".complete").touch()
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(final)
+    staging.rename(final)
+    return True
+
+
+def _main(argv: list[str]) -> int:
+    os.environ["CUPY_CACHE_DIR"] = argv[1]
+    from graders.run.warmup import exercise
+
+    exercise()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv))
