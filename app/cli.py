@@ -273,23 +273,30 @@ def worker(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from app.core.settings import get_settings
     from app.grading.celery_app import GPU_QUEUE, QUEUE, celery_app
+    from app.grading.engine import prepare_engine
     from app.grading.gpu_probe import run_unavailable_reason
     from app.grading.sweeper import SweeperThread
 
     if parent_pid is not None:
         _watch_parent(parent_pid)
+    settings = get_settings()
     reason = run_unavailable_reason()
     queues = QUEUE if reason else f"{QUEUE},{GPU_QUEUE}"
     if reason:
         typer.echo(f"This worker compiles only: {reason}")
     else:
         typer.echo("This worker compiles and runs kernels on the GPU.")
+    prepare_engine(settings, gpu=reason is None)
     SweeperThread(has_gpu=reason is None).start()
     celery_app.worker_main(
         [
             "worker",
-            "--pool=solo",
+            # Threads: jobs share this process's warm children and caches; their correctness
+            # runs share the GPU, and the per-GPU lock keeps each timed section alone.
+            "--pool=threads",
+            f"--concurrency={settings.worker_concurrency}",
             f"--loglevel={loglevel}",
             f"--queues={queues}",
             f"--hostname=kernelgrader-{os.getpid()}@%h",

@@ -2,7 +2,7 @@
 
 from app.core.database import Base
 from app.courses.models import Course, Enrollment, Lab
-from app.grading.models import CaseResult, GradingJob
+from app.grading.models import CaseResult, GradingJob, ReferenceTiming
 from app.submissions.models import Submission, SubmissionEvent
 from app.users.models import ApiToken, User
 
@@ -14,6 +14,7 @@ __all__ = [
     "Enrollment",
     "GradingJob",
     "Lab",
+    "ReferenceTiming",
     "Submission",
     "SubmissionEvent",
     "User",

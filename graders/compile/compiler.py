@@ -167,7 +167,7 @@ def _compile(
         "options": nvrtc_options(lab, arch, line_info=line_info),
         "headers": BUILTIN_HEADERS,
     }
-    outcome = run_sandboxed(COMPILE_TARGET, payload, limits=limits)
+    outcome = run_sandboxed(COMPILE_TARGET, payload, limits=limits, pool="compile")
     if not outcome.ok or outcome.value is None:
         return _sandbox_failure(outcome.reason, outcome.message, wall, limits, elapsed(), common)
 

@@ -40,10 +40,14 @@ def _lock(lock_dir: str | None = None) -> GpuLock:
 
 
 def warm_up() -> None:
-    """Ahead of need: CuPy, the context and the grader's kernels, without holding up timing."""
+    """Ahead of need: CuPy, the context and the grader's kernels, without holding up timing.
+
+    Importing CuPy touches no GPU; the context and the kernels do, so only they wait for a
+    timed section on the GPU to end (the lock, shared).
+    """
     import cupy as cp
 
-    with _lock().shared(*progress.lock_callbacks("warm-up")):
+    with _lock().shared():
         cp.cuda.Device().use()
         output.limit_printf()
         exercise()

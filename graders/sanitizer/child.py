@@ -2,8 +2,8 @@
 
 `warm_up` (before any request; graders.sandbox.prestart) starts memcheck, racecheck and
 synccheck, each on `python -m graders.sanitizer.target`, which imports CuPy, makes its context
-and then waits on a FIFO for its job; the child holds the GPU's lock shared meanwhile, so their
-start never overlaps a timed section. `run_in_child(payload)` writes the job into each FIFO and
+(holding the GPU's lock shared, so their start never overlaps a timed section) and then waits
+on a FIFO for its job. `run_in_child(payload)` writes the job into each FIFO and
 reads what the tools print, up to a cap per tool (the rest is read and dropped, so a printf
 flood under the sanitizer costs neither memory nor a stalled pipe), until they end or their
 time is up; then it parses the findings. Each tool runs in its own session, dies with this
@@ -98,17 +98,17 @@ def _start_tools(program: str) -> list[_Tool]:
 
 
 def warm_up() -> None:
-    """Start the three tools and wait, holding the lock shared, until their programs are ready."""
+    """Start the three tools and wait until their programs are ready (each takes the GPU's lock
+    shared while it makes its context, so none of this overlaps a timed section)."""
     program = executable()
     if program is None or _TOOLS:
         return
-    with gpu_lock(os.environ.get("KERNELGRADER_LOCK_DIR") or None).shared():
-        _TOOLS.extend(_start_tools(program))
-        end = time.monotonic() + READY_LIMIT_S
-        while time.monotonic() < end:
-            if all(t.ready.exists() or t.proc.poll() is not None for t in _TOOLS):
-                break
-            time.sleep(0.02)
+    _TOOLS.extend(_start_tools(program))
+    end = time.monotonic() + READY_LIMIT_S
+    while time.monotonic() < end:
+        if all(t.ready.exists() or t.proc.poll() is not None for t in _TOOLS):
+            break
+        time.sleep(0.02)
 
 
 def _send(tool: _Tool, job: bytes) -> None:
