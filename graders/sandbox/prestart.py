@@ -50,6 +50,7 @@ class Prestarter:
         self._lock = threading.Lock()
         self._closed = False
         self.spawned = 0
+        self.handed_out: list[int] = []  # pids, in order: each appears once
 
     def _spawn(self) -> SandboxProcess:
         if self.spec.before_spawn is not None:
@@ -89,6 +90,8 @@ class Prestarter:
         if child is None:
             child = self._spawn()
         child.taken = True
+        with self._lock:
+            self.handed_out.append(child.pid)
         child.log.append(f"{self.spec.name} child {child.pid}, started ahead of need")
         # The replacement starts now, while this one works.
         threading.Thread(target=self.fill, name=f"prestart-{self.spec.name}", daemon=True).start()
