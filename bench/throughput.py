@@ -155,7 +155,8 @@ def grade_once(client: httpx.Client, lab: str, source: bytes, timeout: float) ->
         "failed_cases": [c["name"] for c in detail.get("cases", []) if not c["passed"]],
         "score": detail.get("score"),
         "gpu": (detail.get("gpu") or {}).get("name"),
-        "summary": detail.get("summary", ""),
+        "summary": detail.get("summary", "") or detail.get("status_message", ""),
+        "compile_message": detail.get("compile_message", ""),
     }
 
 
@@ -242,7 +243,7 @@ def _print(result: dict[str, Any]) -> None:
     for bad in result["not_graded"]:
         print(
             f"   NOT GRADED CLEANLY: #{bad['id']} {bad['status']} {bad['failed_cases']} "
-            f"{bad['summary'][:300]}"
+            f"{bad['summary'][:300]} {bad['compile_message'][:300]}"
         )
 
 

@@ -41,7 +41,9 @@ def _fingerprint() -> str:
 
 
 def cache_folder() -> Path:
-    return lock_dir() / f"kernelgrader-cupy-cache-{_fingerprint()}"
+    """KERNELGRADER_KERNEL_CACHE_DIR, else beside the lock files (the worker's data dir)."""
+    root = os.environ.get("KERNELGRADER_KERNEL_CACHE_DIR")
+    return (Path(root) if root else lock_dir()) / f"kernelgrader-cupy-cache-{_fingerprint()}"
 
 
 @functools.cache

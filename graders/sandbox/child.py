@@ -102,7 +102,8 @@ def main(argv: list[str]) -> int:
     for fd in (in_fd, out_fd, progress_fd):
         os.set_inheritable(fd, False)
     progress.attach(progress_fd)
-    if len(argv) > 4 and argv[4] != "-":
+    warmed = len(argv) > 4 and argv[4] != "-"
+    if warmed:
         _warm_up(argv[4])
     else:
         progress.report({"ready": True, "warm_s": 0.0, "cpu_s": round(_cpu_seconds(), 3)})
@@ -112,7 +113,7 @@ def main(argv: list[str]) -> int:
         os._exit(0)
     try:
         request = json.loads(request_bytes)
-        apply_request_limits(request.get("limits") or {}, cpu_used=_cpu_seconds())
+        apply_request_limits(request.get("limits") or {}, cpu_used=_cpu_seconds(), warmed=warmed)
     except Exception as exc:
         answer = _internal_error(exc)
     else:

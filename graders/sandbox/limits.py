@@ -45,19 +45,35 @@ def _lower(kind: int, soft: int, hard: int | None = None) -> None:
     resource.setrlimit(kind, (soft, hard))
 
 
-def apply_request_limits(spec: dict[str, Any], *, cpu_used: float) -> None:
+def _in_use_mib(field: str) -> int:
+    """VmSize or VmData of this process, in MiB (0 where /proc says nothing)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def apply_request_limits(spec: dict[str, Any], *, cpu_used: float, warmed: bool = False) -> None:
     """In the child, before the target runs: the request's limits, counted from now.
 
-    A child started ahead of need was spawned with room for its warm-up; the CPU limit here
-    counts only what the request uses from now on.
+    A child started ahead of need (`warmed`) was spawned with room for its warm-up; the CPU
+    limit here counts only what the request uses from now on, and the memory limit counts what
+    the request maps on top of what the warm-up already mapped (a compiler library loaded ahead
+    may hold gigabytes of address space that a fresh child would have mapped within its limit).
     """
     if spec.get("cpu_seconds"):
         soft = math.ceil(cpu_used + float(spec["cpu_seconds"]))
         # SIGXCPU at the soft limit, SIGKILL a second later if it is ignored.
         _lower(resource.RLIMIT_CPU, soft, soft + 1)
     if spec.get("memory_mb"):
-        kind = resource.RLIMIT_DATA if spec.get("memory_kind") == "data" else resource.RLIMIT_AS
-        _lower(kind, int(spec["memory_mb"]) * MIB)
+        data = spec.get("memory_kind") == "data"
+        kind = resource.RLIMIT_DATA if data else resource.RLIMIT_AS
+        held = _in_use_mib("VmData" if data else "VmSize") if warmed else 0
+        _lower(kind, (held + int(spec["memory_mb"])) * MIB)
     if spec.get("max_open_files"):
         _lower(resource.RLIMIT_NOFILE, int(spec["max_open_files"]))
     if spec.get("max_file_size_mb"):
