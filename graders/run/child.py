@@ -35,6 +35,15 @@ from graders.timing.repetitions import L2Flusher
 CASE_SLACK_S = 15.0
 
 
+def _cached_kernels() -> int:
+    """Files in this child's CuPy cache: more at the end than at the start means it compiled."""
+    folder = os.environ.get("CUPY_CACHE_DIR", "")
+    try:
+        return len(os.listdir(folder)) if folder else 0
+    except OSError:
+        return 0
+
+
 def _lock(lock_dir: str | None = None) -> GpuLock:
     return gpu_lock(lock_dir or os.environ.get("KERNELGRADER_LOCK_DIR") or None)
 
@@ -93,6 +102,7 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     """Grade the payload's cases, then time the timed case; see the module docstring."""
     import cupy as cp
 
+    began, kernels_before = time.monotonic(), _cached_kernels()
     lab = load_lab(payload["lab_folder"])
     output.limit_printf()
     seeds: dict[str, int] = payload["seeds"]
@@ -130,6 +140,10 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
         results.append(result)
         progress.report({"done": result.to_dict()})
     progress.step("cases", None)
+    ctx.log.append(
+        f"{len(results)} cases in {time.monotonic() - began:.2f} s; "
+        f"{_cached_kernels() - kernels_before} kernels compiled for them"
+    )
     gpu = None
     measured: dict[str, Any] = {}
     timed_name = lab.timing.case if lab.timing else None

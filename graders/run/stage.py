@@ -246,8 +246,8 @@ def _take_outcome(
             report.gpu = GpuInfo(**value["gpu"])
         for name, stats in (value.get("measured_references") or {}).items():
             report.measured_references[name] = TimingStats(**stats)
-        if value.get("log"):
-            log.info("run child for lab %s: %s", lab.id, "\n".join(value["log"])[-4000:])
+        notes = [line for line in outcome.log if line.startswith("ready:")] + value.get("log", [])
+        log.info("run child for lab %s: %s", lab.id, "\n".join(notes)[-4000:])
         return str(value.get("stopped", ""))
     log.warning("run child for lab %s stopped: %s", lab.id, "\n".join(outcome.log)[-8000:])
     results.update(follow.done)

@@ -131,6 +131,7 @@ class _Progress:
             self.warm_cpu_s = float(record.get("cpu_s") or 0.0)
             if self.deadline_on_ready:
                 self.clock.deadline = now + self.limits.wall_seconds
+            self.log.append(f"ready: warm-up took {record.get('warm_s')} s")
             if record.get("warm_failed"):
                 self.log.append(f"warm-up failed: {record['warm_failed']}")
         if record.get("lock") == "wait":
