@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -57,6 +58,7 @@ class Service:
             p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
         )
         full_env.setdefault("PYTHONUNBUFFERED", "1")
+        # Its own process group: stopping the bench stops serve and its worker with it.
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
             cwd=str(data_dir),
@@ -65,6 +67,7 @@ class Service:
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
+            start_new_session=True,
         )
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -100,12 +103,16 @@ class Service:
         raise RuntimeError("the service did not answer its health check")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
 
 
 def _when(text: str) -> float:
@@ -258,6 +265,8 @@ def main() -> int:
     parser.add_argument("--log", type=Path, default=None, help="where serve's output goes")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for serve")
     args = parser.parse_args()
+    # A bench stopped from outside (timeout) still stops the service it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     env = dict(e.split("=", 1) for e in args.env)
     data_dir = Path(tempfile.mkdtemp(prefix="kernelgrader-bench-"))
     log_path = args.log or data_dir / "serve.log"

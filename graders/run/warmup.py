@@ -1,10 +1,15 @@
-"""The grader's own GPU kernels, each run once on tiny arrays: CuPy compiles (or loads) them here.
+"""The grader's own GPU kernels, each run once: CuPy compiles (or loads) them here.
 
 CuPy compiles an elementwise or reduction kernel the first time it meets a dtype combination;
 with an empty cache that took seconds per grading. `exercise()` walks every path the run stage
 takes for the built-in labs' dtypes (generating, filling, checking guards, comparing, each
 oracle), so that after it the kernels are in CuPy's disk cache (a trusted build, see
 graders.run.kernel_cache) or loaded in this process (a prestarted child's warm-up).
+
+A reduction's kernel also depends on the size it reduces: CuPy's CUB reductions use a block of
+32 to 512 threads, a quarter of the size rounded up to a power of two (measured on an H100: 6
+such kernels compiled per grading, 15 s of a 17 s run stage, before `REDUCTION_SIZES` was
+added), so the comparisons run once at a size for each block.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ import numpy as np
 from graders.run import compare, oracles
 from graders.run.generate import device_fill
 from graders.run.inputs import DTYPES
+
+# One size per CUB block size (32, 64, 128, 256, 512 threads of 4 items each).
+REDUCTION_SIZES = (100, 200, 400, 800, 5000)
 
 _DISTS: list[dict[str, Any]] = [
     {"dist": "uniform", "low": -1.0, "high": 1.0},
@@ -38,12 +46,26 @@ def _arrays(cp: Any, dtype: np.dtype) -> Any:
     return data
 
 
+def _reductions(cp: Any, dtype: np.dtype) -> None:
+    """The comparisons and guard checks at a size for each reduction block size."""
+    unsigned = np.dtype(f"u{dtype.itemsize}")
+    for size in REDUCTION_SIZES:
+        data = cp.empty(size, dtype=dtype)
+        device_fill(data, _DISTS[0 if dtype.kind == "f" else 1], {}, size)
+        wide = data.astype(np.int64 if dtype.kind in "iu" else np.float64)
+        compare.compare_elementwise(data, wide, atol=1e-5, rtol=1e-5)
+        compare.compare_sum(data, 1.0, atol=1e-6, rtol=1e-6)
+        bool((data.view(unsigned) != compare.guard_value(dtype)).any())
+        wide.fill(0)
+
+
 def exercise(dtypes: list[str] | None = None) -> None:
     """Run every grader kernel once (for `dtypes`, default all); safe in any GPU process."""
     import cupy as cp
 
     for name in dtypes or list(DTYPES):
         dtype = np.dtype(DTYPES[name])
+        _reductions(cp, dtype)
         data = _arrays(cp, dtype)
         wide = data.astype(np.int64 if dtype.kind in "iu" else np.float64)
         for got in (data, compare.sentinel_array(dtype, (8, 8))):
