@@ -22,8 +22,9 @@ from graders.run import compare, oracles
 from graders.run.generate import device_fill
 from graders.run.inputs import DTYPES
 
-# One size per CUB block size (32, 64, 128, 256, 512 threads of 4 items each).
-REDUCTION_SIZES = (100, 200, 400, 800, 5000)
+# A size for each CUB block size (32, 64, 128, 256, 512 threads of 4 items each), and two
+# small ones for CuPy's own reduction kernel where CUB is not used.
+REDUCTION_SIZES = (1, 40, 100, 200, 400, 800, 5000)
 
 _DISTS: list[dict[str, Any]] = [
     {"dist": "uniform", "low": -1.0, "high": 1.0},
