@@ -671,12 +671,15 @@ def worker(
     missing = compile_unavailable_reason()
     if missing is not None:
         raise _fail(cannot_compile_sentence(missing))
+    from app.core.settings import get_settings
     from app.fleet.presence import announce
     from app.grading.celery_app import QUEUE, celery_app
+    from app.grading.engine import prepare_engine
     from app.grading.routing import gpu_queues
     from app.grading.sweeper import SweeperThread
     from app.grading.worker import worker_id
 
+    settings = get_settings()
     reason = run_unavailable_reason()
     model = worker_gpu_model()
     queues = [QUEUE] if reason else [QUEUE, *gpu_queues(model)]
@@ -704,11 +707,16 @@ def worker(
             )
         except SQLAlchemyError as exc:
             raise _fail(_database_trouble(exc)) from None
+        prepare_engine(settings, gpu=reason is None)
         SweeperThread(has_gpu=reason is None, gpu_model=model).start()
         celery_app.worker_main(
             [
                 "worker",
-                "--pool=solo",
+                # Threads: jobs share this process's warm children and caches; their
+                # correctness runs share the GPU, and the per-GPU lock keeps each timed
+                # section alone.
+                "--pool=threads",
+                f"--concurrency={settings.worker_concurrency}",
                 f"--loglevel={loglevel}",
                 f"--queues={','.join(queues)}",
                 f"--hostname=kernelgrader-{os.getpid()}@%h",

@@ -3,7 +3,7 @@
 from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
 from app.fleet.models import Worker
-from app.grading.models import CaseResult, GradingJob
+from app.grading.models import CaseResult, GradingJob, ReferenceTiming
 from app.submissions.models import Submission, SubmissionEvent
 from app.users.models import ApiToken, Invite, User
 
@@ -18,6 +18,7 @@ __all__ = [
     "Invite",
     "Lab",
     "LeaderboardEntry",
+    "ReferenceTiming",
     "Submission",
     "SubmissionEvent",
     "User",

@@ -1,4 +1,4 @@
-"""The worker's GPU: is one usable, which architecture, its clocks, its health, and a lock.
+"""The worker's GPU: is one usable, which architecture, its clocks, its health, and its lock.
 
 Nothing here creates a CUDA context in the calling process: the worker that asks these
 questions must stay free of CUDA state, so probes run through NVML (when `nvidia-ml-py` is
@@ -7,8 +7,6 @@ installed) or in a short-lived child process.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import json
 import os
@@ -16,12 +14,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from graders.results import GpuInfo
+from graders.timing.lock import GpuLock
 
 # A child that imports CuPy and touches the device takes a few seconds; a hung driver must
 # not stall the worker forever.
@@ -217,12 +214,16 @@ def check_gpu_health() -> str | None:
 
 
 def lock_dir() -> Path:
-    """Where the per-GPU lock files live: shared by every worker process on the host."""
-    data_dir = os.environ.get("KERNELGRADER_DATA_DIR")
-    return Path(data_dir) if data_dir else Path(tempfile.gettempdir())
+    """Where the per-GPU lock files (and the CuPy kernel cache) live: shared by every worker
+    process on the host, and by the run stage's children (KERNELGRADER_LOCK_DIR)."""
+    for name in ("KERNELGRADER_LOCK_DIR", "KERNELGRADER_DATA_DIR"):
+        folder = os.environ.get(name)
+        if folder:
+            return Path(folder).resolve()
+    return Path(tempfile.gettempdir())
 
 
-def _gpu_key() -> str:
+def gpu_key() -> str:
     """A name for the physical GPU, the same in every process whatever CUDA_VISIBLE_DEVICES says."""
     nvml = _nvml()
     if nvml is not None:
@@ -240,22 +241,6 @@ def _gpu_key() -> str:
     return f"gpu{_visible_index()}"
 
 
-@contextlib.contextmanager
-def gpu_lock(directory: Path | str | None = None, *, key: str | None = None) -> Iterator[float]:
-    """Hold the host-wide lock of this GPU for a timed section; yields the seconds waited.
-
-    An flock is released by the kernel when its holder dies, so a killed child never leaves
-    the GPU locked.
-    """
-    folder = Path(directory) if directory else lock_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"kernelgrader-timing-{key or _gpu_key()}.lock"
-    start = time.perf_counter()
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield time.perf_counter() - start
-    finally:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+def gpu_lock(directory: Path | str | None = None, *, key: str | None = None) -> GpuLock:
+    """The host-wide reader-writer lock of this worker's GPU (graders.timing.lock)."""
+    return GpuLock(Path(directory) if directory else lock_dir(), key or gpu_key())

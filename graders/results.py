@@ -56,6 +56,14 @@ class TimingStats:
     stdev_ms: float
     reps: int
     rse: float  # relative standard error of the mean
+    # Where and when these repetitions ran: a reference's timing may be reused from an earlier
+    # grading on the same GPU model and driver (then `reused` is true).
+    measured_at: str = ""  # ISO 8601, UTC
+    gpu: str = ""
+    driver: str = ""
+    sm_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    reused: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,7 +105,8 @@ class CaseResult:
     hidden: bool
     passed: bool
     # "pass", "wrong_answer", "no_output", "out_of_bounds_write", "input_modified",
-    # "timeout", "kernel_error", "launch_error", "not_run"
+    # "timeout", "kernel_error", "launch_error", "not_run", and from the sanitizer on its case:
+    # "memory_error", "data_race", "divergent_barrier"
     verdict: str
     message: str  # a sentence: which index, expected and got, or what the kernel did
     points: float = 0.0
@@ -135,6 +144,12 @@ class GradeReport:
     stdout: str = ""  # the kernel's printf output, capped
     # "" when the run finished; otherwise why it stopped early ("timeout", "crashed", ...).
     error: str = ""
+    # For staff only (never shown to the student), e.g. a median far faster than every reference.
+    flags: list[str] = field(default_factory=list)
+    # Points the sanitizer's race or barrier findings cost (labs with sanitizer_hazard_points).
+    sanitizer_penalty: float = 0.0
+    # Reference timings measured in this grading, for the worker to keep: name -> TimingStats.
+    measured_references: dict[str, TimingStats] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

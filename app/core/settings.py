@@ -6,7 +6,7 @@ import functools
 from pathlib import Path
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_SECRET_KEY = "dev-insecure-secret-change-me"
@@ -39,10 +39,19 @@ class Settings(BaseSettings):
     resend_sent_after_seconds: float = 900.0
     sweep_seconds: float = 5.0
     max_attempts: int = 3
-    # How often the SQLite broker is polled for new messages.
-    broker_polling_seconds: float = 0.5
+    # How often the SQLite broker is polled for new messages: a few cheap queries a second,
+    # and a new upload waits half of this on average before a worker sees it.
+    broker_polling_seconds: float = 0.1
     # false: workers only compile, even where a GPU is present (CI, web-only hosts).
     run_on_gpu: bool = True
+    # Jobs one worker process grades at once (threads). On a GPU worker their correctness runs
+    # share the GPU; timed sections still take it alone (the per-GPU lock).
+    worker_concurrency: int = Field(default=3, ge=1, le=32)
+    # Keep sandboxed children started ahead of need (CuPy imported, context made, kernels
+    # loaded), so a submission never waits for a process to start.
+    prestart: bool = True
+    # A kept reference timing older than this is measured again (seconds; 0: always measure).
+    reference_timing_max_age_seconds: float = Field(default=7 * 24 * 3600, ge=0)
     session_max_age_seconds: int = 14 * 24 * 3600
     # Submissions one student may make to one lab per window (0: no limit); staff are exempt.
     submission_rate_limit: int = 30

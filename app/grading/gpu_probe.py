@@ -106,3 +106,12 @@ def worker_arch() -> str:
         if arch:
             return arch
     return get_settings().default_arch
+
+
+@functools.cache
+def worker_gpu() -> tuple[str, str]:
+    """(model name, driver version) of this worker's GPU, read without a CUDA context."""
+    from graders.gpu import gpu_info
+
+    info = gpu_info()
+    return info.name, info.driver

@@ -85,6 +85,36 @@ def _case_row(job_id: int, position: int, case: Any) -> CaseResult:
     )
 
 
+def _replace_cases(session: Session, job: GradingJob, cases: list[Any]) -> None:
+    session.execute(delete(CaseResult).where(CaseResult.job_id == job.id))
+    session.flush()
+    for position, case in enumerate(cases):
+        session.add(_case_row(job.id, position, case))
+
+
+PHASES = {
+    "timing": (Status.timing, "timing the kernel now"),
+    "sanitizer": (Status.sanitizer, "compute-sanitizer checks it now"),
+}
+
+
+def record_progress(
+    session: Session, *, submission: Submission, job: GradingJob, report: GradeReport, phase: str
+) -> None:
+    """The verdicts known so far, shown at once while the grading goes on (timing, sanitizer)."""
+    if phase not in PHASES:
+        return
+    status, doing = PHASES[phase]
+    _replace_cases(session, job, report.cases)
+    passed = sum(1 for c in report.cases if c.passed)
+    set_status(
+        session,
+        submission,
+        status,
+        f"{passed} of {len(report.cases)} cases passed so far; {doing}.",
+    )
+
+
 def record_report(
     session: Session, *, submission: Submission, job: GradingJob, report: GradeReport
 ) -> None:
@@ -92,10 +122,7 @@ def record_report(
     if report.error == "internal":
         _failed_on_our_side(session, submission=submission, job=job, error=f"run: {report.summary}")
         return
-    session.execute(delete(CaseResult).where(CaseResult.job_id == job.id))
-    session.flush()
-    for position, case in enumerate(report.cases):
-        session.add(_case_row(job.id, position, case))
+    _replace_cases(session, job, report.cases)
     job.report = {
         "summary": report.summary,
         "error": report.error,
@@ -106,6 +133,8 @@ def record_report(
         "correctness_points": report.correctness_points,
         "performance_points": report.performance_points,
         "max_performance_points": report.max_performance_points,
+        "sanitizer_penalty": report.sanitizer_penalty,
+        "flags": list(report.flags),
     }
     job.state = JobState.done.value
     job.finished_at = utcnow()
@@ -114,5 +143,6 @@ def record_report(
     submission.score = float(report.score)
     submission.max_score = float(report.max_score)
     submission.summary = report.summary
+    submission.review_flag = " ".join(report.flags)
     submission.graded_at = job.finished_at
     set_status(session, submission, Status.graded, report.summary)

@@ -21,16 +21,18 @@ from app.core.settings import get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
 from app.fleet.service import no_runner_note, note_timing
-from app.grading.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu_model
+from app.grading.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu, worker_gpu_model
 from app.grading.heartbeat import Heartbeat
 from app.grading.models import GradingJob, JobState
-from app.grading.record import NOT_YOUR_FAULT, record_compile, record_report
+from app.grading.record import NOT_YOUR_FAULT, record_compile, record_progress, record_report
+from app.grading.reference_cache import keep_timings, kept_timings
 from app.grading.routing import model_key, serves
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 
 if TYPE_CHECKING:
-    from graders.specs import LabSpec
+    from graders.results import CompileResult, GradeReport
+    from graders.spec import LabSpec
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +125,9 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
                 source, filename = submission.source_text, submission.filename
             spec = spec_for(lab)
             model = required_gpu_model(lab, spec)
+            # Line info leaves the machine code as it is and lets the sanitizer name lines.
             compiled = compile_submission(
-                spec, source, arch=worker_arch(), filename=_compile_name(filename)
+                spec, source, arch=worker_arch(), filename=_compile_name(filename), line_info=True
             )
             reason = _cannot_run_here(model) if compiled.ok else None
             with session_scope() as session:
@@ -149,17 +152,7 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
                     )
                     return Outcome.compiled
                 set_status(session, submission, Status.running, "Running on the GPU.")
-            from graders.grade import run_submission
-
-            report = run_submission(spec, source, compiled=compiled, secret=settings.grading_secret)
-            with session_scope() as session:
-                if not _hold(session, job_id, me):
-                    return Outcome.lost
-                job = session.get_one(GradingJob, job_id)
-                submission = session.get_one(Submission, submission_id)
-                record_report(session, submission=submission, job=job, report=report)
-                note_timing(session, name=me, gpu=(job.report or {}).get("gpu"))
-            return Outcome.error if report.error == "internal" else Outcome.graded
+            return _run(submission_id, job_id, me, spec, source, compiled)
         except Exception as exc:
             log.exception("job %s of submission %s failed", job_id, submission_id)
             _fail(submission_id, job_id, me, f"{type(exc).__name__}: {exc}")
@@ -182,6 +175,59 @@ def _cannot_run_here(model: str) -> str | None:
         f"This lab's timings belong to {model} GPUs, and this worker's GPU is a "
         f"{worker_gpu_model() or 'GPU of unknown model'}."
     )
+
+
+def _run(
+    submission_id: int, job_id: int, me: str, spec: LabSpec, source: str, compiled: CompileResult
+) -> Outcome:
+    """The run stage, recording the verdicts as soon as they are known, then the report."""
+    from graders.grade import run_submission
+
+    settings = get_settings()
+    gpu, driver = worker_gpu()
+    timed_case = spec.timing.case if spec.timing else ""
+    with session_scope() as session:
+        cached = kept_timings(
+            session,
+            gpu=gpu,
+            driver=driver,
+            digest=spec.digest,
+            case=timed_case,
+            max_age_seconds=settings.reference_timing_max_age_seconds,
+        )
+
+    def on_phase(phase: str, partial: GradeReport) -> None:
+        with session_scope() as session:
+            if not _hold(session, job_id, me):
+                return
+            job = session.get_one(GradingJob, job_id)
+            submission = session.get_one(Submission, submission_id)
+            record_progress(session, submission=submission, job=job, report=partial, phase=phase)
+
+    report = run_submission(
+        spec,
+        source,
+        compiled=compiled,
+        secret=settings.grading_secret,
+        cached_references=cached,
+        on_phase=on_phase,
+    )
+    with session_scope() as session:
+        if not _hold(session, job_id, me):
+            return Outcome.lost
+        job = session.get_one(GradingJob, job_id)
+        submission = session.get_one(Submission, submission_id)
+        record_report(session, submission=submission, job=job, report=report)
+        note_timing(session, name=me, gpu=(job.report or {}).get("gpu"))
+        keep_timings(
+            session,
+            gpu=gpu,
+            driver=driver,
+            digest=spec.digest,
+            case=timed_case,
+            measured={k: v.to_dict() for k, v in report.measured_references.items()},
+        )
+    return Outcome.error if report.error == "internal" else Outcome.graded
 
 
 def _compile_name(filename: str) -> str:

@@ -17,7 +17,9 @@ class Status(enum.StrEnum):
     compiling = "compiling"
     compile_error = "compile_error"
     compiled = "compiled"  # compiled; running waits for a GPU worker
-    running = "running"
+    running = "running"  # the correctness cases run
+    timing = "timing"  # every case has its verdict; the timed section runs
+    sanitizer = "sanitizer"  # compute-sanitizer runs on the lab's small case
     graded = "graded"
     error = "error"
 
@@ -51,6 +53,8 @@ class Submission(Base):
     compile_warnings: Mapped[list[Any]] = mapped_column(JSON, default=list)
     declarations: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     summary: Mapped[str] = mapped_column(Text, default="")
+    # For staff only: why this grading deserves a look (a median far faster than any reference).
+    review_flag: Mapped[str] = mapped_column(Text, default="")
     graded_at: Mapped[datetime | None] = mapped_column(default=None)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

@@ -14,7 +14,7 @@ from app.core.database import utcnow
 from app.courses.models import Course, Lab
 from app.grading.models import CaseResult, GradingJob, JobState
 from app.submissions.models import Status, Submission
-from app.submissions.service import events_of, queue_position
+from app.submissions.service import events_of, latest_job, queue_position
 from app.users.models import User
 from graders.results import HIDDEN_OUTPUT_NOTE
 
@@ -80,6 +80,11 @@ class SubmissionRead(BaseModel):
     gpu_model: str | None = None
     stage_seconds: dict[str, float] = {}
     stdout: str = ""
+    # On which GPU and when each reference the timed case is scored against was timed, and
+    # whether that timing was kept from an earlier grading.
+    references_timed: list[dict[str, Any]] = []
+    # For staff only (None for students): why this grading deserves a look.
+    review_flag: str | None = None
     attempts: int
     cases: list[CaseRead]
     history: list[StatusChange]
@@ -184,6 +189,15 @@ def _redact(text: str, hidden_names: list[str]) -> str:
     return text
 
 
+def _references_timed(cases: list[CaseRead]) -> list[dict[str, Any]]:
+    for case in cases:
+        refs = (case.timings or {}).get("references") or {}
+        if refs:
+            keys = ("gpu", "driver", "measured_at", "reused")
+            return [{"reference": name, **{k: t.get(k) for k in keys}} for name, t in refs.items()]
+    return []
+
+
 def submission_read(
     session: Session, *, submission: Submission, viewer_is_staff: bool
 ) -> SubmissionRead:
@@ -193,6 +207,10 @@ def submission_read(
     job = result_job(session, submission=submission)
     if job is not None and job.state != JobState.done.value:
         job = None  # a compile error: no cases, no run report
+    if submission.status in (Status.timing.value, Status.sanitizer.value):
+        live = latest_job(session, submission=submission)
+        if live is not None and live.state == JobState.started.value:
+            job = live  # the verdicts known so far, while timing and the sanitizer run
     rows: list[CaseResult] = []
     if job is not None:
         rows = list(
@@ -210,6 +228,7 @@ def submission_read(
     hidden = [] if show_hidden else _hidden_names(session, submission=submission)
     stdout: str = report.get("stdout", "")
     gpu_model = (report.get("gpu") or {}).get("name") or None
+    cases = [_case_read(row, show_hidden=show_hidden, gpu_model=gpu_model) for row in rows]
     ran_hidden = [row.name for row in rows if row.hidden and row.verdict != "not_run"]
     withheld_at_source = all(HIDDEN_OUTPUT_NOTE.format(name=name) in stdout for name in ran_hidden)
     if hidden and stdout and not withheld_at_source:
@@ -245,8 +264,10 @@ def submission_read(
         gpu_model=gpu_model,
         stage_seconds=report.get("stage_seconds", {}),
         stdout=stdout,
+        references_timed=_references_timed(cases),
+        review_flag=submission.review_flag if viewer_is_staff else None,
         attempts=attempts,
-        cases=[_case_read(row, show_hidden=show_hidden, gpu_model=gpu_model) for row in rows],
+        cases=cases,
         history=[
             StatusChange(status=Status(e.status), message=_redact(e.message, hidden), at=e.at)
             for e in events_of(session, submission=submission)

@@ -13,7 +13,9 @@ STATUS_WORDS: dict[str, str] = {
     Status.compiling.value: "Compiling",
     Status.compile_error.value: "Compile error",
     Status.compiled.value: "Compiled, waiting for a GPU",
-    Status.running.value: "Running",
+    Status.running.value: "Running the test cases",
+    Status.timing.value: "Verdicts in; timing",
+    Status.sanitizer.value: "Verdicts in; checking with the sanitizer",
     Status.graded.value: "Graded",
     Status.error.value: "Failed on our side",
 }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
@@ -42,6 +42,9 @@ from app.users.models import User
 from app.users.service import authenticate
 from app.web.perf_charts import submission_charts
 from app.web.templating import Viewer, check_csrf, render
+
+if TYPE_CHECKING:
+    from graders.spec import LabSpec
 
 router = APIRouter(include_in_schema=False)
 
@@ -204,7 +207,18 @@ def _lab_context(session: SessionDep, user: User, course: str, lab: str) -> dict
         "max_upload_bytes": get_settings().max_upload_bytes,
         "now": utcnow(),
         "error": None,
+        "sanitizer_rule": _sanitizer_rule(spec_for(lab_row)),
     }
+
+
+def _sanitizer_rule(spec: LabSpec) -> str:
+    """The lab page says what the sanitizer's findings cost (graders.sanitizer.verdicts)."""
+    if not spec.sanitizer:
+        return ""
+    from graders.sanitizer.verdicts import policy_sentence
+
+    case = spec.sanitizer_case or spec.cases[0].name
+    return policy_sentence(case, spec.sanitizer_hazard_points)
 
 
 @router.get("/courses/{course}/labs/{lab}", response_class=HTMLResponse)

@@ -159,7 +159,7 @@ def _compile(
         memory_mb=max(lab.limits.memory_mb, MIN_COMPILE_MEMORY_MB),
     )
     payload = compile_payload(lab, source, arch=arch, filename=filename, line_info=line_info)
-    outcome = run_sandboxed(COMPILE_TARGET, payload, limits=limits)
+    outcome = run_sandboxed(COMPILE_TARGET, payload, limits=limits, pool="compile")
     return result_from_outcome(lab, outcome, arch=arch, limits=limits, started=started)
 
 

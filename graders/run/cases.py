@@ -1,50 +1,32 @@
-"""The run stage, inside the sandboxed child: every case of one submission, then its timing.
+"""One correctness case, inside the sandboxed run child: generate, launch, judge, on the device.
 
-`run_cases(payload)` is what `graders.grade.run_in_child` calls. It gets only what it needs
-(no deployment secret: the parent derives the seeds), writes a line per started and finished
-case to a progress file so the parent can tell which case was running if the child is killed,
-and stops at the first error that leaves the CUDA context unusable; the parent then runs the
-remaining cases in a fresh child.
+Inputs are generated on the GPU from the case's seed; outputs start as the sentinel; after the
+launch the guards are checked, the inputs are made again and compared with what the kernel
+left, and the expected answer is computed in float64 from those fresh inputs and compared
+there. Only the comparison's summary (counts, the first wrong index, expected and got there,
+the largest errors) comes back to the host.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import ctypes
-import json
-import os
-import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from graders.gpu import gpu_info, gpu_lock
-from graders.results import HIDDEN_OUTPUT_NOTE, CaseResult, TimingStats
+from graders.results import CaseResult
 from graders.run import compare, oracles
-from graders.run.harness import (
-    DeviceArrays,
-    KernelFailure,
-    LaunchPlan,
-    as_failure,
-    check_launchable,
-    cuda_error_name,
-    launch_all,
-    load_kernel,
-    run_and_wait,
-)
-from graders.run.inputs import DTYPES, generate_arrays, scalar_values
-from graders.spec import CaseSpec, LabSpec, load_lab
-from graders.timing.repetitions import L2Flusher, TimingPlan, time_repetitions
+from graders.run.buffers import DeviceArrays
+from graders.run.harness import LaunchPlan, check_launchable, load_kernel, run_and_wait
+from graders.run.inputs import DTYPES, scalar_values
+from graders.spec import CaseSpec, LabSpec
 
 DEFAULT_TOLERANCE = (1e-5, 1e-5)
 EVERY_LAUNCH_HINT = (
-    " A kernel must do its whole work on every launch; state kept between launches (a "
-    "__device__ variable or a flag) can cause this."
+    " A kernel must do its whole work on every launch: the grader gives every launch new "
+    "inputs and checks every output, so state kept between launches (a __device__ buffer, a "
+    "counter or a flag) makes it wrong."
 )
 
 
@@ -62,60 +44,9 @@ class Kernel:
 class Context:
     lab: LabSpec
     submission: Kernel
-    references: list[Kernel]
-    lock_dir: str | None
-    progress: Path | None
-    time_cases: bool
+    references: dict[str, Kernel]
     max_shared: int
     log: list[str] = field(default_factory=list)
-    gpu: dict[str, Any] | None = None
-
-    def note(self, record: dict[str, Any]) -> None:
-        if self.progress is None:
-            return
-        with self.progress.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-
-
-def _tolerance(lab: LabSpec, dtype: str, names: dict[str, Any]) -> tuple[float, float]:
-    if dtype not in ("float32", "float64"):
-        return 0.0, 0.0
-    spec = lab.tolerance.get(dtype)
-    return spec.for_case(names) if spec else DEFAULT_TOLERANCE
-
-
-def _expected(
-    ctx: Context,
-    case: CaseSpec,
-    names: dict[str, Any],
-    host: dict[str, np.ndarray],
-    scalars: dict[str, Any],
-) -> dict[str, np.ndarray]:
-    """The trusted answer of each output, on the host; computed after the student's run."""
-    lab = ctx.lab
-    outputs = [p for p in lab.params if p.is_output]
-    oracle = lab.expected_oracle
-    if oracle.startswith("reference:"):
-        ref = next(r for r in ctx.references if r.name == oracle.split(":", 1)[1])
-        ref_names = lab.sizes_for(case, ref.declarations)
-        arrays = DeviceArrays.allocate(lab, ref_names, host, guard=0)
-        plan = LaunchPlan.build(lab, ref_names, arrays, scalars)
-        run_and_wait(ref.func, plan, lab.limits.case_seconds)
-        result = {p.name: arrays.host(p.name) for p in outputs}
-        for arr in arrays.arrays.values():
-            arr.raw.fill(0)
-        arrays.release()
-        return result
-    ins = [host[p.name] for p in lab.params if p.is_array and p.is_input]
-    floats = [
-        float(v)
-        for p in lab.params
-        if p.kind == "scalar" and p.dtype in ("float32", "float64")
-        for v in [scalars[p.name]]
-    ]
-    first = outputs[0]
-    shape = first.shape_for(names)
-    return {first.name: oracles.compute(oracle, ins, floats, shape, np.dtype(DTYPES[first.dtype]))}
 
 
 @dataclass
@@ -126,31 +57,114 @@ class Judgement:
     comparison: compare.Comparison | None = None
 
 
+def load(entry: dict[str, Any], kernel: str) -> Kernel:
+    if entry.get("builtin"):
+        return Kernel(entry["name"], None, {}, builtin=entry["builtin"])
+    cubin = base64.b64decode(entry["cubin_b64"])
+    return Kernel(entry["name"], load_kernel(cubin, kernel), dict(entry.get("declarations", {})))
+
+
+def _tolerance(lab: LabSpec, dtype: str, names: dict[str, Any]) -> tuple[float, float]:
+    if dtype not in ("float32", "float64"):
+        return 0.0, 0.0
+    spec = lab.tolerance.get(dtype)
+    return spec.for_case(names) if spec else DEFAULT_TOLERANCE
+
+
+def _reference_outputs(
+    ctx: Context, case: CaseSpec, arrays: DeviceArrays, scalars: dict[str, Any]
+) -> dict[str, Any]:
+    """The expected outputs from a reference kernel run on the same inputs, made again."""
+    lab = ctx.lab
+    ref = ctx.references[lab.expected_oracle.split(":", 1)[1]]
+    names = lab.sizes_for(case, ref.declarations)
+    theirs = DeviceArrays.allocate(lab, names, guards=False)
+    try:
+        theirs.fill_from(arrays.keys)
+        plan = LaunchPlan.build(lab, names, theirs, scalars)
+        run_and_wait(ref.func, plan, lab.limits.case_seconds)
+        out = {}
+        for p in lab.params:
+            if p.is_output:
+                view = theirs.arrays[p.name].view
+                wide = np.int64 if np.issubdtype(view.dtype, np.integer) else np.float64
+                out[p.name] = view.astype(wide)
+        return out
+    finally:
+        for arr in theirs.arrays.values():
+            arr.raw.fill(0)
+        theirs.release()
+
+
+def expected_outputs(
+    ctx: Context, case: CaseSpec, arrays: DeviceArrays, scalars: dict[str, Any]
+) -> dict[str, Any]:
+    """The trusted answer of each output, on the device; computed after the student's run."""
+    lab = ctx.lab
+    if lab.expected_oracle.startswith("reference:"):
+        return _reference_outputs(ctx, case, arrays, scalars)
+    ins = [arrays.fresh_input(p.name) for p in lab.params if p.is_array and p.is_input]
+    floats = [
+        float(scalars[p.name])
+        for p in lab.params
+        if p.kind == "scalar" and p.dtype in ("float32", "float64")
+    ]
+    first = next(p for p in lab.params if p.is_output)
+    try:
+        answer = oracles.compute(
+            lab.expected_oracle,
+            ins,
+            floats,
+            first.shape_for(arrays.names),
+            np.dtype(DTYPES[first.dtype]),
+        )
+    finally:
+        for arr in ins:
+            arr.fill(0)
+    return {first.name: answer}
+
+
 def judge(
-    ctx: Context, arrays: DeviceArrays, expected: dict[str, np.ndarray], names: dict[str, Any]
+    ctx: Context,
+    case: CaseSpec,
+    arrays: DeviceArrays,
+    scalars: dict[str, Any],
+    *,
+    check_inputs: bool = True,
 ) -> Judgement:
     """Guards first (a write past the end is never a pass), then inputs, then the outputs."""
     lab = ctx.lab
     guards = arrays.guard_violations()
     if guards:
         return Judgement(False, "out_of_bounds_write", " ".join(guards))
-    modified = arrays.modified_inputs()
-    if modified:
-        return Judgement(
-            False,
-            "input_modified",
-            f"The kernel changed its input {', '.join(modified)}; inputs are read-only "
-            "(the grader checks them after the run).",
-        )
+    if check_inputs:
+        modified = arrays.modified_inputs()
+        if modified:
+            return Judgement(
+                False,
+                "input_modified",
+                f"The kernel changed its input {', '.join(modified)}; inputs are read-only "
+                "(the grader checks them after the run).",
+            )
+    expected = expected_outputs(ctx, case, arrays, scalars)
+    try:
+        return _compare_outputs(lab, arrays, expected)
+    finally:
+        for answer in expected.values():
+            answer.fill(0)  # no answer stays in device memory for a later kernel to find
+
+
+def _compare_outputs(lab: LabSpec, arrays: DeviceArrays, expected: dict) -> Judgement:
     last: Judgement | None = None
     for param in lab.params:
         if not param.is_output or param.name not in expected:
             continue
-        got = arrays.host(param.name)
+        got = arrays.arrays[param.name].view
         want = expected[param.name]
-        atol, rtol = _tolerance(lab, param.dtype, names)
+        atol, rtol = _tolerance(lab, param.dtype, arrays.names)
         if param.check == "sum":
-            cmp = compare.compare_sum(got, float(want.reshape(-1)[0]), atol=atol, rtol=rtol)
+            total = float(want.reshape(-1)[0])
+            cmp = compare.compare_sum(got, total, atol=atol, rtol=rtol)
         else:
             if want.size == 1 and got.size > 1:
                 got = got.reshape(-1)[:1]  # a one-number answer lives in element 0
@@ -171,7 +185,7 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and np.isfinite(x) else None
 
 
-def _fill_comparison(result: CaseResult, j: Judgement) -> None:
+def fill_comparison(result: CaseResult, j: Judgement) -> None:
     cmp = j.comparison
     if cmp is None:
         return
@@ -183,275 +197,40 @@ def _fill_comparison(result: CaseResult, j: Judgement) -> None:
     result.max_rel_error = _finite(cmp.max_rel_error)
 
 
-def grade_case(ctx: Context, case: CaseSpec, seed: int, flusher: L2Flusher | None) -> CaseResult:
-    lab = ctx.lab
-    result = CaseResult(
-        name=case.name,
-        sizes=dict(case.sizes),
-        hidden=case.hidden,
-        passed=False,
-        verdict="",
-        message="",
-        max_points=float(case.points),
-        seed=seed,
-    )
-    names = lab.sizes_for(case, ctx.submission.declarations)
-    host = generate_arrays(lab.params, names, seed)
-    scalars = scalar_values(lab.params, names, seed)
-    arrays = DeviceArrays.allocate(lab, names, host)
-    plan = LaunchPlan.build(lab, names, arrays, scalars)
-    check_launchable(ctx.submission.func, plan, max_shared=ctx.max_shared)
-    run_and_wait(ctx.submission.func, plan, lab.limits.case_seconds)
-    expected = _expected(ctx, case, names, host, scalars)
-    j = judge(ctx, arrays, expected, names)
-    result.passed, result.verdict, result.message = j.passed, j.verdict, j.message
-    _fill_comparison(result, j)
-    timed = ctx.time_cases and lab.timing is not None and lab.timing.case == case.name
-    if j.passed and timed and flusher is not None:
-        _time_case(ctx, case, result, arrays, plan, expected, names, host, scalars, flusher)
-    if result.passed:
-        result.points = result.max_points
-    arrays.release()
-    return result
-
-
-def _timing_plan(lab: LabSpec) -> TimingPlan:
-    t = lab.timing
-    assert t is not None
-    return TimingPlan(t.budget_seconds, t.target_rse, t.min_reps, t.max_reps)
-
-
-def _time_case(
-    ctx: Context,
-    case: CaseSpec,
-    result: CaseResult,
-    arrays: DeviceArrays,
-    plan: LaunchPlan,
-    expected: dict[str, np.ndarray],
-    names: dict[str, Any],
-    host: dict[str, np.ndarray],
-    scalars: dict[str, Any],
-    flusher: L2Flusher,
-) -> None:
-    lab = ctx.lab
-    timeout = lab.limits.case_seconds
-    with gpu_lock(ctx.lock_dir) as waited:
-        ctx.log.append(f"waited {waited:.2f} s for the GPU's timing lock")
-        info = gpu_info()
-        ctx.gpu = info.to_dict()
-        try:
-            stats = time_repetitions(
-                lambda: launch_all(ctx.submission.func, plan),
-                arrays.prepare,
-                plan=_timing_plan(lab),
-                flusher=flusher,
-                launch_timeout_s=timeout,
-            )
-        except Exception as raw:
-            exc = as_failure(raw, timeout)
-            result.passed, result.verdict = False, exc.verdict
-            result.message = f"The first launch passed, but a timed launch failed: {exc.message}"
-            if exc.sticky:
-                raise KernelFailure(exc.verdict, result.message, sticky=True) from raw
-            return
-        again = judge(ctx, arrays, expected, names)
-        if not again.passed:
-            result.passed, result.verdict = (
-                False,
-                again.verdict if again.verdict != "pass" else "wrong_answer",
-            )
-            result.message = (
-                "The first launch gave the right answer, but the output of the last timed "
-                f"launch was wrong: {again.message}" + EVERY_LAUNCH_HINT
-            )
-            _fill_comparison(result, again)
-            return
-        result.timing = stats
-        for ref in ctx.references:
-            ref_stats = _time_reference(ctx, ref, case, expected, host, scalars, flusher)
-            if ref_stats is not None:
-                result.reference_timings[ref.name] = ref_stats
-
-
-def _time_reference(
-    ctx: Context,
-    ref: Kernel,
-    case: CaseSpec,
-    expected: dict[str, np.ndarray],
-    host: dict[str, np.ndarray],
-    scalars: dict[str, Any],
-    flusher: L2Flusher,
-) -> TimingStats | None:
-    lab = ctx.lab
-    names = lab.sizes_for(case, ref.declarations)
-    arrays = DeviceArrays.allocate(lab, names, host)
-    try:
-        if ref.builtin == "cublas":
-            run = _cublas_runner(lab, arrays)
-        else:
-            plan = LaunchPlan.build(lab, names, arrays, scalars)
-            run = lambda: launch_all(ref.func, plan)  # noqa: E731
-        stats = time_repetitions(
-            run,
-            arrays.prepare,
-            plan=_timing_plan(lab),
-            flusher=flusher,
-            launch_timeout_s=lab.limits.case_seconds,
-        )
-        check = judge(ctx, arrays, expected, names)
-        if not check.passed:
-            ctx.log.append(f"reference {ref.name} gave a wrong answer when timed: {check.message}")
-            return None
-        return stats
-    except Exception as raw:
-        exc = as_failure(raw, lab.limits.case_seconds)
-        ctx.log.append(f"reference {ref.name} failed when timed: {exc.message}")
-        if exc.sticky:
-            raise exc from raw
-        return None
-    finally:
-        arrays.release()
-
-
-def _cublas_runner(lab: LabSpec, arrays: DeviceArrays) -> Any:
-    """cuBLAS (through cupy.matmul) on the lab's first two inputs into its first output."""
-    import cupy as cp
-
-    ins = [arrays.arrays[p.name].view for p in lab.params if p.is_array and p.kind == "in"]
-    out = next(arrays.arrays[p.name].view for p in lab.params if p.is_output)
-    return lambda: cp.matmul(ins[0], ins[1], out=out)
-
-
-def _load(entry: dict[str, Any], kernel: str) -> Kernel:
-    if entry.get("builtin"):
-        return Kernel(entry["name"], None, {}, builtin=entry["builtin"])
-    cubin = base64.b64decode(entry["cubin_b64"])
-    return Kernel(entry["name"], load_kernel(cubin, kernel), dict(entry.get("declarations", {})))
-
-
-def _load_failure_message(exc: BaseException) -> str:
-    if cuda_error_name(exc) == "CUDA_ERROR_OUT_OF_MEMORY" or "out of memory" in str(exc).lower():
-        return (
-            "The GPU could not load the kernel: it asks for more memory than the GPU has (a very "
-            "large __device__ array does this). Make the arrays it declares smaller."
-        )
-    return f"The GPU could not load the kernel ({exc}); check what it declares at file scope."
-
-
-def not_run(case: CaseSpec, seed: int, message: str) -> CaseResult:
+def new_result(case: CaseSpec, seed: int, verdict: str = "", message: str = "") -> CaseResult:
     return CaseResult(
         name=case.name,
         sizes=dict(case.sizes),
         hidden=case.hidden,
         passed=False,
-        verdict="not_run",
+        verdict=verdict,
         message=message,
         max_points=float(case.points),
         seed=seed,
     )
 
 
-def _flush_all_output(*, device: bool) -> None:
-    """Python's buffers, the device's printf buffer, then C's stdio buffers (the driver writes
-    a kernel's printf through C's `stdout`), so every byte so far reaches the current fd 1.
-    `device=False` after a failure: a hung kernel would make the synchronize wait forever."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if device:
-        try:
-            import cupy as cp
-
-            cp.cuda.Device().synchronize()  # a synchronize hands the printf buffer over
-        except Exception:  # a dead context: whatever it printed is gone with it
-            pass
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None).fflush(None)
+def not_run(case: CaseSpec, seed: int, message: str) -> CaseResult:
+    return new_result(case, seed, "not_run", message)
 
 
-@contextlib.contextmanager
-def withheld_output(case: CaseSpec) -> Iterator[None]:
-    """A hidden case's printf output goes nowhere: students see only pass or fail for it, and
-    the stdout of a grading is shown to them at once (a kernel could print a hidden case's
-    sizes and data). Standard output is pointed at /dev/null while the case runs."""
-    if not case.hidden:
-        yield
-        return
-    _flush_all_output(device=True)
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.close(devnull)
-    failed = False
+def grade_case(ctx: Context, case: CaseSpec, seed: int) -> CaseResult:
+    """One case: the kernel's first launch on the case's own data, judged on the device."""
+    lab = ctx.lab
+    result = new_result(case, seed)
+    names = lab.sizes_for(case, ctx.submission.declarations)
+    arrays = DeviceArrays.allocate(lab, names)
     try:
-        yield
-    except BaseException:
-        failed = True
-        raise
+        arrays.generate(seed)
+        scalars = scalar_values(lab.params, names, seed)
+        plan = LaunchPlan.build(lab, names, arrays, scalars)
+        check_launchable(ctx.submission.func, plan, max_shared=ctx.max_shared)
+        run_and_wait(ctx.submission.func, plan, lab.limits.case_seconds)
+        j = judge(ctx, case, arrays, scalars)
     finally:
-        _flush_all_output(device=not failed)
-        os.dup2(saved, 1)
-        os.close(saved)
-        print(HIDDEN_OUTPUT_NOTE.format(name=case.name), flush=True)
-
-
-def run_cases(payload: dict[str, Any]) -> dict[str, Any]:
-    """Grade the payload's cases in order; see the module docstring."""
-    import cupy as cp
-
-    lab = load_lab(payload["lab_folder"])
-    progress = Path(payload["progress_path"]) if payload.get("progress_path") else None
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    seeds: dict[str, int] = payload["seeds"]
-    try:
-        submission = _load({"name": "submission", **payload["submission"]}, lab.kernel)
-    except Exception as exc:  # the driver refused the student's module: their verdict, not ours
-        message = _load_failure_message(exc)
-        refused = []
-        for name in payload["cases"]:
-            result = not_run(lab.case(name), seeds[name], message)
-            result.verdict = "launch_error"
-            refused.append(result.to_dict())
-        return {"cases": refused, "stopped": "", "gpu": None, "log": [str(exc)]}
-    ctx = Context(
-        lab=lab,
-        submission=submission,
-        references=[_load(r, lab.kernel) for r in payload.get("references", [])],
-        lock_dir=payload.get("lock_dir"),
-        progress=progress,
-        time_cases=bool(payload.get("timing", True)),
-        max_shared=int(props.get("sharedMemPerBlock", 0)),
-    )
-    flusher = L2Flusher() if ctx.time_cases and lab.timing else None
-    cases = [lab.case(name) for name in payload["cases"]]
-    results: list[CaseResult] = []
-    stopped = ""
-    for i, case in enumerate(cases):
-        ctx.note({"start": case.name, "at": time.time()})
-        try:
-            with withheld_output(case):
-                result = grade_case(ctx, case, seeds[case.name], flusher)
-        except KernelFailure as exc:
-            result = not_run(case, seeds[case.name], exc.message)
-            result.verdict = exc.verdict
-            if exc.sticky:
-                stopped = exc.verdict
-                results.append(result)
-                ctx.note({"done": result.to_dict()})
-                why = (
-                    "it did not finish"
-                    if exc.verdict == "timeout"
-                    else "its error left the GPU context unusable"
-                )
-                message = f"Not run in this process: case {case.name} stopped the kernel ({why})."
-                for rest in cases[i + 1 :]:
-                    results.append(not_run(rest, seeds[rest.name], message))
-                break
-        results.append(result)
-        ctx.note({"done": result.to_dict()})
-    _flush_all_output(device=False)  # the child ends with os._exit, which skips C's flush
-    return {
-        "cases": [r.to_dict() for r in results],
-        "stopped": stopped,
-        "gpu": ctx.gpu,
-        "log": ctx.log,
-    }
+        arrays.release()
+    result.passed, result.verdict, result.message = j.passed, j.verdict, j.message
+    fill_comparison(result, j)
+    if result.passed:
+        result.points = result.max_points
+    return result

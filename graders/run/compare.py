@@ -1,11 +1,14 @@
 """Compare a kernel's output with the trusted answer, and say what differs in plain words.
 
-Pure NumPy, so it is tested without a GPU.
+The same code runs on NumPy arrays (the CPU tests, staff reproducing a case) and on CuPy arrays
+(the run stage, on the device): whatever array module the output lives in does the work, and
+only a handful of numbers come back to the host, in one transfer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,9 +23,32 @@ SENTINEL_INTS: dict[np.dtype, np.integer] = {
     np.dtype(np.uint32): np.uint32(0xDEADBEEF),
     np.dtype(np.int64): np.int64(-2401053088876216593),  # 0xDEADBEEFDEADBEEF
 }
-# Guard bands around every buffer are filled with this byte; any other byte there after a
-# launch means the kernel wrote outside its array.
-GUARD_BYTE = 0xA5
+# Guard bands around every buffer hold a poison value of the array's dtype: a NaN (with a
+# payload other than the sentinel's) for floats, so that reading past an input spoils the result
+# instead of adding a tiny number; for integers a value the lab's inputs never take (see
+# `guard_value`). Anything else there after a launch means the kernel wrote outside its array.
+GUARD_BITS: dict[np.dtype, np.unsignedinteger] = {
+    np.dtype(np.float32): np.uint32(0x7FC0A5A5),
+    np.dtype(np.float64): np.uint64(0x7FF8A5A5A5A5A5A5),
+}
+_GUARD_CANDIDATES: dict[np.dtype, tuple[int, ...]] = {
+    np.dtype(np.int32): (0x5A5A5A5A, -0x5A5A5A5B, 0x7FFFFFF5),
+    np.dtype(np.uint32): (0xA5A5A5A5, 0x5A5A5A5A, 0xFFFFFFF5),
+    np.dtype(np.int64): (0x5A5A5A5A5A5A5A5A, -0x5A5A5A5A5A5A5A5B, 0x7FFFFFFFFFFFFFF5),
+}
+
+
+def guard_value(dtype: np.dtype, taken: tuple[float, float] | None = None) -> Any:
+    """The guard's bits for an array of `dtype` whose data lies in `taken` (low, high)."""
+    dtype = np.dtype(dtype)
+    if dtype in GUARD_BITS:
+        return GUARD_BITS[dtype]
+    unsigned = np.dtype(f"u{dtype.itemsize}")
+    candidates = _GUARD_CANDIDATES[dtype]
+    choice = candidates[0]
+    if taken is not None:
+        choice = next((c for c in candidates if not taken[0] <= c <= taken[1]), candidates[-1])
+    return np.array(choice, dtype=dtype).view(unsigned)[()]
 
 
 def sentinel_array(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -34,9 +60,9 @@ def sentinel_array(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     return np.full(shape, SENTINEL_INTS[dtype], dtype=dtype)
 
 
-def sentinel_mask(got: np.ndarray) -> np.ndarray:
+def sentinel_mask(got: Any) -> Any:
     """True where `got` still holds the sentinel: the kernel never wrote there."""
-    dtype = got.dtype
+    dtype = np.dtype(got.dtype)
     if dtype in SENTINEL_BITS:
         bits = SENTINEL_BITS[dtype]
         return got.view(bits.dtype) == bits
@@ -56,64 +82,100 @@ class Comparison:
     max_rel_error: float | None = None
 
 
-def _as_float(x: np.generic | float | int) -> float:
-    return float(x)
+def array_module(a: Any) -> Any:
+    """numpy, or cupy for a CuPy array (without importing CuPy for NumPy arrays)."""
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np
 
 
-def compare_elementwise(
-    got: np.ndarray, expected: np.ndarray, *, atol: float, rtol: float
-) -> Comparison:
+def _to_host(xp: Any, values: list[Any]) -> list[float]:
+    """Scalars computed on the device, fetched in one copy (each fetch is a synchronisation)."""
+    stacked = xp.stack([xp.asarray(v, dtype=xp.float64).reshape(()) for v in values])
+    host = stacked.get() if hasattr(stacked, "get") else stacked
+    return [float(x) for x in np.asarray(host)]
+
+
+def compare_elementwise(got: Any, expected: Any, *, atol: float, rtol: float) -> Comparison:
     """|got - expected| <= atol + rtol * |expected| everywhere; integers must be equal."""
-    got = np.asarray(got)
-    expected = np.asarray(expected)
+    xp = array_module(got)
     if got.shape != expected.shape:
         got = got.reshape(expected.shape)
     unwritten = sentinel_mask(got)
     if np.issubdtype(got.dtype, np.integer):
-        wrong = (got.astype(np.int64) != expected.astype(np.int64)) | unwritten
-        diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+        wrong = (got.astype(xp.int64) != expected.astype(xp.int64)) | unwritten
+        diff = xp.abs(got.astype(xp.float64) - expected.astype(xp.float64))
+        e = expected.astype(xp.float64)
     else:
-        g = got.astype(np.float64)
-        e = expected.astype(np.float64)
+        g = got.astype(xp.float64)
+        e = expected.astype(xp.float64)
         with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.abs(g - e)
-            bound = atol + rtol * np.abs(e)
-            ok = diff <= bound  # NaN and inf compare False: they are wrong
-            ok |= (g == e) & np.isinf(e)  # an expected infinity, reproduced, is right
-            ok |= np.isnan(g) & np.isnan(e)
+            diff = xp.abs(g - e)
+            # NaN compares False: wrong. An infinite answer is right only when reproduced
+            # exactly (its bound is infinite too, so +inf would pass for -inf).
+            ok = (diff <= atol + rtol * xp.abs(e)) & xp.isfinite(e)
+            ok |= (g == e) & xp.isinf(e)
+            ok |= xp.isnan(g) & xp.isnan(e)
+        del g
         wrong = ~ok | unwritten
-    wrong_count = int(np.count_nonzero(wrong))
-    result = Comparison(ok=wrong_count == 0, total=int(got.size), wrong_count=wrong_count)
-    result.unwritten_count = int(np.count_nonzero(unwritten))
-    finite = np.isfinite(diff)
-    if got.size:
-        result.max_abs_error = float(diff[finite].max()) if finite.any() else float("inf")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel = diff / np.abs(expected.astype(np.float64))
-        rel_finite = np.isfinite(rel)
-        result.max_rel_error = float(rel[rel_finite].max()) if rel_finite.any() else None
-        if not finite.all():
-            result.max_abs_error = float("inf")
+    total = int(got.size)
+    if total == 0:
+        return Comparison(ok=True, total=0)
+    finite = xp.isfinite(diff)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = diff / xp.abs(e)
+    rel_finite = xp.isfinite(rel)
+    # The first True (0 when there is none): argmax of the mask read as bytes.
+    first = xp.argmax(wrong.reshape(-1).view(xp.uint8))
+    numbers = _to_host(
+        xp,
+        [
+            xp.count_nonzero(wrong),
+            xp.count_nonzero(unwritten),
+            finite.all(),
+            xp.where(finite, diff, -np.inf).max(),
+            rel_finite.any(),
+            xp.where(rel_finite, rel, -np.inf).max(),
+            first,
+            xp.take(expected.reshape(-1), first).astype(xp.float64),
+            xp.take(got.reshape(-1), first).astype(xp.float64),
+            xp.take(unwritten.reshape(-1), first),
+        ],
+    )
+    wrong_count, unwritten_count, all_finite, max_abs, any_rel, max_rel = numbers[:6]
+    result = Comparison(ok=wrong_count == 0, total=total, wrong_count=int(wrong_count))
+    result.unwritten_count = int(unwritten_count)
+    result.max_abs_error = max_abs if all_finite else float("inf")
+    result.max_rel_error = max_rel if any_rel else None
     if wrong_count:
-        flat = int(np.flatnonzero(wrong.reshape(-1))[0])
-        index = tuple(int(i) for i in np.unravel_index(flat, got.shape))
-        result.first_wrong_index = index
-        result.expected = _as_float(expected.reshape(-1)[flat])
-        result.got = None if unwritten.reshape(-1)[flat] else _as_float(got.reshape(-1)[flat])
+        flat = int(numbers[6])
+        result.first_wrong_index = tuple(int(i) for i in np.unravel_index(flat, got.shape))
+        result.expected = numbers[7]
+        result.got = None if numbers[9] else numbers[8]
     return result
 
 
-def compare_sum(got: np.ndarray, expected: float, *, atol: float, rtol: float) -> Comparison:
+def compare_sum(got: Any, expected: float, *, atol: float, rtol: float) -> Comparison:
     """The grader sums `got` (per-block partial sums) in float64 and checks the total."""
-    unwritten = sentinel_mask(np.asarray(got))
-    total = float(np.asarray(got).astype(np.float64).sum()) if not unwritten.any() else None
-    result = Comparison(ok=False, total=1, unwritten_count=int(np.count_nonzero(unwritten)))
+    xp = array_module(got)
+    unwritten = sentinel_mask(got).reshape(-1)
+    count, first, total = _to_host(
+        xp,
+        [
+            xp.count_nonzero(unwritten),
+            xp.argmax(unwritten.view(xp.uint8)),
+            got.astype(xp.float64).sum(),
+        ],
+    )
+    result = Comparison(ok=False, total=1, unwritten_count=int(count))
     result.expected = float(expected)
-    result.got = total
-    if total is None:
+    if count:
         result.wrong_count = 1
-        result.first_wrong_index = (int(np.flatnonzero(unwritten.reshape(-1))[0]),)
+        result.first_wrong_index = (int(first),)
         return result
+    result.got = total
     diff = abs(total - expected)
     if np.isfinite(diff):
         result.max_abs_error = diff

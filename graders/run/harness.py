@@ -1,26 +1,22 @@
-"""Device buffers with guard bands, sentinel-filled outputs, launches, and what went wrong.
+"""Loading and launching a kernel, waiting for it with a limit, and naming what went wrong.
 
-Every array the kernel gets lives inside a larger allocation: guard bands of a known byte
-before and after it. Outputs are refilled with a sentinel before every launch. After the run
-the guards must be intact (else: an out-of-bounds write) and the inputs unchanged.
+The arrays a launch gets are in `graders.run.buffers`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graders.run import compare
 from graders.run.inputs import DTYPES
 from graders.spec import LabSpec
 from graders.timing.repetitions import KernelHung, wait_event
 
-# Big enough that a kernel writing a row (or a tile) past its output lands in the guard
-# rather than in a neighbouring buffer.
-GUARD_BYTES = 64 * 1024
+if TYPE_CHECKING:
+    from graders.run.buffers import DeviceArrays
 
 # CUDA errors after which the context is unusable: nothing more can run in this process.
 STICKY_ERRORS = {
@@ -118,121 +114,6 @@ def classify_cuda_error(exc: BaseException, *, threads: int = 0, shared: int = 0
         return KernelFailure("kernel_error", "The GPU ran out of memory for this case.")
     # Unknown errors are treated as fatal to the context: safer to start a fresh process.
     return KernelFailure("kernel_error", f"The kernel failed: {exc}.", sticky=True)
-
-
-@dataclass
-class DeviceArray:
-    name: str
-    kind: str
-    dtype: np.dtype
-    shape: tuple[int, ...]
-    raw: Any  # cupy uint8 array: guard, data, guard
-    view: Any  # cupy array of dtype and shape over the data
-    guard: int
-    pristine: Any = None  # device copy of the initial data (in / inout)
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-
-
-def _sentinel_bits(dtype: np.dtype) -> tuple[np.dtype, Any]:
-    """The sentinel as an unsigned integer of the same width, for a fast device fill."""
-    if dtype in compare.SENTINEL_BITS:
-        bits = compare.SENTINEL_BITS[dtype]
-        return bits.dtype, bits
-    value = compare.SENTINEL_INTS[dtype]
-    unsigned = np.dtype(f"u{dtype.itemsize}")
-    return unsigned, np.array(value, dtype=dtype).view(unsigned)[()]
-
-
-@dataclass
-class DeviceArrays:
-    """All of one case's arrays on the device."""
-
-    arrays: dict[str, DeviceArray] = field(default_factory=dict)
-
-    @classmethod
-    def allocate(
-        cls,
-        lab: LabSpec,
-        names: dict[str, Any],
-        host: dict[str, np.ndarray],
-        *,
-        guard: int = GUARD_BYTES,
-    ) -> DeviceArrays:
-        import cupy as cp
-
-        out = cls()
-        for param in lab.params:
-            if not param.is_array:
-                continue
-            dtype = np.dtype(DTYPES[param.dtype])
-            shape = param.shape_for(names)
-            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            raw = cp.empty(guard + nbytes + guard, dtype=cp.uint8)
-            view = cp.ndarray(shape, dtype=dtype, memptr=raw.data + guard)
-            arr = DeviceArray(param.name, param.kind, dtype, shape, raw, view, guard)
-            if guard:
-                raw[:guard].fill(compare.GUARD_BYTE)
-                raw[guard + nbytes :].fill(compare.GUARD_BYTE)
-            if param.name in host:
-                view.set(np.ascontiguousarray(host[param.name]))
-                arr.pristine = view.copy()
-            out.arrays[param.name] = arr
-        out.prepare()
-        return out
-
-    def prepare(self) -> None:
-        """Before a launch: outputs and scratch get the sentinel, in-out arrays their data."""
-        for arr in self.arrays.values():
-            if arr.pristine is not None and arr.kind != "in":
-                arr.view[...] = arr.pristine
-            elif arr.kind in ("out", "scratch"):
-                unsigned, bits = _sentinel_bits(arr.dtype)
-                arr.view.view(unsigned).fill(bits)
-
-    def guard_violations(self) -> list[str]:
-        """Sentences naming each array whose guard bands were written."""
-        import cupy as cp
-
-        found = []
-        for arr in self.arrays.values():
-            if not arr.guard:
-                continue
-            before = arr.raw[: arr.guard] != compare.GUARD_BYTE
-            after = arr.raw[arr.guard + arr.nbytes :] != compare.GUARD_BYTE
-            if bool(after.any()):
-                first = int(cp.flatnonzero(after)[0])
-                elem = arr.view.size + first // arr.dtype.itemsize
-                found.append(
-                    f"The kernel wrote past the end of {arr.name}: {arr.name} has "
-                    f"{arr.view.size} elements, and element {elem} (byte {first} after its end) "
-                    "was written. Check the bounds before every store."
-                )
-            elif bool(before.any()):
-                last = int(cp.flatnonzero(before)[-1])
-                back = (arr.guard - last + arr.dtype.itemsize - 1) // arr.dtype.itemsize
-                found.append(
-                    f"The kernel wrote before the start of {arr.name} (about {back} elements "
-                    "before index 0): a negative index."
-                )
-        return found
-
-    def modified_inputs(self) -> list[str]:
-        changed = []
-        for arr in self.arrays.values():
-            if arr.kind == "in" and arr.pristine is not None:
-                unsigned = np.dtype(f"u{arr.dtype.itemsize}")
-                if bool((arr.view.view(unsigned) != arr.pristine.view(unsigned)).any()):
-                    changed.append(arr.name)
-        return changed
-
-    def host(self, name: str) -> np.ndarray:
-        return self.arrays[name].view.get()
-
-    def release(self) -> None:
-        self.arrays.clear()
 
 
 _MODULES: list[Any] = []  # loaded modules stay alive as long as the process: a child grades one

@@ -3,7 +3,8 @@
 The seed of a case comes from the lab, the case and a base seed that does not depend on the
 submission, so every student is graded on the same data and a result can be reproduced from
 its stored seed. Hidden cases also mix in a per-deployment secret, so their data cannot be
-computed ahead from the public repository.
+computed ahead from the public repository. The data itself is made on the GPU by
+`graders.run.generate`; `generate_arrays` here is its exact NumPy twin, for staff and tests.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from graders.run.generate import host_values, scalar_value, stream_key
 from graders.spec import expr
 
 # Changing this changes every visible case's data; keep it fixed for a course's lifetime.
@@ -60,11 +61,6 @@ def case_seed(
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def param_rng(seed: int, name: str) -> np.random.Generator:
-    """A generator per parameter, so adding a parameter leaves the others' data unchanged."""
-    return np.random.default_rng([seed, zlib.crc32(name.encode())])
-
-
 def dtype_of(param: Any) -> np.dtype:
     name = str(field(param, "dtype"))
     if name not in DTYPES:
@@ -77,54 +73,31 @@ def shape_of(param: Any, names: Mapping[str, float]) -> tuple[int, ...]:
     return tuple(int(expr.evaluate(s, names)) for s in shape)
 
 
-def _draw(
-    init: Any,
-    rng: np.random.Generator,
-    dtype: np.dtype,
-    shape: tuple[int, ...],
-    names: Mapping[str, float],
-) -> np.ndarray:
-    dist = str(field(init, "dist", "uniform"))
-    low = expr.evaluate(field(init, "low", 0), names)
-    high = expr.evaluate(field(init, "high", 1), names)
-    if dist == "integers":
-        return rng.integers(int(low), int(high), size=shape, endpoint=True, dtype=np.int64).astype(
-            dtype
-        )
-    if dist == "constant" or dist == "zeros":
-        value = 0 if dist == "zeros" else expr.evaluate(field(init, "value", 0), names)
-        return np.full(shape, value, dtype=dtype)
-    if dist != "uniform":
-        raise ValueError(f"Unknown input distribution {dist!r}; use uniform or integers.")
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(int(low), int(high), size=shape, endpoint=True, dtype=np.int64).astype(
-            dtype
-        )
-    # float32 draws are generated directly in float32: half the time and memory of float64.
-    work = np.float32 if dtype == np.float32 else np.float64
-    out = rng.random(size=shape, dtype=work)
-    out *= work(high - low)
-    out += work(low)
-    return out.astype(dtype, copy=False)
+def input_params(params: list[Any]) -> list[Any]:
+    """The array params that start with data: kind in/inout, or any array with an `init`."""
+    out = []
+    for param in params:
+        kind = field(param, "kind")
+        if kind in ARRAY_KINDS and (field(param, "init") is not None or kind in ("in", "inout")):
+            out.append(param)
+    return out
+
+
+def init_of(param: Any) -> Any:
+    init = field(param, "init")
+    return init if init is not None else {"dist": "uniform", "low": -1.0, "high": 1.0}
 
 
 def generate_arrays(
-    params: list[Any], names: Mapping[str, float], seed: int
+    params: list[Any], names: Mapping[str, float], seed: int, *, nonce: int = 0, rep: int = -1
 ) -> dict[str, np.ndarray]:
-    """Host data for every array that starts with data (kind in/inout, or any with `init`)."""
+    """Host data for every array that starts with data: what the device makes, bit for bit."""
     arrays: dict[str, np.ndarray] = {}
-    for param in params:
-        kind = field(param, "kind")
-        if kind not in ARRAY_KINDS:
-            continue
-        init = field(param, "init")
-        if init is None and kind not in ("in", "inout"):
-            continue
-        dtype = dtype_of(param)
-        shape = shape_of(param, names)
-        init = init if init is not None else {"dist": "uniform", "low": -1.0, "high": 1.0}
-        arrays[field(param, "name")] = _draw(
-            init, param_rng(seed, field(param, "name")), dtype, shape, names
+    for param in input_params(params):
+        name = field(param, "name")
+        key = stream_key(seed, name, nonce=nonce, rep=rep)
+        arrays[name] = host_values(
+            init_of(param), dtype_of(param), shape_of(param, names), names, key
         )
     return arrays
 
@@ -142,7 +115,7 @@ def scalar_values(params: list[Any], names: Mapping[str, float], seed: int) -> d
         if value_expr is not None:
             raw = expr.evaluate(value_expr, names)
         elif init is not None:
-            raw = _draw(init, param_rng(seed, name), dtype, (), names).item()
+            raw = scalar_value(init, dtype, names, stream_key(seed, name)).item()
         else:
             raw = expr.evaluate(name, names)
         values[name] = dtype.type(raw)

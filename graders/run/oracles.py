@@ -1,8 +1,10 @@
 """Trusted answers, computed in float64 on the GPU (CuPy/cuBLAS) from fresh copies of the inputs.
 
-An oracle sees only host copies of the generated inputs, never the submission's buffers, and
-returns host arrays: the device copies are zeroed and freed before returning, so no answer is
-left in device memory where a student's kernel could read it.
+An oracle sees only inputs the generator made again after the student's launch, never the
+submission's buffers. It returns the answer in the array module of its inputs (CuPy in the run
+stage; NumPy for staff and the CPU tests, the same code); its float64 working copies are zeroed
+before it returns, and the caller zeroes the answer once it is compared, so no answer is left
+in device memory where a later kernel could read it.
 
 Each oracle reads its operands by position: the lab's `in` arrays in order, its float scalars
 in order. `sum` and `dot` return one number (shape (1,)); the harness checks it against the
@@ -12,6 +14,7 @@ output as the output's `check` says.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -27,10 +30,10 @@ def _need(ins: list[np.ndarray], n: int, oracle: str) -> None:
         raise OracleError(f"The '{oracle}' oracle needs {n} input arrays; the lab has {len(ins)}.")
 
 
-def _wide(cp, host: np.ndarray):  # noqa: ANN001, ANN202 - cupy is imported lazily
-    """A float64 (or int64) device copy, made fresh from the host data."""
-    target = np.int64 if np.issubdtype(host.dtype, np.integer) else np.float64
-    return cp.asarray(host).astype(target)
+def _wide(cp, data):  # noqa: ANN001, ANN202 - cupy is imported lazily
+    """A float64 (or int64) copy of one input."""
+    target = np.int64 if np.issubdtype(data.dtype, np.integer) else np.float64
+    return data.astype(target, copy=True)
 
 
 def _conv1d(cp, x, mask):  # noqa: ANN001, ANN202
@@ -57,31 +60,28 @@ def _conv2d(cp, x, mask):  # noqa: ANN001, ANN202
 
 def compute(
     oracle: str,
-    ins: list[np.ndarray],
+    ins: list[Any],
     float_scalars: list[float],
     out_shape: tuple[int, ...],
     out_dtype: np.dtype,
-) -> np.ndarray:
-    """The expected output on the host: float64 for float outputs, int64 for integer ones."""
-    import cupy as cp
+) -> Any:
+    """The expected output: float64 for float outputs, int64 for integer ones."""
+    from graders.run.compare import array_module
 
     if oracle not in BUILTIN_ORACLES:
         raise OracleError(f"Unknown oracle '{oracle}'; built-ins are {', '.join(BUILTIN_ORACLES)}.")
-    device = [_wide(cp, a) for a in ins]
+    xp = array_module(ins[0]) if ins else np
+    wide = [_wide(xp, a) for a in ins]
     try:
-        result = _ORACLES[oracle](cp, device, float_scalars, out_shape)
+        result = _ORACLES[oracle](xp, wide, float_scalars, out_shape)
         if np.issubdtype(out_dtype, np.integer):
             # C integer arithmetic wraps; so does the expected answer.
             result = result.astype(out_dtype).astype(np.int64)
-        host = cp.asnumpy(result)
-        result.fill(0)
     finally:
-        for arr in device:
+        for arr in wide:
             arr.fill(0)
-        del device
-        cp.cuda.Device().synchronize()
-        cp.get_default_memory_pool().free_all_blocks()
-    return host
+        del wide
+    return result
 
 
 def _scale(cp, d, fs, shape):  # noqa: ANN001, ANN202

@@ -1,10 +1,17 @@
-"""The sandboxed child: read one request from a private pipe, run the target, answer on another.
+"""The sandboxed child: warm up, read one request from a private pipe, run it, answer on another.
 
-Started only by `graders.sandbox.run_sandboxed` as `python -m graders.sandbox.child IN_FD OUT_FD`.
-The request (`{"target": "pkg.mod:func", "payload": {...}}`) and the answer travel as JSON over
-the two pipes named on the command line, never over stdin/stdout: whatever the target (or a
-student's kernel, through `printf`) writes to stdout is only captured text, so it cannot forge
-a result.
+Started only by `graders.sandbox.process.spawn` as
+
+    python -m graders.sandbox.child IN_FD OUT_FD PROGRESS_FD [WARM_TARGET]
+
+A prestarted child first runs WARM_TARGET ("pkg.mod:func", called with no arguments: import
+CuPy, make the context, load the kernels) and says `{"ready": ...}` on the progress pipe; then
+it blocks until the request arrives. The request (`{"target": "pkg.mod:func", "payload": {...},
+"limits": {...}}`) and the answer travel as JSON over the pipes named on the command line, never
+over stdin/stdout: whatever the target (or a student's kernel, through `printf`) writes to
+stdout is only captured text, so it cannot forge a result. The request's limits are applied
+before the target runs, so a child started ahead of need is held to the limits of the work it
+is finally given. One request per child: it exits after answering.
 """
 
 from __future__ import annotations
@@ -13,16 +20,21 @@ import errno
 import importlib
 import json
 import os
+import resource
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+from graders.sandbox import progress
+from graders.sandbox.limits import apply_request_limits
 
 # Built before any work starts: after a MemoryError there may be no memory left to build it.
 _MEMORY_ERROR = b'{"status": "error", "kind": "resource_limit", "detail": "memory"}'
 
 
-def _resolve(target: str) -> Callable[[dict[str, Any]], Any]:
+def _resolve(target: str) -> Callable[..., Any]:
     module_name, sep, func_name = target.partition(":")
     if not sep or not module_name or not func_name:
         raise ValueError(f"sandbox target {target!r} is not of the form 'package.module:function'")
@@ -32,9 +44,8 @@ def _resolve(target: str) -> Callable[[dict[str, Any]], Any]:
     return func  # type: ignore[no-any-return]
 
 
-def _run(request_bytes: bytes) -> bytes:
+def _run(request: dict[str, Any]) -> bytes:
     try:
-        request = json.loads(request_bytes)
         value = _resolve(request["target"])(request["payload"])
         if not isinstance(value, dict):
             raise TypeError(f"sandbox target returned {type(value).__name__}, not a dict")
@@ -62,14 +73,51 @@ def _internal_error(exc: BaseException) -> bytes:
     ).encode()
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _warm_up(target: str) -> None:
+    began = time.monotonic()
+    try:
+        _resolve(target)()
+        failed = ""
+    except Exception as exc:  # the request may still succeed; the worker's log says why
+        traceback.print_exc(file=sys.stderr)
+        failed = f"{type(exc).__name__}: {exc}"
+    progress.report(
+        {
+            "ready": True,
+            "warm_s": round(time.monotonic() - began, 3),
+            "cpu_s": round(_cpu_seconds(), 3),
+            "warm_failed": failed,
+        }
+    )
+
+
 def main(argv: list[str]) -> int:
-    in_fd, out_fd = int(argv[1]), int(argv[2])
-    # Anything the target starts (compute-sanitizer, say) must not inherit the answer channel.
-    os.set_inheritable(in_fd, False)
-    os.set_inheritable(out_fd, False)
+    in_fd, out_fd, progress_fd = int(argv[1]), int(argv[2]), int(argv[3])
+    # Anything the target starts (compute-sanitizer, say) must not inherit these channels.
+    for fd in (in_fd, out_fd, progress_fd):
+        os.set_inheritable(fd, False)
+    progress.attach(progress_fd)
+    warmed = len(argv) > 4 and argv[4] != "-"
+    if warmed:
+        _warm_up(argv[4])
+    else:
+        progress.report({"ready": True, "warm_s": 0.0, "cpu_s": round(_cpu_seconds(), 3)})
     with os.fdopen(in_fd, "rb") as request_pipe:
         request_bytes = request_pipe.read()
-    answer = _run(request_bytes)
+    if not request_bytes:  # the pool was closed, or the worker went away: nothing to do
+        os._exit(0)
+    try:
+        request = json.loads(request_bytes)
+        apply_request_limits(request.get("limits") or {}, cpu_used=_cpu_seconds(), warmed=warmed)
+    except Exception as exc:
+        answer = _internal_error(exc)
+    else:
+        answer = _run(request)
     with os.fdopen(out_fd, "wb") as answer_pipe:
         answer_pipe.write(answer)
     sys.stdout.flush()

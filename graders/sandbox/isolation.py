@@ -142,7 +142,7 @@ def child_env(workdir: str, gpu: bool) -> dict[str, str]:
             env[name] = os.environ[name]
     if gpu:
         for name, value in os.environ.items():
-            if name.startswith(_GPU_ENV_PREFIXES):
+            if name.startswith(_GPU_ENV_PREFIXES) or name == "KERNELGRADER_LOCK_DIR":
                 env[name] = value
     # The child's compile cache must stay inside its private directory, not in a shared HOME.
     env["CUPY_CACHE_DIR"] = os.path.join(workdir, ".cupy")

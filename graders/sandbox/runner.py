@@ -1,15 +1,17 @@
 """Run one grading step in a child process that holds nothing worth stealing or breaking.
 
-`run_sandboxed("graders.compile.compiler:compile_in_child", payload, limits=...)` starts a fresh
-`python -m graders.sandbox.child`, hands it the payload as JSON on a private pipe, and reads
-its JSON answer from another private pipe. The child gets:
+`run_sandboxed("graders.compile.compiler:compile_in_child", payload, limits=...)` hands the
+payload to a `python -m graders.sandbox.child` (a fresh one, or one a pool started ahead of need:
+`pool="run"`, see graders.sandbox.prestart) as JSON on a private pipe, and reads its JSON answer
+from another private pipe. The child gets:
 
 - its own session and process group; on the wall-clock limit the whole group gets SIGKILL;
-- rlimits set between fork and exec: CPU seconds (SIGXCPU, then SIGKILL one second later),
-  open files, file size, no core dumps, and memory. Memory is RLIMIT_AS for CPU-only work
-  (the compiler). For `gpu=True` it is RLIMIT_DATA instead, because the CUDA driver reserves
-  tens of GiB of virtual address space at start-up and would fail under RLIMIT_AS;
-  RLIMIT_DATA counts only private writable memory, which the host side of grading really uses.
+- rlimits: CPU seconds (SIGXCPU, then SIGKILL one second later), open files, file size, no core
+  dumps, and memory, set between fork and exec and lowered again by the child itself to the
+  request's limits before the target runs. Memory is RLIMIT_AS for CPU-only work (the
+  compiler). For `gpu=True` it is RLIMIT_DATA instead, because the CUDA driver reserves tens
+  of GiB of virtual address space at start-up and would fail under RLIMIT_AS; RLIMIT_DATA
+  counts only private writable memory, which the host side of grading really uses.
   RLIMIT_NPROC counts every process of the user, and root ignores it, so it is set only when
   the child does not run as root.
 - a user with no privileges: where the worker is root, a CPU-only child (the compiler) drops
@@ -18,7 +20,7 @@ its JSON answer from another private pipe. The child gets:
   user cannot run this Python (an interpreter under /root, say) the child stays root and the
   log says "privilege drop unavailable: ...". GPU children keep the worker's user.
 - an empty private working directory (mode 0700, removed afterwards) that is also its HOME
-  and TMPDIR;
+  and TMPDIR (a GPU child's holds its private copy of the worker's CuPy kernel cache);
 - a scrubbed environment: PATH, HOME, TMPDIR, LANG, PYTHONPATH (so `graders` imports) and the
   library paths NVRTC needs; CUDA_VISIBLE_DEVICES and the other CUDA/NVIDIA variables only
   for `gpu=True`. Nothing else of the worker's environment (database URL, secret key, broker
@@ -30,9 +32,11 @@ its JSON answer from another private pipe. The child gets:
   unavailable: ..."; student code is device code and has no host system calls, so this
   fallback loses defence in depth, not the first line of defence.
 
-Its stdout and stderr are merged, captured and capped at `stdout_limit_bytes`; the rest is
-read and dropped so a `printf` flood cannot stall the child. Whatever it prints is only text:
-the answer comes from the private pipe alone.
+Its stdout is captured and capped at `stdout_limit_bytes`; the rest is read and dropped so a
+`printf` flood cannot stall the child. Whatever it prints is only text: the answer comes from
+the private pipe alone. Its stderr (Python's warnings and tracebacks) goes to the outcome's
+`log`, for the worker's log, never to a student. Progress records from the child reach
+`on_progress` as they come (graders.sandbox.supervise says how they pause its clocks).
 
 For callers (measured on an H200 host, CuPy 14.2, Python 3.12):
 - Compiling (gpu=False, RLIMIT_AS): `import cupy` on a GPU host preloads cuTENSOR/cuBLASLt and
@@ -50,30 +54,19 @@ from __future__ import annotations
 import json
 import os
 import resource
-import selectors
 import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from graders.sandbox.isolation import (
-    child_env,
-    make_preexec,
-    network_isolation,
-    unprivileged_user,
-)
+from graders.sandbox import prestart
+from graders.sandbox.isolation import network_isolation
 from graders.sandbox.limits import SandboxLimits
+from graders.sandbox.process import SandboxProcess, SpawnError, spawn
+from graders.sandbox.supervise import ANSWER_LIMIT_BYTES, ProgressCallback, supervise
 
 __all__ = ["SandboxLimits", "SandboxOutcome", "network_isolation", "run_sandboxed"]
-
-# The answer of a grading step is small JSON; anything bigger is a broken or hostile child.
-_ANSWER_LIMIT_BYTES = 64 * 1024 * 1024
-# After the child exits, how long we wait for its pipes to close before giving up on them.
-_DRAIN_SECONDS = 1.0
 
 
 @dataclass
@@ -92,6 +85,11 @@ class SandboxOutcome:
     stdout_truncated: bool
     seconds: float
     log: list[str] = field(default_factory=list)  # for staff and the worker log
+    # The step whose own time limit killed the child ("" when none did).
+    stopped_step: str = ""
+    # Total bytes the child printed on stdout, the dropped part included.
+    stdout_total: int = 0
+    pid: int = 0
 
 
 # --- outcome ---------------------------------------------------------------------------------
@@ -114,11 +112,12 @@ def _classify(
     answer_overflow: bool,
     stdout_text: str,
     log: list[str],
+    warm_cpu_s: float = 0.0,
 ) -> tuple[bool, dict[str, Any] | None, str, str, int | None, int | None]:
     """(ok, value, reason, message, exit_code, signal) from how the child ended."""
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    cpu_used = rusage.ru_utime + rusage.ru_stime if rusage else 0.0
+    cpu_used = (rusage.ru_utime + rusage.ru_stime if rusage else 0.0) - warm_cpu_s
     max_rss_mb = rusage.ru_maxrss / 1024 if rusage else 0.0
     log.append(
         f"child ended: exit code {exit_code}, signal "
@@ -195,7 +194,7 @@ def _classify_answer(
         signum,
     )
     if overflow:
-        log.append(f"answer larger than {_ANSWER_LIMIT_BYTES} bytes")
+        log.append(f"answer larger than {ANSWER_LIMIT_BYTES} bytes")
         return bad
     try:
         envelope = json.loads(answer.decode("utf-8"))
@@ -252,178 +251,78 @@ def _memory_message(limits: SandboxLimits) -> str:
 # --- running ---------------------------------------------------------------------------------
 
 
-def _kill_group(pid: int, log: list[str], why: str) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-        log.append(f"killed process group {pid}: {why}")
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _child_has_exited(pid: int) -> bool:
-    """True once the child is a zombie; it is not reaped, so its pid (= group id) stays ours."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return info is not None
+def _could_not_start(log: list[str], start: float, why: str) -> SandboxOutcome:
+    log.append(why)
+    return SandboxOutcome(
+        ok=False,
+        value=None,
+        reason="internal",
+        message="The grader could not start a worker process. This is not your fault: "
+        "please resubmit, and tell the course staff if it happens again.",
+        exit_code=None,
+        signal=None,
+        timed_out=False,
+        stdout="",
+        stdout_truncated=False,
+        seconds=time.monotonic() - start,
+        log=log,
+    )
 
 
 def run_sandboxed(
-    target: str, payload: dict[str, Any], *, limits: SandboxLimits, gpu: bool = False
-) -> SandboxOutcome:
-    """Run `target(payload)` ("package.module:function") in a fresh sandboxed child process."""
-    start = time.monotonic()
-    log: list[str] = []
-    unshare_flags = 0
-    if not limits.network:
-        unshare_flags, note = network_isolation()
-        log.append(note)
-    # A GPU child stays the worker's user: the driver's device files and the run stage's
-    # progress files are the worker's. The compiler needs neither.
-    creds = None
-    if not gpu:
-        creds, note = unprivileged_user()
-        log.append(note)
-    request = json.dumps({"target": target, "payload": payload}).encode()
-    workdir = tempfile.mkdtemp(prefix="kg-sandbox-")
-    if creds is not None:
-        os.chown(workdir, creds.uid, creds.gid)
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    try:
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "graders.sandbox.child", str(in_r), str(out_w)],
-                cwd=workdir,
-                env=child_env(workdir, gpu),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                pass_fds=(in_r, out_w),
-                start_new_session=True,
-                preexec_fn=make_preexec(limits, gpu, unshare_flags, creds),
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            for fd in (in_w, out_r):
-                os.close(fd)
-            log.append(f"could not start the sandboxed child: {exc}")
-            return SandboxOutcome(
-                ok=False,
-                value=None,
-                reason="internal",
-                message="The grader could not start a worker process. This is not your fault: "
-                "please resubmit, and tell the course staff if it happens again.",
-                exit_code=None,
-                signal=None,
-                timed_out=False,
-                stdout="",
-                stdout_truncated=False,
-                seconds=time.monotonic() - start,
-                log=log,
-            )
-        finally:
-            os.close(in_r)
-            os.close(out_w)
-        return _supervise(proc, request, in_w, out_r, limits, start, log)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _supervise(
-    proc: subprocess.Popen[bytes],
-    request: bytes,
-    in_w: int,
-    out_r: int,
+    target: str,
+    payload: dict[str, Any],
+    *,
     limits: SandboxLimits,
-    start: float,
-    log: list[str],
+    gpu: bool = False,
+    pool: str | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> SandboxOutcome:
-    assert proc.stdout is not None
-    stdout_fd = proc.stdout.fileno()
-    for fd in (in_w, out_r, stdout_fd):
-        os.set_blocking(fd, False)
-    sel = selectors.DefaultSelector()
-    sel.register(in_w, selectors.EVENT_WRITE)
-    sel.register(out_r, selectors.EVENT_READ)
-    sel.register(stdout_fd, selectors.EVENT_READ)
-    pending = memoryview(request)
-    answer = bytearray()
-    answer_overflow = False
-    stdout_buf = bytearray()
-    stdout_total = 0
-    deadline = start + limits.wall_seconds
-    drain_deadline: float | None = None
-    timed_out = False
+    """Run `target(payload)` ("package.module:function") in a sandboxed child process.
+
+    `pool` names a prestart pool (graders.sandbox.prestart) to take a warm child from; where
+    that pool is not configured, or its kind does not match, a fresh child is started.
+    """
+    start = time.monotonic()
+    configured = prestart.pool(pool) if pool else None
+    child: SandboxProcess
     try:
-        while sel.get_map():
-            now = time.monotonic()
-            if drain_deadline is None and now >= deadline:
-                timed_out = True
-                _kill_group(proc.pid, log, f"wall-clock limit of {limits.wall_seconds:g} s")
-                drain_deadline = now + _DRAIN_SECONDS
-            elif drain_deadline is None and _child_has_exited(proc.pid):
-                # Whatever it left behind in its group goes too, so the pipes reach EOF.
-                _kill_group(proc.pid, log, "the child exited; this ends anything it left behind")
-                drain_deadline = now + _DRAIN_SECONDS
-            if drain_deadline is not None and now >= drain_deadline:
-                log.append("pipes still open after the child ended; stopped reading them")
-                break
-            for key, _ in sel.select(timeout=0.05):
-                fd = key.fd
-                if fd == in_w:
-                    try:
-                        written = os.write(in_w, pending[:65536])
-                        pending = pending[written:]
-                    except BlockingIOError:
-                        continue
-                    except BrokenPipeError:
-                        pending = pending[:0]
-                    if not pending:
-                        sel.unregister(in_w)
-                        os.close(in_w)
-                        in_w = -1
-                    continue
-                try:
-                    chunk = os.read(fd, 65536)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    sel.unregister(fd)
-                    continue
-                if fd == out_r:
-                    if len(answer) + len(chunk) > _ANSWER_LIMIT_BYTES:
-                        answer_overflow = True
-                    else:
-                        answer.extend(chunk)
-                else:
-                    stdout_total += len(chunk)
-                    room = limits.stdout_limit_bytes - len(stdout_buf)
-                    if room > 0:
-                        stdout_buf.extend(chunk[:room])
+        if configured is not None and configured.spec.gpu == gpu and not limits.network:
+            child = configured.take()
+        else:
+            child = spawn(limits=limits, gpu=gpu)
+    except (SpawnError, OSError) as exc:
+        return _could_not_start([], start, str(exc))
+    request = json.dumps(
+        {
+            "target": target,
+            "payload": payload,
+            "limits": limits.for_request(gpu=gpu, nproc=child.nproc_limited),
+        }
+    ).encode()
+    try:
+        done = supervise(child, request, limits, on_progress)
     finally:
-        sel.close()
-        if in_w >= 0:
-            os.close(in_w)
-        os.close(out_r)
-        # The child is gone or was sent SIGKILL; either way this returns promptly.
-        _kill_group(proc.pid, [], "cleanup")
-        _, status, rusage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
-        proc.stdout.close()
-    stdout_text = stdout_buf.decode("utf-8", errors="replace")
-    truncated = stdout_total > len(stdout_buf)
+        shutil.rmtree(child.workdir, ignore_errors=True)
+    log = done.log
+    if done.stderr.strip():
+        log.append("child stderr:\n" + done.stderr.strip())
+    stdout_text = done.stdout.decode("utf-8", errors="replace")
+    truncated = done.stdout_total > len(done.stdout)
     if truncated:
-        log.append(f"stdout truncated: kept {len(stdout_buf)} of {stdout_total} bytes")
+        log.append(f"stdout truncated: kept {len(done.stdout)} of {done.stdout_total} bytes")
+    if done.never_ready:
+        return _could_not_start(log, start, "the child never got ready for its request")
     ok, value, reason, message, exit_code, signum = _classify(
         limits=limits,
-        timed_out=timed_out,
-        status=status,
-        rusage=rusage,
-        answer=bytes(answer),
-        answer_overflow=answer_overflow,
-        stdout_text=stdout_text,
+        timed_out=done.timed_out,
+        status=done.status,
+        rusage=done.rusage,
+        answer=done.answer,
+        answer_overflow=done.answer_overflow,
+        stdout_text=stdout_text + "\n" + done.stderr,
         log=log,
+        warm_cpu_s=done.warm_cpu_s,
     )
     return SandboxOutcome(
         ok=ok,
@@ -432,9 +331,12 @@ def _supervise(
         message=message,
         exit_code=exit_code,
         signal=signum,
-        timed_out=timed_out,
+        timed_out=done.timed_out,
         stdout=stdout_text,
         stdout_truncated=truncated,
-        seconds=time.monotonic() - start,
+        seconds=done.seconds,
         log=log,
+        stopped_step=done.stopped_step,
+        stdout_total=done.stdout_total,
+        pid=child.pid,
     )

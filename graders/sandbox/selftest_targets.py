@@ -199,3 +199,35 @@ def identity(payload: dict[str, Any]) -> dict[str, Any]:
     except OSError as exc:
         shadow = type(exc).__name__
     return {"uid": os.geteuid(), "gid": os.getegid(), "groups": os.getgroups(), "shadow": shadow}
+
+
+# --- the progress channel and prestarted children ---------------------------------------------
+
+_WARMED: dict[str, Any] = {}
+
+
+def warm_up() -> None:
+    """A warm-up that takes a while and leaves a mark the request can see."""
+    time.sleep(float(os.environ.get("KG_SELFTEST_WARM_S", "0")))
+    _WARMED.update({"pid": os.getpid(), "at": time.time()})
+
+
+def warm_echo(payload: dict[str, Any]) -> dict[str, Any]:
+    """Which process answered, and whether it was warmed up before the request came."""
+    return {"pid": os.getpid(), "warmed": _WARMED.get("pid") == os.getpid()}
+
+
+def scripted(payload: dict[str, Any]) -> dict[str, Any]:
+    """Send progress records and sleep, as `actions` says: [{"report": {...}} | {"sleep": s}]."""
+    from graders.sandbox import progress
+
+    for action in payload.get("actions", []):
+        if "report" in action:
+            progress.report(action["report"])
+        if "sleep" in action:
+            time.sleep(float(action["sleep"]))
+        if "stderr" in action:
+            print(action["stderr"], file=sys.stderr, flush=True)
+        if "stdout" in action:
+            print(action["stdout"], flush=True)
+    return {"pid": os.getpid()}

@@ -1,49 +1,89 @@
-"""The program compute-sanitizer watches: run one case of one submission once, then exit.
+"""The program compute-sanitizer watches: ready ahead of need, then one case of one submission.
 
-`python -m graders.sanitizer.target JOB.json`, started by `graders.sanitizer.run_in_child`.
-Arrays get no guard bands and no memory pool here, so every array is its own allocation and
-the sanitizer sees an access past an array's end as out of bounds.
+`python -m graders.sanitizer.target FIFO READY RESULT`, started under compute-sanitizer by
+graders.sanitizer.child. It imports CuPy, makes the context and loads the input generator, then
+says it is ready (the file READY) and blocks on FIFO until the job comes: the submission's cubin
+and the case. It runs that case once on the same inputs as the normal run (same seed), with no
+guard bands and no memory pool, so every array is its own allocation and the sanitizer sees an
+access past an array's end as out of bounds, by line; it writes how the launch ended to RESULT.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import ctypes
 import json
+import os
+import signal
 import sys
 from pathlib import Path
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
 
 
-def main(argv: list[str]) -> int:
+def die_with_parent() -> None:
+    """SIGKILL when the parent (compute-sanitizer, or the sanitizer child) goes away."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _warm() -> None:
+    """CuPy, its context and the input generator; only the GPU part waits for a timed section."""
     import cupy
 
-    from graders.run.harness import (
-        DeviceArrays,
-        KernelFailure,
-        LaunchPlan,
-        load_kernel,
-        run_and_wait,
-    )
-    from graders.run.inputs import generate_arrays, scalar_values
+    from graders.gpu import gpu_lock
+    from graders.run.generate import device_fill
+    from graders.run.output import limit_printf
+
+    with gpu_lock(os.environ.get("KERNELGRADER_LOCK_DIR") or None).shared():
+        cupy.cuda.set_allocator(None)
+        limit_printf()
+        for dtype in ("float32", "float64", "int32", "uint32", "int64"):
+            scratch = cupy.empty(4, dtype=dtype)
+            for dist in ("uniform", "integers"):
+                device_fill(scratch, {"dist": dist, "low": 0, "high": 1}, {}, 1)
+        cupy.cuda.Device().synchronize()
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Launch the job's case once; how it ended, as a verdict and a sentence."""
+    from graders.run.buffers import DeviceArrays
+    from graders.run.harness import KernelFailure, LaunchPlan, as_failure, load_kernel, run_and_wait
+    from graders.run.inputs import scalar_values
     from graders.spec import load_lab
 
-    job = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
-    cupy.cuda.set_allocator(None)
     lab = load_lab(job["lab_folder"])
     case = lab.case(job["case"])
     names = lab.sizes_for(case, job.get("declarations", {}))
     seed = int(job["seed"])
-    host = generate_arrays(lab.params, names, seed)
-    scalars = scalar_values(lab.params, names, seed)
-    func = load_kernel(base64.b64decode(job["cubin_b64"]), lab.kernel)
-    arrays = DeviceArrays.allocate(lab, names, host, guard=0)
-    plan = LaunchPlan.build(lab, names, arrays, scalars)
-    for grid, block, shared, _ in plan.steps:
-        print(f"kernelgrader: launching {lab.kernel} grid {grid} block {block} shared {shared}")
     try:
+        func = load_kernel(base64.b64decode(job["cubin_b64"]), lab.kernel)
+        arrays = DeviceArrays.allocate(lab, names, guards=False)
+        arrays.generate(seed)
+        plan = LaunchPlan.build(lab, names, arrays, scalar_values(lab.params, names, seed))
         run_and_wait(func, plan, float(job.get("timeout_s", 60)))
     except KernelFailure as exc:
-        print(f"kernelgrader: {exc.verdict}: {exc.message}", flush=True)
-        return 1
+        return {"verdict": exc.verdict, "message": exc.message}
+    except Exception as exc:
+        failure = as_failure(exc, float(job.get("timeout_s", 60)))
+        return {"verdict": failure.verdict, "message": failure.message}
+    return {"verdict": "ok", "message": ""}
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent()
+    fifo, ready, result = (Path(a) for a in argv[1:4])
+    _warm()
+    ready.touch()
+    with fifo.open("rb") as f:
+        data = f.read()
+    if not data:
+        os._exit(0)
+    outcome = run_job(json.loads(data))
+    result.write_text(json.dumps(outcome), encoding="utf-8")
+    # A normal exit, not os._exit: the tools finish their reports as the program ends.
     return 0
 
 

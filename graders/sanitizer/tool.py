@@ -1,28 +1,19 @@
-"""compute-sanitizer on one small case: out-of-bounds accesses, shared-memory races, bad barriers.
+"""compute-sanitizer's reports, parsed into findings a student can read, and where the tool is.
 
-The submission is compiled with line info, then each tool (memcheck, racecheck, synccheck)
-runs `python -m graders.sanitizer.target JOB.json` under compute-sanitizer, the three at once.
-Their reports are parsed into Findings that name the problem and the line in the student's
-file. `run_in_child` is a sandbox target, so the student's code runs under the same limits as
-in the run stage.
+The tools run in graders.sanitizer.child; what their findings do to the grade is in
+graders.sanitizer.verdicts.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
 from graders.results import Finding
 
 TOOLS = ("memcheck", "racecheck", "synccheck")
-TOOL_TIMEOUT_S = 120.0
 
 _LOCATION = re.compile(r"\bin\s+(?P<file>[^\s:]+\.(?:cu|cuh|h)):(?P<line>\d+)")
 _THREAD = re.compile(r"by thread \((?P<t>[\d,\s]+)\) in block \((?P<b>[\d,\s]+)\)")
@@ -171,56 +162,3 @@ def parse_output(output: str, *, tool: str, filename: str = "submission.cu") -> 
         else:
             found[key] = finding
     return list(found.values())
-
-
-def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
-    """Sandbox target: run the tools at once on the job in `payload`, return their findings."""
-    program = payload.get("executable") or executable()
-    if not program:
-        return {"findings": [], "note": unavailable_reason() or "", "seconds": 0.0}
-    job = Path("sanitizer-job.json").resolve()
-    job.write_text(json.dumps(payload["job"]), encoding="utf-8")
-    tools = [t for t in payload.get("tools", TOOLS) if t in TOOLS]
-    timeout = float(payload.get("timeout_s", TOOL_TIMEOUT_S))
-    began = time.monotonic()
-    env = dict(os.environ)
-    # The sanitized program is a fresh interpreter in another directory: it must find graders.
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    procs = {}
-    for tool in tools:
-        cmd = [program, "--tool", tool, "--print-limit", "100" if tool == "racecheck" else "20"]
-        if tool == "racecheck":
-            # "hazard" lists each hazard with the reading and writing lines; the default
-            # "analysis" report printed nothing for a missing tile-loop barrier on Hopper.
-            cmd += ["--racecheck-report", "hazard"]
-        cmd += [sys.executable, "-m", "graders.sanitizer.target", str(job)]
-        procs[tool] = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-            env=env,
-        )
-    findings: list[Finding] = []
-    notes: list[str] = []
-    for tool, proc in procs.items():
-        left = max(1.0, timeout - (time.monotonic() - began))
-        try:
-            out, _ = proc.communicate(timeout=left)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            out, _ = proc.communicate()
-            notes.append(f"{tool} was stopped after {timeout:.0f} s (the kernel may hang).")
-        filename = payload.get("filename", "submission.cu")
-        findings.extend(parse_output(out or "", tool=tool, filename=filename))
-        if payload.get("keep_output"):
-            notes.append(f"--- {tool} ---\n{out}")
-        if "Device not supported" in (out or ""):
-            notes.append(f"{tool} could not run on this GPU (device not supported).")
-    return {
-        "findings": [f.to_dict() for f in findings],
-        "note": " ".join(notes),
-        "seconds": time.monotonic() - began,
-    }

@@ -12,6 +12,7 @@ from typing import Any
 
 from graders.spec.cases import read_cases
 from graders.spec.checks import check_every_case, check_names
+from graders.spec.digest import content_digest
 from graders.spec.dtypes import FLOAT_DTYPES
 from graders.spec.expr import Number
 from graders.spec.fields import CASE_NAME, IDENTIFIER, FieldReader
@@ -97,7 +98,7 @@ def read_lab(folder: Path) -> LabSpec:
         required={"id", "title"},
         optional={
             "kernel", "kernels", "page", "requires", "sanitizer", "sanitizer_case",
-            "nvrtc_options",
+            "sanitizer_hazard_points", "nvrtc_options",
         },
     )  # fmt: skip
     lab_id = ctx.string(lab["id"], "lab.id", pattern=LAB_ID_PATTERN)
@@ -134,6 +135,9 @@ def read_lab(folder: Path) -> LabSpec:
             ctx.fail("lab.sanitizer_case", f"no case is named {sanitizer_case!r}")
     elif sanitizer:
         ctx.fail("lab.sanitizer_case", "is missing (sanitizer = true needs a small case to run)")
+    hazard_points = None
+    if "sanitizer_hazard_points" in lab:
+        hazard_points = ctx.number(lab["sanitizer_hazard_points"], "lab.sanitizer_hazard_points")
 
     spec = LabSpec(
         id=lab_id,
@@ -159,6 +163,8 @@ def read_lab(folder: Path) -> LabSpec:
         requires=ctx.list_of(lab.get("requires", []), "lab.requires", ctx.string),
         nvrtc_options=options,
         work=_work(ctx, data["work"]) if "work" in data else None,
+        sanitizer_hazard_points=hazard_points,
+        digest=content_digest(folder, _named_files(page_name, references, python_oracle, cases)),
     )
     check_names(ctx, spec)
     check_every_case(ctx, spec)
@@ -411,7 +417,14 @@ def _timing(ctx: FieldReader, value: Any, cases: list[CaseSpec]) -> TimingSpec:
         value,
         "timing",
         required={"case"},
-        optional={"budget_seconds", "target_rse", "min_reps", "max_reps", "gpu_model"},
+        optional={
+            "budget_seconds",
+            "target_rse",
+            "min_reps",
+            "max_reps",
+            "gpu_model",
+            "flag_speedup",
+        },
     )
     d = TimingSpec(case="")
     case = ctx.string(t["case"], "timing.case")
@@ -429,7 +442,10 @@ def _timing(ctx: FieldReader, value: Any, cases: list[CaseSpec]) -> TimingSpec:
         t.get("budget_seconds", d.budget_seconds), "timing.budget_seconds", positive=True
     )
     gpu_model = ctx.string(t["gpu_model"], "timing.gpu_model").strip() if "gpu_model" in t else ""
-    return TimingSpec(case, budget, rse, min_reps, max_reps, gpu_model)
+    flag = ctx.number(t.get("flag_speedup", d.flag_speedup), "timing.flag_speedup")
+    if flag < 1:
+        ctx.fail("timing.flag_speedup", f"is a factor of at least 1, got {flag}")
+    return TimingSpec(case, budget, rse, min_reps, max_reps, gpu_model, flag)
 
 
 def _scoring(
@@ -457,6 +473,20 @@ def _scoring(
     if points > 0 and picked["baseline"] == picked["target"]:
         ctx.fail("scoring.target", "must differ from scoring.baseline")
     return ScoringSpec(points, picked["baseline"], picked["target"])
+
+
+def _named_files(
+    page: str,
+    references: list[ReferenceSpec],
+    python_oracle: PythonOracleSpec | None,
+    cases: list[CaseSpec],
+) -> list[str]:
+    """Every file of the folder the spec names: what the lab's content digest covers."""
+    names = [page, *(r.file for r in references if r.file)]
+    if python_oracle is not None:
+        names.append(python_oracle.file)
+    names += [i.source for c in cases for i in c.inputs.values() if i.source != "literal"]
+    return names
 
 
 def _work(ctx: FieldReader, value: Any) -> WorkSpec:

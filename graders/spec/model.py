@@ -256,6 +256,8 @@ class TimingSpec:
     max_reps: int = 500
     # The GPU model these timings belong to ("H100"); "" : whichever GPU grades it.
     gpu_model: str = ""
+    # A median this many times faster than the lab's fastest reference is flagged to staff.
+    flag_speedup: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -314,6 +316,11 @@ class LabSpec:
         """The lab as its references are compiled: trusted instructor code, so without
         `requires` (a rule for submissions that a tiled lab's naive baseline rightly breaks)."""
         return replace(self, requires=[])
+
+    # Points a racecheck or synccheck finding costs; None: the sanitizer case fails instead.
+    sanitizer_hazard_points: float | None = None
+    # sha256 of lab.toml and every file it names (graders.spec.digest).
+    digest: str = ""
 
     @property
     def correctness_points(self) -> float:

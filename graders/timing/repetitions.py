@@ -1,12 +1,18 @@
 """Kernel timing you can trust: CUDA events, L2 flushed, repeated until the mean is tight.
 
+Every repetition, warm-ups included, runs on inputs made for it alone and its output is checked
+before the next one (between the events, so untimed): a kernel that replays an earlier answer
+or skips launches fails. How many warm-ups and repetitions there are is not predictable either:
+both draw a few extra from the grading's random generator.
+
 The statistics are pure Python (tested without a GPU); `time_repetitions` drives the GPU
-through callables the harness supplies, so it knows nothing about labs.
+through callables the run stage supplies, so it knows nothing about labs.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -47,6 +53,12 @@ class TimingPlan:
     min_reps: int = 10
     max_reps: int = 500
     warmup_reps: int = 2
+    # Up to this many more warm-ups and repetitions, drawn at random per grading.
+    extra_warmups: int = 3
+    extra_reps: int = 4
+    # Warm-ups go on (up to 50 of them) until the GPU has been busy this long: its clocks
+    # ramp up from idle, and a median taken before they settle is slow and unsteady.
+    warmup_seconds: float = 0.05
 
     def done(self, samples: list[float], elapsed_s: float) -> bool:
         """Stop at max_reps, or once min_reps are in and the mean is tight or time is up."""
@@ -112,37 +124,64 @@ class L2Flusher:
         )
 
 
+class WrongRepetition(Exception):
+    """A timed repetition's output was wrong; `message` says how."""
+
+    def __init__(self, rep: int, message: str) -> None:
+        super().__init__(message)
+        self.rep = rep
+        self.message = message
+
+
 def time_repetitions(
     run: Callable[[], None],
-    prepare: Callable[[], None],
+    prepare: Callable[[int], None],
+    check: Callable[[int], str | None],
     *,
     plan: TimingPlan,
     flusher: L2Flusher,
     launch_timeout_s: float,
+    rng: random.Random,
 ) -> TimingStats:
     """Time `run` (all of one case's launches) between CUDA events, after warm-up.
 
-    Before each repetition `prepare` refills the outputs with the sentinel, so the output
-    checked after the last repetition is that repetition's own work.
+    Before repetition `i`, `prepare(i)` writes its fresh inputs and refills the outputs with
+    the sentinel; after it, `check(i)` returns None or a sentence, and a sentence ends the
+    timing with WrongRepetition. Both happen outside the events.
     """
     import cupy
 
     stream = cupy.cuda.get_current_stream()
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    for _ in range(plan.warmup_reps):
-        prepare()
-        flusher.flush()
-        run()
-        end.record(stream)
-        wait_event(end, time.monotonic() + launch_timeout_s)
-    samples: list[float] = []
-    began = time.monotonic()
-    while not plan.done(samples, time.monotonic() - began):
-        prepare()
+    rep = 0
+
+    def once(timed: bool) -> float:
+        nonlocal rep
+        prepare(rep)
         flusher.flush()
         start.record(stream)
         run()
         end.record(stream)
         wait_event(end, time.monotonic() + launch_timeout_s)
-        samples.append(cupy.cuda.get_elapsed_time(start, end))
+        elapsed = cupy.cuda.get_elapsed_time(start, end) if timed else 0.0
+        problem = check(rep)
+        if problem:
+            raise WrongRepetition(rep, problem)
+        rep += 1
+        return elapsed
+
+    warmups = plan.warmup_reps + rng.randint(0, plan.extra_warmups)
+    busy = 0.0
+    for i in range(warmups + 50):
+        if i >= warmups and busy >= plan.warmup_seconds * 1000:
+            break
+        busy += once(timed=True)
+    samples: list[float] = []
+    extra = rng.randint(0, plan.extra_reps)
+    stop_at: int | None = None
+    began = time.monotonic()
+    while stop_at is None or len(samples) < stop_at:
+        samples.append(once(timed=True))
+        if stop_at is None and plan.done(samples, time.monotonic() - began):
+            stop_at = len(samples) + extra
     return stats_from_samples(samples)

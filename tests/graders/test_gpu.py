@@ -17,26 +17,21 @@ def test_unavailable_reason_never_raises_and_is_a_sentence_or_none() -> None:
     assert reason is None or (reason[0].isupper() and reason.endswith("."))
 
 
-def test_lock_is_exclusive_across_open_files(tmp_path: Path) -> None:
-    with gpu.gpu_lock(tmp_path, key="test") as waited:
+def test_the_gpu_lock_lives_in_the_given_folder_under_the_gpus_key(tmp_path: Path) -> None:
+    lock = gpu.gpu_lock(tmp_path, key="test")
+    with lock.exclusive() as waited:
         assert waited >= 0
-        path = tmp_path / "kernelgrader-timing-test.lock"
-        fd = os.open(path, os.O_RDWR)
+        fd = os.open(tmp_path / "kernelgrader-gpu-test.lock", os.O_RDWR)
         try:
             # Another holder (another process opens its own file description) must wait.
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                 got_it = True
             except BlockingIOError:
                 got_it = False
             assert not got_it
         finally:
             os.close(fd)
-    fd = os.open(tmp_path / "kernelgrader-timing-test.lock", os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released: free to take now
-    finally:
-        os.close(fd)
 
 
 def test_second_timed_section_waits_for_the_first(tmp_path: Path) -> None:
@@ -45,7 +40,7 @@ def test_second_timed_section_waits_for_the_first(tmp_path: Path) -> None:
     release = threading.Event()
 
     def first() -> None:
-        with gpu.gpu_lock(tmp_path, key="k"):
+        with gpu.gpu_lock(tmp_path, key="k").exclusive():
             order.append("first in")
             inside.set()
             release.wait(5)
@@ -55,7 +50,7 @@ def test_second_timed_section_waits_for_the_first(tmp_path: Path) -> None:
     t.start()
     inside.wait(5)
     release.set()
-    with gpu.gpu_lock(tmp_path, key="k"):
+    with gpu.gpu_lock(tmp_path, key="k").exclusive():
         order.append("second in")
     t.join()
     assert order == ["first in", "first out", "second in"]
@@ -66,6 +61,6 @@ def test_each_visible_gpu_has_its_own_timing_lock(monkeypatch: pytest.MonkeyPatc
     keys = {}
     for visible in ("0", "1", "GPU-8c7a1d3e-aaaa", "MIG-5d1e-bbbb"):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-        keys[visible] = gpu._gpu_key()
-        assert keys[visible] == gpu._gpu_key()
+        keys[visible] = gpu.gpu_key()
+        assert keys[visible] == gpu.gpu_key()
     assert len(set(keys.values())) == 4, keys

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from graders import grade
 from graders.gpu import gpu_unavailable_reason
 from graders.results import CaseResult, CompileResult, TimingStats
+from graders.run import stage
 from graders.spec import load_builtin_lab
 
 SECRET = "test-secret"
@@ -55,7 +55,7 @@ def test_references_compile_even_where_they_break_the_labs_requires() -> None:
     assert compiled.cubin
 
 
-def test_progress_log_tells_finished_cases_from_the_running_one(tmp_path: Path) -> None:
+def test_progress_records_tell_finished_cases_from_the_running_one() -> None:
     case = CaseResult(
         name="n-1",
         sizes={"n": 1},
@@ -63,15 +63,25 @@ def test_progress_log_tells_finished_cases_from_the_running_one(tmp_path: Path) 
         passed=True,
         verdict="pass",
         message="ok",
-        timing=TimingStats(1.0, 0.9, 1.0, 0.1, 10, 0.01),
+        timing=TimingStats(1.0, 0.9, 1.0, 0.1, 10, 0.01, gpu="H100", reused=True),
     )
-    path = tmp_path / "progress.jsonl"
-    lines = [{"start": "n-1"}, {"done": case.to_dict()}, {"start": "n-1000"}]
-    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    done, running = grade._read_progress(path)
-    assert running == "n-1000"
-    restored = grade._case_from_dict(done[0])
-    assert restored == case
+    announced: list[list[CaseResult]] = []
+    follow = stage._Follow(["n-1", "n-1000"], {}, announced.append)
+    for record in ({"start": "n-1"}, {"done": case.to_dict()}, {"start": "n-1000"}):
+        follow(json.loads(json.dumps(record)))
+    assert follow.running == "n-1000"
+    assert follow.done["n-1"] == case
+    follow({"done": {**case.to_dict(), "name": "n-1000"}})
+    follow({"phase": "timing"})
+    follow({"phase": "timing"})
+    assert [[c.name for c in cases] for cases in announced] == [["n-1", "n-1000"]]
+
+
+def test_the_sanitizers_case_runs_first() -> None:
+    lab = load_builtin_lab("matmul-tiled")
+    order = stage.case_order(lab)
+    assert order[0] == lab.sanitizer_case
+    assert sorted(order) == sorted(c.name for c in lab.cases)
 
 
 def test_static_barrier_warning_becomes_a_finding_with_its_line() -> None:

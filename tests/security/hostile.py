@@ -10,6 +10,7 @@ Header lines (interfaces.md's format, plus three lines these files need):
     // expect-stdout: dropped            optional; a substring of the captured kernel output
     // health-check: no                  optional; a kernel_error here need not make the worker
                                          check the GPU (the context survives it)
+    // sanitizer: on                     optional; run compute-sanitizer on the lab's small case
     // why: ...                          what the kernel tries
 """
 
@@ -40,6 +41,7 @@ class HostileKernel:
     timing: bool
     stdout: str
     health_check: bool
+    sanitizer: bool
     why: str
     source: str
 
@@ -66,6 +68,7 @@ def load(path: Path) -> HostileKernel:
         timing=header.get("timing", "off") == "on",
         stdout=header.get("expect-stdout", ""),
         health_check=header.get("health-check", "yes") != "no",
+        sanitizer=header.get("sanitizer", "off") == "on",
         why=header.get("why", ""),
         source=source,
     )
@@ -79,17 +82,23 @@ def leaked_host_text(text: str) -> list[str]:
     return [marker for marker in HOST_FILE_MARKERS if marker in text]
 
 
-def small_lab(lab_id: str, workdir: Path, *, case_seconds: float = 2.0) -> LabSpec:
+def small_lab(
+    lab_id: str, workdir: Path, *, case_seconds: float = 2.0, sanitizer: bool = False
+) -> LabSpec:
     """A copy of the lab with two small cases and a short case limit: hostile runs end quickly.
 
     The run stage's child reads the lab from its folder, so the copy's lab.toml carries the
-    shorter limit and a timing case among the kept ones.
+    shorter limit and a timing case among the kept ones. With `sanitizer`, the lab's sanitizer
+    case is one of the two and compute-sanitizer is on.
     """
     source = load_builtin_lab(lab_id)
     small = sorted(
         (c for c in source.cases if math.prod(c.sizes.values()) <= 1 << 21),
         key=lambda c: math.prod(c.sizes.values()),
     )[-2:]
+    if sanitizer and source.sanitizer_case not in {c.name for c in small}:
+        small = [c for c in small if c.name != source.sanitizer_case][-1:]
+        small.insert(0, source.case(str(source.sanitizer_case)))
     folder = workdir / lab_id  # the loader wants the folder named as the lab
     shutil.copytree(source.folder, folder)
     spec = (folder / "lab.toml").read_text(encoding="utf-8")
@@ -97,6 +106,8 @@ def small_lab(lab_id: str, workdir: Path, *, case_seconds: float = 2.0) -> LabSp
     spec = re.sub(r'(?m)^case\s*=\s*".*"$', f'case = "{small[-1].name}"', spec)
     spec = re.sub(r"(?m)^budget_seconds\s*=.*$", "budget_seconds = 0.5", spec)
     spec = re.sub(r"(?m)^max_reps\s*=.*$", "max_reps = 50", spec)
+    if sanitizer:
+        spec = re.sub(r"(?m)^sanitizer\s*=.*$", "sanitizer = true", spec)
     (folder / "lab.toml").write_text(spec, encoding="utf-8")
     lab = load_lab(folder)
     return dataclasses.replace(lab, cases=[lab.case(c.name) for c in small])

@@ -27,6 +27,9 @@ COMPILE_REASONS = {
 }
 CASE_VERDICTS = {
     "pass",
+    "memory_error",
+    "data_race",
+    "divergent_barrier",
     "wrong_answer",
     "no_output",
     "out_of_bounds_write",
@@ -84,9 +87,11 @@ def test_compile_stage_defence(kernel: HostileKernel) -> None:
 def test_run_stage_defence(kernel: HostileKernel, tmp_path: Path) -> None:
     from graders.grade import grade_source
 
-    lab = small_lab(kernel.lab, tmp_path)
+    lab = small_lab(kernel.lab, tmp_path, sanitizer=kernel.sanitizer)
     assert lab.limits.case_seconds == 2.0
-    report = grade_source(lab, kernel.source, secret=SECRET, timing=kernel.timing)
+    report = grade_source(
+        lab, kernel.source, secret=SECRET, timing=kernel.timing, sanitizer=kernel.sanitizer
+    )
     verdicts = [c.verdict for c in report.cases]
     print(f"{kernel.name}: {verdicts} score {report.score}/{report.max_score} {report.summary}")
     if kernel.verdicts == ("pass",):
@@ -99,7 +104,10 @@ def test_run_stage_defence(kernel: HostileKernel, tmp_path: Path) -> None:
             c.message for c in hits
         ]
         assert all(c.message for c in hits)
+    # Whatever the submission did, the run side gave verdicts, never "the grader failed".
+    assert report.error in ("", "gpu_unhealthy"), report.summary
     assert not leaked_host_text(report.stdout)
+    assert "Traceback" not in report.stdout and "site-packages" not in report.stdout
     assert kernel.stdout in report.stdout, report.stdout[-1000:]
     assert len(report.stdout) < 256 * 1024, "the kernel's output must be capped"
     if kernel.health_check and {"timeout", "kernel_error"} & set(verdicts):

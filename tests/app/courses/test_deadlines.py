@@ -42,6 +42,7 @@ def test_an_extension_moves_one_students_due_date(session: Session) -> None:
 def test_status_words_read_well_and_new_phases_need_no_code() -> None:
     assert status_word("compile_error") == "Compile error"
     assert status_word("compiled") == "Compiled, waiting for a GPU"
-    # A phase added later (timing, sanitizer) reads as a word and as work in progress.
-    assert status_word("sanitizer") == "Sanitizer" and status_tone("timing") == "busy"
+    assert status_word("timing") == "Verdicts in; timing" and status_tone("timing") == "busy"
+    # A phase added later, unlisted, still reads as a word and as work in progress.
+    assert status_word("profiling") == "Profiling" and status_tone("profiling") == "busy"
     assert status_tone("graded") == "done" and status_tone("error") == "failed"

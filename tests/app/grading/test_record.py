@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import httpx
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.grading.models import CaseResult, GradingJob, JobState
-from app.grading.record import record_report
+from app.grading.record import record_progress, record_report
 from app.submissions.models import Status, Submission
 from graders.results import CaseResult as GradedCase
 from graders.results import GradeReport, TimingStats
@@ -131,3 +133,90 @@ def test_timings_and_performance_points_are_labelled_with_the_gpu_model(
     assert view.gpu_model == "NVIDIA H200"
     timed = [case.timings for case in view.cases if case.timings]
     assert timed and all(t["gpu_model"] == "NVIDIA H200" for t in timed)
+
+
+def _progress(report: GradeReport) -> GradeReport:
+    """The report as the engine hands it over before timing: verdicts, no timings yet."""
+    for case in report.cases:
+        case.timing = None
+    return report
+
+
+@pytest.mark.anyio
+async def test_verdicts_are_shown_while_timing_and_the_sanitizer_still_run(
+    session: Session, client: httpx.AsyncClient
+) -> None:
+    world = make_world(session)
+    submission, job = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.running,
+        job_state=JobState.started,
+    )
+    session.commit()
+    record_progress(
+        session, submission=submission, job=job, report=_progress(_report(False)), phase="timing"
+    )
+    session.commit()
+    url = f"/api/v1/submissions/{submission.id}"
+    during = (await client.get(url, headers=world.student.auth)).json()
+    assert during["status"] == "timing"
+    assert "1 of 2 cases passed so far" in during["status_message"]
+    assert [c["passed"] for c in during["cases"]] == [True, False]
+    assert during["score"] is None  # the score waits for timing
+    record_progress(
+        session, submission=submission, job=job, report=_report(False), phase="sanitizer"
+    )
+    session.commit()
+    during = (await client.get(url, headers=world.student.auth)).json()
+    assert during["status"] == "sanitizer" and len(during["cases"]) == 2
+    report = _report(True)
+    report.flags = ["The timed median, 0.01 ms, is 50x faster than the fastest reference."]
+    record_report(session, submission=submission, job=job, report=report)
+    session.commit()
+    done = (await client.get(url, headers=world.student.auth)).json()
+    assert done["status"] == "graded" and done["score"] == 10
+    assert [h["status"] for h in done["history"]][-3:] == ["timing", "sanitizer", "graded"]
+    # The flag is for staff: the student never sees it.
+    assert done["review_flag"] is None
+    staff = (await client.get(url, headers=world.ta.auth)).json()
+    assert "50x faster" in staff["review_flag"]
+
+
+@pytest.mark.anyio
+async def test_the_api_says_where_and_when_the_references_were_timed(
+    session: Session, client: httpx.AsyncClient
+) -> None:
+    world = make_world(session)
+    submission, job = make_submission(
+        session, user=world.student.user, lab=world.lab, status=Status.running,
+        job_state=JobState.started,
+    )  # fmt: skip
+    session.commit()
+    report = _report(True)
+    kept = TimingStats(
+        1.0, 0.9, 1.0, 0.01, 10, 0.01, measured_at="2026-11-20T10:00:00+00:00",
+        gpu="NVIDIA H100 80GB HBM3", driver="580.159.04", reused=True,
+    )  # fmt: skip
+    report.cases[0].reference_timings = {"naive": kept}
+    record_report(session, submission=submission, job=job, report=report)
+    session.commit()
+    body = (
+        await client.get(f"/api/v1/submissions/{submission.id}", headers=world.student.auth)
+    ).json()
+    assert body["references_timed"] == [
+        {
+            "reference": "naive",
+            "gpu": "NVIDIA H100 80GB HBM3",
+            "driver": "580.159.04",
+            "measured_at": "2026-11-20T10:00:00+00:00",
+            "reused": True,
+        }
+    ]
+    from tests.app.web.test_routes import login
+
+    await login(client, world.student)
+    page = await client.get(f"/submissions/{submission.id}")
+    assert "References timed on NVIDIA H100 80GB HBM3" in page.text
+    assert "kept from an earlier grading" in page.text

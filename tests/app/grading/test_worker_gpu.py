@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -10,11 +13,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.settings import get_settings
+from app.courses.models import Role
+from app.courses.service import add_lab, create_course
 from app.grading.gpu_probe import run_unavailable_reason
 from app.grading.models import CaseResult, GradingJob
-from app.grading.worker import Outcome
-from app.submissions.models import Status
-from tests.app.conftest import GOOD_KERNEL, World
+from app.grading.worker import Outcome, grade_job
+from app.submissions.models import Status, Submission
+from tests.app.conftest import GOOD_KERNEL, World, make_member, unique
 from tests.app.grading.test_worker import history, submit_and_grade
 
 pytestmark = [pytest.mark.anyio, pytest.mark.gpu]
@@ -58,3 +63,39 @@ async def test_a_kernel_without_a_bounds_check_loses_the_odd_size(
     cases = {c["name"]: c for c in detail.json()["cases"]}
     assert cases["n-1000"]["passed"] is False
     assert cases["n-1000"]["verdict"] != "pass"
+
+
+TIMED_LAB = Path(__file__).resolve().parents[1] / "labs" / "scale-timed"
+
+
+async def test_the_verdicts_show_before_timing_and_the_sanitizer_end(
+    gpu_worker: None, client: httpx.AsyncClient, session: Session
+) -> None:
+    course = create_course(session, slug=unique("timed"), title="Timed")
+    lab = add_lab(session, course=course, ref=str(TIMED_LAB))
+    student = make_member(session, course, Role.student)
+    session.commit()
+    r = await client.post(
+        f"/api/v1/courses/{course.slug}/labs/{lab.slug}/submissions",
+        headers=student.auth,
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+    )
+    assert r.status_code == 202, r.text
+    sid = r.json()["id"]
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    worker = threading.Thread(target=grade_job, args=(sid, job_id), kwargs={"me": "test:1"})
+    worker.start()
+    seen: list[tuple[str, int]] = []
+    while worker.is_alive():
+        body = (await client.get(f"/api/v1/submissions/{sid}", headers=student.auth)).json()
+        seen.append((body["status"], sum(1 for c in body["cases"] if c["verdict"])))
+        await asyncio.sleep(0.05)
+    worker.join()
+    session.expire_all()
+    submission = session.get_one(Submission, sid)
+    statuses = history(session, submission)
+    print("statuses polled:", sorted(set(seen)))
+    assert statuses == ["queued", "compiling", "running", "timing", "sanitizer", "graded"]
+    # While the timed repetitions ran, the page already had both verdicts.
+    assert ("timing", 2) in seen
+    assert submission.score == 10

@@ -39,6 +39,46 @@ def test_kernel_that_only_works_on_its_first_launch_is_caught_when_timed() -> No
     others = [c for c in report.cases if c.name != lab.timing.case]
     assert all(c.passed for c in others), [(c.name, c.message) for c in others if not c.passed]
     assert not timed.passed
-    assert "last timed launch" in timed.message
+    assert "timed launch" in timed.message and "whole work on every launch" in timed.message
     assert timed.timing is None
     assert report.performance_points == 0
+
+
+@pytest.mark.gpu
+def test_kept_reference_timings_are_reused_and_measured_again_when_conditions_differ() -> None:
+    lab = load_builtin_lab("matmul-tiled")
+    assert lab.timing is not None
+    source = lab.reference("tiled").source
+    first = grade_source(lab, source, secret=SECRET, sanitizer=False)
+    kept = {name: stats.to_dict() for name, stats in first.measured_references.items()}
+    assert set(kept) == {r.name for r in lab.references}, first.summary
+    assert all(s["gpu"] and s["measured_at"] for s in kept.values())
+    again = grade_source(lab, source, secret=SECRET, sanitizer=False, cached_references=kept)
+    timed = next(c for c in again.cases if c.name == lab.timing.case)
+    assert all(t.reused for t in timed.reference_timings.values()), timed.reference_timings
+    assert again.measured_references == {}
+    assert timed.reference_timings["naive"].median_ms == kept["naive"]["median_ms"]
+    # Kept at a clock far from today's: that one is timed again.
+    slow = {**kept, "naive": {**kept["naive"], "sm_clock_mhz": 100}}
+    third = grade_source(lab, source, secret=SECRET, sanitizer=False, cached_references=slow)
+    assert set(third.measured_references) == {"naive"}
+    print(
+        "timed median over three gradings (ms):",
+        [next(c for c in r.cases if c.timing).timing.median_ms for r in (first, again, third)],
+    )
+
+
+@pytest.mark.gpu
+def test_a_median_far_faster_than_every_reference_is_flagged_for_staff() -> None:
+    lab = load_builtin_lab("matmul-tiled")
+    source = lab.reference("tiled").source
+    report = grade_source(lab, source, secret=SECRET, sanitizer=False)
+    assert report.flags == []  # the tiled reference is not suspicious
+    timed = next(c for c in report.cases if c.timing)
+    # Pretend the references were ten times slower: the same median is now flagged.
+    slow = {
+        name: {**stats.to_dict(), "median_ms": stats.median_ms * 10}
+        for name, stats in timed.reference_timings.items()
+    }
+    flagged = grade_source(lab, source, secret=SECRET, sanitizer=False, cached_references=slow)
+    assert flagged.flags and "faster than the fastest reference" in flagged.flags[0]

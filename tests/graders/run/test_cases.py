@@ -31,7 +31,7 @@ def test_a_nan_partial_sum_leaves_the_result_json_ready() -> None:
     cmp = compare.compare_sum(np.array([1.0, np.nan, 2.0]), 3.0, atol=1e-6, rtol=0)
     assert not cmp.ok
     result = _result()
-    run_stage._fill_comparison(result, run_stage.Judgement(False, "wrong_answer", "", cmp))
+    run_stage.fill_comparison(result, run_stage.Judgement(False, "wrong_answer", "", cmp))
     json.dumps(result.to_dict(), allow_nan=False)
     assert result.expected == 3.0 and result.got is None
     assert result.max_abs_error is None and result.max_rel_error is None
@@ -41,14 +41,14 @@ def test_an_elementwise_inf_keeps_the_finite_evidence() -> None:
     got = np.array([1.0, np.inf, 3.0], dtype=np.float32)
     cmp = compare.compare_elementwise(got, np.array([1.0, 2.0, 3.0]), atol=1e-6, rtol=0)
     result = _result()
-    run_stage._fill_comparison(result, run_stage.Judgement(False, "wrong_answer", "", cmp))
+    run_stage.fill_comparison(result, run_stage.Judgement(False, "wrong_answer", "", cmp))
     json.dumps(result.to_dict(), allow_nan=False)
     assert result.first_wrong_index == [1] and result.expected == 2.0 and result.got is None
 
 
 _WITHHELD = r"""
 import ctypes, os, sys
-from graders.run.cases import withheld_output
+from graders.run.output import withheld_output
 from graders.spec import CaseSpec
 
 libc = ctypes.CDLL(None)

@@ -92,3 +92,10 @@ def test_sum_check_with_a_nan_partial_is_wrong_and_says_so() -> None:
     cmp = compare.compare_sum(np.array([1.0, np.nan]), 1.0, atol=1e-6, rtol=0)
     assert not cmp.ok and cmp.max_abs_error == float("inf") and cmp.max_rel_error is None
     assert "got NaN" in compare.describe(cmp, "partial", check="sum")
+
+
+def test_an_infinity_of_the_wrong_sign_is_wrong() -> None:
+    expected = np.array([np.inf, -np.inf, 2.0])
+    got = np.array([np.inf, np.inf, 2.0], dtype=np.float32)
+    cmp = compare.compare_elementwise(got, expected, atol=1e-3, rtol=1e-3)
+    assert cmp.wrong_count == 1 and cmp.first_wrong_index == (1,)

@@ -280,6 +280,13 @@ BAD_SPECS = [
     ("[scoring]", "[scorring]", "(top level)", "unknown key 'scorring'"),
     ("[expected]", "[expected]\n[expected2]", "(top level)", "unknown key 'expected2'"),
     ("[[cases]]", "[[case]]", "(top level)", "unknown key 'case'"),
+    ("[timing]", "[timing]\nflag_speedup = 0.5", "timing.flag_speedup", "at least 1"),
+    (
+        "sanitizer = true",
+        "sanitizer = true\nsanitizer_hazard_points = -2",
+        "lab.sanitizer_hazard_points",
+        "non-negative",
+    ),
     ('title = "Tiled', "title = Tiled", "", "not valid TOML"),
 ]
 
@@ -430,3 +437,25 @@ def test_builtin_lab_pages_speak_to_the_student(lab_id: str) -> None:
     page = load_builtin_lab(lab_id).page_markdown
     for cited in ("seed ", "Seed ", "Lab 14", "homework", "presnosti", "lecture"):
         assert cited not in page, f"{lab_id}/lab.md cites course material: {cited!r}"
+
+
+def test_the_content_digest_follows_the_files_not_the_folder(tmp_path: Path) -> None:
+    one = load_lab(write_lab(tmp_path / "one", GOOD_SPEC))
+    two = load_lab(write_lab(tmp_path / "two", GOOD_SPEC))
+    assert len(one.digest) == 64 and one.digest == two.digest
+    (tmp_path / "two" / "matmul-tiled" / "naive.cu").write_text(NAIVE + "// edited\n")
+    assert load_lab(tmp_path / "two" / "matmul-tiled").digest != one.digest
+    (tmp_path / "one" / "matmul-tiled" / "lab.md").write_text("# Another page\n")
+    assert load_lab(tmp_path / "one" / "matmul-tiled").digest != one.digest
+
+
+def test_flag_speedup_and_hazard_points_are_read(tmp_path: Path) -> None:
+    text = GOOD_SPEC.replace("[timing]", "[timing]\nflag_speedup = 3", 1).replace(
+        "sanitizer = true", "sanitizer = true\nsanitizer_hazard_points = 4", 1
+    )
+    lab = load_lab(write_lab(tmp_path, text))
+    assert lab.timing is not None and lab.timing.flag_speedup == 3
+    assert lab.sanitizer_hazard_points == 4
+    plain = load_lab(write_lab(tmp_path / "plain", GOOD_SPEC))
+    assert plain.timing is not None and plain.timing.flag_speedup == 2.0
+    assert plain.sanitizer_hazard_points is None

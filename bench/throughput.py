@@ -1,0 +1,308 @@
+"""Grading latency and throughput through the real service: the web app and its local worker.
+
+Starts `kernelgrader serve` (SQLite and the local worker, the embedded default) on a fresh data
+folder, then, per lab, uploads the lab's scoring-target reference over the REST API: N times one
+after another, then M at once. Printed per lab: upload -> first verdict and upload -> graded
+(p50, p95), seconds per status (from the submission's own history) and per engine stage, graded
+per GPU-minute for the burst, the spread (max/min) of the timed case's median over every grading
+of the same file, and the GPU's name.
+
+    python bench/throughput.py [--labs matmul-tiled,vector-scale] [--sequential 5] [--burst 30]
+                               [--json OUT.json] [--log serve.log]
+
+Needs a GPU host with the web stack installed. Numbers are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+FINAL = ("graded", "compile_error", "error")
+POLL_S = 0.05
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Service:
+    """`kernelgrader serve` in a child process, its output kept in a log file."""
+
+    def __init__(self, data_dir: Path, log_path: Path, env: dict[str, str]) -> None:
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.lines: list[str] = []
+        full_env = {**os.environ, **env, "KERNELGRADER_DATA_DIR": str(data_dir)}
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+        )
+        full_env.setdefault("PYTHONUNBUFFERED", "1")
+        # Its own process group: stopping the bench stops serve and its worker with it.
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+            cwd=str(data_dir),
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        with self.log_path.open("w", encoding="utf-8") as log:
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                log.write(line)
+                log.flush()
+
+    def token(self, timeout: float = 120.0) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for line in list(self.lines):
+                m = re.match(r"\s*(kg_\S+)\s*$", line)
+                if m:
+                    return m.group(1)
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise RuntimeError("serve printed no API token; see " + str(self.log_path))
+
+    def wait_healthy(self, client: httpx.Client, timeout: float = 120.0) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                if client.get("/api/v1/health").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("the service did not answer its health check")
+
+    def stop(self) -> None:
+        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def _when(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def grade_once(client: httpx.Client, lab: str, source: bytes, timeout: float) -> dict[str, Any]:
+    """Upload, then poll until graded; the times of the first verdict and of the last."""
+    began = time.time()
+    r = client.post(
+        f"/api/v1/courses/demo/labs/{lab}/submissions",
+        files={"file": ("bench.cu", source, "text/plain")},
+    )
+    r.raise_for_status()
+    sid = r.json()["id"]
+    first = None
+    seen: list[str] = []
+    detail: dict[str, Any] = {}
+    while time.time() - began < timeout:
+        detail = client.get(f"/api/v1/submissions/{sid}").json()
+        now = time.time()
+        if not seen or seen[-1] != detail["status"]:
+            seen.append(detail["status"])
+        if first is None and detail["cases"] and all(c.get("verdict") for c in detail["cases"]):
+            first = now
+        if detail["status"] in FINAL:
+            break
+        time.sleep(POLL_S)
+    done = time.time()
+    history = detail.get("history", [])
+    per_status: dict[str, float] = {}
+    for a, b in zip(history, history[1:], strict=False):
+        per_status[a["status"]] = per_status.get(a["status"], 0.0) + _when(b["at"]) - _when(a["at"])
+    timed = [c for c in detail.get("cases", []) if (c.get("timings") or {}).get("kernel")]
+    return {
+        "id": sid,
+        "status": detail.get("status"),
+        "statuses_seen": seen,
+        "uploaded": began,
+        "first_verdict_s": (first or done) - began,
+        "graded_s": done - began,
+        "finished_at": done,
+        "per_status_s": per_status,
+        "stage_seconds": detail.get("stage_seconds", {}),
+        "timed_median_ms": timed[0]["timings"]["kernel"]["median_ms"] if timed else None,
+        "timed_reps": timed[0]["timings"]["kernel"]["reps"] if timed else None,
+        "failed_cases": [c["name"] for c in detail.get("cases", []) if not c["passed"]],
+        "score": detail.get("score"),
+        "gpu": (detail.get("gpu") or {}).get("name"),
+        "summary": detail.get("summary", "") or detail.get("status_message", ""),
+        "compile_message": detail.get("compile_message", ""),
+    }
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def _means(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
+    keys = sorted({k for r in rows for k in r[key]})
+    return {k: statistics.fmean(r[key].get(k, 0.0) for r in rows) for k in keys}
+
+
+def bench_lab(
+    client: httpx.Client, lab: str, source: bytes, sequential: int, burst: int, timeout: float
+) -> dict[str, Any]:
+    seq = [grade_once(client, lab, source, timeout) for _ in range(sequential)]
+    burst_rows: list[dict[str, Any]] = []
+    rate = None
+    if burst:
+        began = time.time()
+        with ThreadPoolExecutor(max_workers=burst) as pool:
+            burst_rows = list(
+                pool.map(lambda _: grade_once(client, lab, source, timeout), range(burst))
+            )
+        span = max(r["finished_at"] for r in burst_rows) - began
+        rate = 60.0 * sum(r["status"] == "graded" for r in burst_rows) / span
+    every = seq + burst_rows
+    medians = [r["timed_median_ms"] for r in every if r["timed_median_ms"]]
+    return {
+        "lab": lab,
+        "sequential": {
+            "n": len(seq),
+            "first_verdict_p50": _pct([r["first_verdict_s"] for r in seq], 0.5),
+            "first_verdict_p95": _pct([r["first_verdict_s"] for r in seq], 0.95),
+            "graded_p50": _pct([r["graded_s"] for r in seq], 0.5),
+            "graded_p95": _pct([r["graded_s"] for r in seq], 0.95),
+            "per_status_mean_s": _means(seq, "per_status_s"),
+            "stage_mean_s": _means(seq, "stage_seconds"),
+        },
+        "burst": {
+            "n": len(burst_rows),
+            "graded_per_gpu_minute": rate,
+            "first_verdict_p50": _pct([r["first_verdict_s"] for r in burst_rows], 0.5),
+            "graded_p50": _pct([r["graded_s"] for r in burst_rows], 0.5),
+            "graded_p95": _pct([r["graded_s"] for r in burst_rows], 0.95),
+        },
+        "timed_median_ms": medians,
+        "timed_median_max_over_min": max(medians) / min(medians) if medians else None,
+        "not_graded": [r for r in every if r["status"] != "graded" or r["failed_cases"]][:3],
+        "statuses_seen": seq[0]["statuses_seen"] if seq else [],
+        "gpu": next((r["gpu"] for r in every if r["gpu"]), None),
+        "rows": every,
+    }
+
+
+def _print(result: dict[str, Any]) -> None:
+    s, b = result["sequential"], result["burst"]
+    print(f"\n== {result['lab']} on {result['gpu']}")
+    print(f"   statuses seen: {' -> '.join(result['statuses_seen'])}")
+    print(
+        f"   sequential x{s['n']}: upload->first verdict p50 {s['first_verdict_p50']:.2f} s "
+        f"p95 {s['first_verdict_p95']:.2f} s; upload->graded p50 {s['graded_p50']:.2f} s "
+        f"p95 {s['graded_p95']:.2f} s"
+    )
+    for label, key in (("per status", "per_status_mean_s"), ("engine stages", "stage_mean_s")):
+        print(f"   {label} (mean s): " + ", ".join(f"{k} {v:.2f}" for k, v in s[key].items()))
+    if b["n"]:
+        print(
+            f"   burst x{b['n']}: {b['graded_per_gpu_minute']:.1f} graded per GPU-minute; "
+            f"first verdict p50 {b['first_verdict_p50']:.2f} s; graded p50 {b['graded_p50']:.2f} s "
+            f"p95 {b['graded_p95']:.2f} s"
+        )
+    m = result["timed_median_ms"]
+    if m:
+        print(
+            f"   timed case median over {len(m)} gradings: {statistics.median(m):.4f} ms, "
+            f"max/min {result['timed_median_max_over_min']:.4f}"
+        )
+    for bad in result["not_graded"]:
+        print(
+            f"   NOT GRADED CLEANLY: #{bad['id']} {bad['status']} {bad['failed_cases']} "
+            f"{bad['summary'][:300]} {bad['compile_message'][:300]}"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--labs", default="matmul-tiled,vector-scale")
+    parser.add_argument("--sequential", type=int, default=5)
+    parser.add_argument("--burst", type=int, default=30)
+    parser.add_argument("--burst-labs", default="", help="labs that get the burst (default: all)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per grading")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--log", type=Path, default=None, help="where serve's output goes")
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for serve")
+    args = parser.parse_args()
+    # A bench stopped from outside (timeout) still stops the service it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    env = dict(e.split("=", 1) for e in args.env)
+    data_dir = Path(tempfile.mkdtemp(prefix="kernelgrader-bench-"))
+    log_path = args.log or data_dir / "serve.log"
+    service = Service(data_dir, log_path, env)
+    results = []
+    try:
+        token = service.token()
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=service.base, headers=headers, timeout=60.0) as client:
+            service.wait_healthy(client)
+            burst_labs = set(filter(None, args.burst_labs.split(","))) or None
+            for lab in filter(None, args.labs.split(",")):
+                sys.path.insert(0, str(ROOT))
+                from graders.spec import load_builtin_lab
+
+                spec = load_builtin_lab(lab)
+                name = spec.scoring.target or next(r.name for r in spec.references if r.file)
+                ref = spec.reference(name)
+                if not ref.file:
+                    ref = next(r for r in spec.references if r.file)
+                burst = args.burst if burst_labs is None or lab in burst_labs else 0
+                began = time.monotonic()
+                result = bench_lab(
+                    client, lab, ref.source.encode(), args.sequential, burst, args.timeout
+                )
+                result["submission"] = ref.file
+                result["wall_s"] = time.monotonic() - began
+                _print(result)
+                sys.stdout.flush()
+                results.append(result)
+    finally:
+        service.stop()
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""The run stage's parent side: hand the cases to a (prestarted) child, follow its progress, and
+start a fresh child for the cases left after one that crashed, hung or was killed.
+
+The parent never creates a CUDA context: everything that touches the GPU runs in a child, so a
+kernel that crashes or hangs takes down only that child. After a child crashes or is killed the
+GPU's health is checked. Whatever a submission does ends as verdicts with sentences: a child
+killed in a case gives that case a verdict, and the remaining cases run in a fresh child.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from graders.gpu import check_gpu_health, lock_dir
+from graders.results import CaseResult, CompileResult, GradeReport, TimingStats
+from graders.run.child import CASE_SLACK_S
+from graders.run.kernel_cache import ensure_built
+from graders.run.references import needed_references, reference_payloads
+from graders.sandbox.limits import SandboxLimits
+from graders.sandbox.runner import SandboxOutcome, run_sandboxed
+from graders.spec import CaseSpec, LabSpec
+
+log = logging.getLogger(__name__)
+
+TARGET = "graders.run.child:run_in_child"
+# Fresh children a grading may start after one stops on a crash or a hang.
+MAX_CHILDREN = 3
+CHILD_STARTUP_S = 60.0
+# A kernel that printed more than this much before it was killed is told its output was why.
+FLOOD_BYTES = 1 << 20
+
+CasesCallback = Callable[[list[CaseResult]], None]
+
+
+def case_from_dict(d: dict[str, Any]) -> CaseResult:
+    timing = d.get("timing")
+    refs = d.get("reference_timings") or {}
+    fields = {k: v for k, v in d.items() if k not in ("timing", "reference_timings")}
+    return CaseResult(
+        **fields,
+        timing=TimingStats(**timing) if timing else None,
+        reference_timings={k: TimingStats(**v) for k, v in refs.items()},
+    )
+
+
+def placeholder(case: CaseSpec, seed: int, message: str, verdict: str = "not_run") -> CaseResult:
+    return CaseResult(
+        name=case.name,
+        sizes=dict(case.sizes),
+        hidden=case.hidden,
+        passed=False,
+        verdict=verdict,
+        message=message,
+        max_points=float(case.points),
+        seed=seed,
+    )
+
+
+def case_order(lab: LabSpec) -> list[str]:
+    """The sanitizer's case first: the first launch a submission sees is the same in the normal
+    run and under compute-sanitizer (same case, same seed), so it cannot tell them apart."""
+    names = [c.name for c in lab.cases]
+    if lab.sanitizer_case in names:
+        names.remove(lab.sanitizer_case)
+        names.insert(0, lab.sanitizer_case)
+    return names
+
+
+def wall_limit(lab: LabSpec, n_cases: int, n_refs: int, timing: bool) -> float:
+    spent = 0.0
+    if timing and lab.timing is not None:
+        spent = (1 + n_refs) * (4 * lab.timing.budget_seconds + 2 * lab.limits.case_seconds + 10)
+    return CHILD_STARTUP_S + n_cases * (lab.limits.case_seconds + CASE_SLACK_S) + spent + 30
+
+
+def _limits(lab: LabSpec, wall: float) -> SandboxLimits:
+    return SandboxLimits(
+        wall_seconds=wall,
+        cpu_seconds=int(wall * 4) + 30,  # the host thread spins while a kernel runs
+        memory_mb=lab.limits.memory_mb + 2048,
+        max_open_files=256,
+    )
+
+
+def killed_message(outcome: SandboxOutcome, lab: LabSpec) -> tuple[str, str]:
+    """(verdict, sentence) for the case a child was running when it was stopped."""
+    if outcome.timed_out:
+        limit = lab.limits.case_seconds
+        if outcome.stdout_total > FLOOD_BYTES:
+            return "timeout", (
+                f"Stopped after {limit:g} s: the kernel printed {outcome.stdout_total >> 20} MiB "
+                "of output and writing it out did not finish within the case's limit (a printf "
+                "with a huge field width, or from many threads, does this). Print far less."
+            )
+        return "timeout", (
+            f"Killed after {limit:g} s: the kernel did not finish (an endless loop, or a "
+            "__syncthreads() in divergent code that some threads never reach, can cause this)."
+        )
+    if outcome.reason == "resource_limit":
+        return "kernel_error", f"The grading process was stopped: {outcome.message}"
+    return "kernel_error", (
+        "The grading process stopped while running this case (the kernel crashed it, or "
+        "corrupted memory the grader needed); this case is counted as failed."
+    )
+
+
+@dataclass
+class _Follow:
+    """What the parent learns from a child's progress records as they come."""
+
+    order: list[str]
+    results: dict[str, CaseResult]
+    on_cases: CasesCallback | None
+    running: str | None = None
+    announced: bool = False
+    done: dict[str, CaseResult] = field(default_factory=dict)
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        if "start" in record:
+            self.running = str(record["start"])
+        elif "done" in record:
+            case = case_from_dict(record["done"])
+            self.done[case.name] = case
+            self.running = None
+        elif record.get("phase") == "timing":
+            self.running = "timing"
+            if self.on_cases is not None and not self.announced:
+                self.announced = True
+                merged = {**self.results, **self.done}
+                self.on_cases([merged[n] for n in self.order if n in merged])
+
+
+def _payload(
+    lab: LabSpec,
+    compiled: CompileResult,
+    refs: list[dict[str, Any]],
+    names: list[str],
+    seeds: dict[str, int],
+    *,
+    timing: bool,
+    nonce: int,
+    cached: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "lab_folder": str(lab.folder),
+        "submission": {
+            "cubin_b64": base64.b64encode(compiled.cubin or b"").decode("ascii"),
+            "declarations": compiled.declarations,
+        },
+        "references": refs,
+        "cases": names,
+        "seeds": {n: seeds[n] for n in names},
+        "lock_dir": str(lock_dir()),
+        "timing": timing,
+        "nonce": nonce,
+        "cached_references": cached,
+    }
+
+
+def run_cases(
+    lab: LabSpec,
+    compiled: CompileResult,
+    seeds: dict[str, int],
+    report: GradeReport,
+    *,
+    timing: bool = True,
+    cached_references: dict[str, dict[str, Any]] | None = None,
+    on_cases: CasesCallback | None = None,
+) -> list[CaseResult]:
+    """Every case (and the timed section), in children; see the module docstring."""
+    ensure_built()
+    order = [c for c in case_order(lab)]
+    timing_wanted = timing and lab.timing is not None
+    refs = reference_payloads(lab, compiled.arch or None, needed_references(lab, timing_wanted))
+    nonce = secrets.randbits(62)  # never leaves the worker: timed inputs cannot be predicted
+    results: dict[str, CaseResult] = {}
+    remaining = list(order)
+    for _ in range(MAX_CHILDREN):
+        if not remaining:
+            break
+        follow = _Follow(order, results, on_cases)
+        wall = wall_limit(lab, len(remaining), len(refs), timing_wanted)
+        payload = _payload(
+            lab,
+            compiled,
+            refs,
+            remaining,
+            seeds,
+            timing=timing_wanted,
+            nonce=nonce,
+            cached=cached_references or {},
+        )
+        outcome = run_sandboxed(
+            TARGET, payload, limits=_limits(lab, wall), gpu=True, pool="run", on_progress=follow
+        )
+        report.stdout += outcome.stdout
+        if outcome.stdout_truncated:
+            kept = len(outcome.stdout.encode())
+            report.stdout += f"\n[grader] output past the first {kept} bytes was dropped."
+        stopped = _take_outcome(lab, outcome, follow, results, report, seeds)
+        if stopped in ("timeout", "kernel_error"):
+            # A hung kernel was abandoned when the child exited, or a crashed one left its
+            # context dead: either way, is the GPU still fine for the next submission?
+            health = check_gpu_health()
+            report.stdout += f"\n[grader] GPU health after the kernel stopped: {health or 'ok'}"
+            if health:
+                report.error = "gpu_unhealthy"
+                break
+        if report.error:
+            break
+        remaining = [name for name in remaining if name not in results]
+        if not stopped:
+            break
+    out = []
+    for case in lab.cases:
+        if case.name in results:
+            out.append(results[case.name])
+        else:
+            why = "Not run: earlier cases stopped the kernel too often; fix those first."
+            out.append(placeholder(case, seeds[case.name], why))
+    return out
+
+
+def _take_outcome(
+    lab: LabSpec,
+    outcome: SandboxOutcome,
+    follow: _Follow,
+    results: dict[str, CaseResult],
+    report: GradeReport,
+    seeds: dict[str, int],
+) -> str:
+    """Fold one child's outcome into `results`; returns why it stopped early ("" if it did not)."""
+    if outcome.ok and outcome.value is not None:
+        value = outcome.value
+        for d in value["cases"]:
+            if d["verdict"] != "not_run":
+                results[d["name"]] = case_from_dict(d)
+        if value.get("gpu"):
+            from graders.results import GpuInfo
+
+            report.gpu = GpuInfo(**value["gpu"])
+        for name, stats in (value.get("measured_references") or {}).items():
+            report.measured_references[name] = TimingStats(**stats)
+        notes = [line for line in outcome.log if line.startswith("ready:")] + value.get("log", [])
+        log.info("run child for lab %s: %s", lab.id, "\n".join(notes)[-4000:])
+        return str(value.get("stopped", ""))
+    log.warning("run child for lab %s stopped: %s", lab.id, "\n".join(outcome.log)[-8000:])
+    results.update(follow.done)
+    running = follow.running
+    if running == "timing" and lab.timing is not None:
+        running = lab.timing.case
+    if running is None:
+        if outcome.reason == "internal" or outcome.reason == "bad_result":
+            # Nothing of the student's was running: the grader itself failed.
+            report.error = "internal"
+            report.summary = f"The grader failed (not your fault): {outcome.message}"
+            return ""
+        running = next((n for n in follow.order if n not in results), None)
+        if running is None:
+            return ""
+    verdict, message = killed_message(outcome, lab)
+    results[running] = placeholder(lab.case(running), seeds[running], message, verdict)
+    return verdict

@@ -1,0 +1,162 @@
+"""Starting a sandboxed child process: its pipes, its private folder, its isolation.
+
+`spawn` starts `python -m graders.sandbox.child` with four channels of its own (request in,
+answer out, progress out, and stdout/stderr captured separately) in a fresh private working
+directory; the rlimits, network namespace and user are set between fork and exec
+(graders.sandbox.isolation). The child may warm up first (a prestarted child, see
+graders.sandbox.prestart) and then waits for its one request; `graders.sandbox.supervise`
+hands it the request and watches it to the end.
+
+GPU children get private copies of the folders registered with `register_gpu_seed` (the CuPy
+kernel cache the worker built in a trusted child): each child reads and may write only its
+own copy, so nothing a child writes is ever loaded by a later one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graders.sandbox.isolation import (
+    child_env,
+    make_preexec,
+    network_isolation,
+    unprivileged_user,
+)
+from graders.sandbox.limits import SandboxLimits
+
+_GPU_SEEDS: dict[str, Path] = {}
+_SEEDS_LOCK = threading.Lock()
+
+
+def register_gpu_seed(name: str, folder: Path | None) -> None:
+    """Copy `folder` into every GPU child's working directory as `name` (None: stop)."""
+    with _SEEDS_LOCK:
+        if folder is None:
+            _GPU_SEEDS.pop(name, None)
+        else:
+            _GPU_SEEDS[name] = Path(folder)
+
+
+class SpawnError(RuntimeError):
+    """The child could not be started at all."""
+
+
+@dataclass
+class SandboxProcess:
+    """A started child, waiting for its request (or already given it)."""
+
+    proc: subprocess.Popen[bytes]
+    workdir: str
+    gpu: bool
+    warm: str | None
+    in_w: int
+    out_r: int
+    progress_r: int
+    spawned_at: float
+    nproc_limited: bool
+    log: list[str] = field(default_factory=list)
+    taken: bool = False
+    early_progress: bytearray = field(default_factory=bytearray)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def has_exited(self) -> bool:
+        """True once the child is a zombie; it is not reaped, so its pid (= group id) stays ours."""
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def kill_group(self, why: str) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+            self.log.append(f"killed process group {self.pid}: {why}")
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def discard(self) -> None:
+        """Kill an unused child and clean up after it (a pool being closed)."""
+        self.kill_group("discarded unused")
+        for fd in (self.in_w, self.out_r, self.progress_r):
+            if fd >= 0:
+                os.close(fd)
+        self.in_w = self.out_r = self.progress_r = -1
+        try:
+            os.waitpid(self.pid, 0)
+            self.proc.returncode = -signal.SIGKILL
+        except ChildProcessError:
+            pass
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _seed(workdir: str) -> None:
+    with _SEEDS_LOCK:
+        seeds = dict(_GPU_SEEDS)
+    for name, folder in seeds.items():
+        if folder.is_dir():
+            shutil.copytree(folder, os.path.join(workdir, name), dirs_exist_ok=True)
+
+
+def spawn(*, limits: SandboxLimits, gpu: bool, warm: str | None = None) -> SandboxProcess:
+    """Start a child under `limits`; it warms up with `warm`, then waits for its request."""
+    log: list[str] = []
+    unshare_flags = 0
+    if not limits.network:
+        unshare_flags, note = network_isolation()
+        log.append(note)
+    # A GPU child stays the worker's user: the driver's device files and the run stage's
+    # lock files are the worker's. The compiler needs neither.
+    creds = None
+    if not gpu:
+        creds, note = unprivileged_user()
+        log.append(note)
+    workdir = tempfile.mkdtemp(prefix="kg-sandbox-")
+    if gpu:
+        _seed(workdir)
+    if creds is not None:
+        os.chown(workdir, creds.uid, creds.gid)
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    progress_r, progress_w = os.pipe()
+    argv = [sys.executable, "-m", "graders.sandbox.child", str(in_r), str(out_w), str(progress_w)]
+    if warm:
+        argv.append(warm)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            env=child_env(workdir, gpu),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(in_r, out_w, progress_w),
+            start_new_session=True,
+            preexec_fn=make_preexec(limits, gpu, unshare_flags, creds),
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        for fd in (in_w, out_r, progress_r):
+            os.close(fd)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise SpawnError(f"could not start the sandboxed child: {exc}") from exc
+    finally:
+        for fd in (in_r, out_w, progress_w):
+            os.close(fd)
+    nproc = os.geteuid() != 0 or creds is not None
+    return SandboxProcess(
+        proc, workdir, gpu, warm, in_w, out_r, progress_r, time.monotonic(), nproc, log
+    )

@@ -1,0 +1,204 @@
+"""The sanitizer's sandboxed child: three compute-sanitizer tools started ahead of need.
+
+`warm_up` (before any request; graders.sandbox.prestart) starts memcheck, racecheck and
+synccheck, each on `python -m graders.sanitizer.target`, which imports CuPy, makes its context
+(holding the GPU's lock shared, so their start never overlaps a timed section) and then waits
+on a FIFO for its job. `run_in_child(payload)` writes the job into each FIFO and
+reads what the tools print, up to a cap per tool (the rest is read and dropped, so a printf
+flood under the sanitizer costs neither memory nor a stalled pipe), until they end or their
+time is up; then it parses the findings. Each tool runs in its own session, dies with this
+child (PR_SET_PDEATHSIG), and is killed with its program when its time is up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from graders.gpu import gpu_lock
+from graders.sandbox import progress
+from graders.sanitizer.tool import TOOLS, executable, parse_output, unavailable_reason
+
+# What is kept of one tool's output; its report comes first, a kernel's printf after.
+OUTPUT_CAP_BYTES = 256 * 1024
+READY_LIMIT_S = 180.0
+_PR_SET_PDEATHSIG = 1
+
+
+class _Tool:
+    def __init__(self, name: str, proc: subprocess.Popen[bytes], folder: Path) -> None:
+        self.name = name
+        self.proc = proc
+        self.fifo = folder / f"job-{name}.fifo"
+        self.ready = folder / f"ready-{name}"
+        self.result = folder / f"result-{name}.json"
+        self.output = bytearray()
+        self.total = 0
+        self.status = "running"
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+_TOOLS: list[_Tool] = []
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _command(program: str, tool: str, fifo: Path, ready: Path, result: Path) -> list[str]:
+    cmd = [program, "--tool", tool, "--print-limit", "100" if tool == "racecheck" else "20"]
+    if tool == "racecheck":
+        # "hazard" lists each hazard with the reading and writing lines; the default
+        # "analysis" report printed nothing for a missing tile-loop barrier on Hopper.
+        cmd += ["--racecheck-report", "hazard"]
+    return cmd + [
+        sys.executable,
+        "-m",
+        "graders.sanitizer.target",
+        str(fifo),
+        str(ready),
+        str(result),
+    ]
+
+
+def _start_tools(program: str) -> list[_Tool]:
+    folder = Path.cwd()
+    env = dict(os.environ)
+    # The sanitized program is a fresh interpreter: it must find graders.
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    tools = []
+    for name in TOOLS:
+        fifo = folder / f"job-{name}.fifo"
+        os.mkfifo(fifo, 0o600)
+        proc = subprocess.Popen(
+            _command(program, name, fifo, folder / f"ready-{name}", folder / f"result-{name}.json"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            env=env,
+        )
+        tools.append(_Tool(name, proc, folder))
+    return tools
+
+
+def warm_up() -> None:
+    """Start the three tools and wait until their programs are ready (each takes the GPU's lock
+    shared while it makes its context, so none of this overlaps a timed section)."""
+    program = executable()
+    if program is None or _TOOLS:
+        return
+    _TOOLS.extend(_start_tools(program))
+    end = time.monotonic() + READY_LIMIT_S
+    while time.monotonic() < end:
+        if all(t.ready.exists() or t.proc.poll() is not None for t in _TOOLS):
+            break
+        time.sleep(0.02)
+
+
+def _send(tool: _Tool, job: bytes) -> None:
+    """Hand the job to a waiting program; a tool that is gone gets none (and is noted)."""
+    fd = -1
+    for _ in range(500):  # the program says it is ready a moment before it opens the FIFO
+        try:
+            fd = os.open(tool.fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            if tool.proc.poll() is not None:
+                break
+            time.sleep(0.01)
+    if fd < 0:
+        tool.status = "not_started"
+        return
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(job)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        tool.status = "crashed"
+    finally:
+        os.close(fd)
+
+
+def _collect(tools: list[_Tool], timeout_s: float) -> None:
+    """Read every tool's output, capped, until all end or the time is up (then kill them)."""
+    sel = selectors.DefaultSelector()
+    for tool in tools:
+        assert tool.proc.stdout is not None
+        os.set_blocking(tool.proc.stdout.fileno(), False)
+        sel.register(tool.proc.stdout.fileno(), selectors.EVENT_READ, tool)
+    end = time.monotonic() + timeout_s
+    while sel.get_map() and time.monotonic() < end:
+        for key, _ in sel.select(timeout=0.05):
+            tool = key.data
+            try:
+                chunk = os.read(key.fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                sel.unregister(key.fd)
+                continue
+            tool.total += len(chunk)
+            room = OUTPUT_CAP_BYTES - len(tool.output)
+            if room > 0:
+                tool.output.extend(chunk[:room])
+    for key in list(sel.get_map().values()):
+        key.data.status = "timeout"
+        key.data.kill()
+    sel.close()
+    for tool in tools:
+        tool.kill()  # whatever the tool left behind
+        tool.proc.wait()
+        if tool.proc.stdout is not None:
+            tool.proc.stdout.close()
+
+
+def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
+    """Sandbox target: the job under each tool at once; their findings and how each ended."""
+    reason = unavailable_reason()
+    if reason:
+        return {"findings": [], "tools": {}, "note": reason}
+    if not _TOOLS:
+        warm_up()  # a cold child: the tools start now
+    timeout = float(payload["timeout_s"])
+    job = json.dumps(payload["job"]).encode()
+    filename = payload.get("filename", "submission.cu")
+    began = time.monotonic()
+    with gpu_lock(payload.get("lock_dir")).shared(*progress.lock_callbacks("sanitizer")):
+        progress.step("sanitizer", timeout + 15)
+        for tool in _TOOLS:
+            if tool.status == "running":
+                _send(tool, job)
+        _collect(_TOOLS, timeout)
+    findings = []
+    tools: dict[str, Any] = {}
+    for tool in _TOOLS:
+        text = tool.output.decode("utf-8", errors="replace")
+        findings += [f.to_dict() for f in parse_output(text, tool=tool.name, filename=filename)]
+        target: dict[str, Any] = {}
+        with contextlib.suppress(OSError, ValueError):
+            target = json.loads(tool.result.read_text(encoding="utf-8"))
+        if tool.status == "running":
+            tool.status = "ok" if target else "crashed"
+        if "Device not supported" in text:
+            tool.status = "unsupported"
+        tools[tool.name] = {"status": tool.status, "target": target, "output_bytes": tool.total}
+        if payload.get("keep_output"):
+            tools[tool.name]["output"] = text[-20000:]
+    return {"findings": findings, "tools": tools, "seconds": time.monotonic() - began}

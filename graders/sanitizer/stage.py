@@ -1,0 +1,86 @@
+"""The sanitizer stage's parent side: run the tools on the sanitizer's case, fold in the ruling.
+
+The submission's cubin carries line info (the worker compiles with -lineinfo, which leaves the
+machine code as it is), so the findings name lines of the student's file. The tools run in a
+(prestarted) sandboxed child with a memory limit; their time is proportional to the lab's case
+limit. The stage is skipped where the normal run already ended the sanitizer's case with a hang
+or a crash: that case has its verdict, and running it again under instrumentation would only
+cost the GPU more time.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+
+from graders.gpu import lock_dir
+from graders.results import CompileResult, Finding, GradeReport
+from graders.sandbox.limits import SandboxLimits
+from graders.sandbox.runner import run_sandboxed
+from graders.sanitizer import verdicts
+from graders.sanitizer.tool import unavailable_reason
+from graders.spec import LabSpec
+
+log = logging.getLogger(__name__)
+TARGET = "graders.sanitizer.child:run_in_child"
+
+
+def tool_timeout(lab: LabSpec) -> float:
+    """How long the tools get: the case's limit three times over (instrumented code is slow)."""
+    return 3 * lab.limits.case_seconds + 15
+
+
+def sanitizer_case(lab: LabSpec) -> str:
+    return lab.sanitizer_case or min(lab.cases, key=lambda c: sum(c.sizes.values())).name
+
+
+def run_sanitizer(
+    lab: LabSpec, compiled: CompileResult, seeds: dict[str, int], report: GradeReport
+) -> str:
+    """Findings into `report`, the ruling onto its case; returns a note for the grader log."""
+    reason = unavailable_reason()
+    if reason:
+        return reason
+    name = sanitizer_case(lab)
+    case = next((c for c in report.cases if c.name == name), None)
+    if case is None or case.verdict in ("timeout", "kernel_error", "launch_error", "not_run"):
+        return f"skipped: case {name} already ended with {case.verdict if case else 'nothing'}"
+    timeout = tool_timeout(lab)
+    job = {
+        "lab_folder": str(lab.folder),
+        "cubin_b64": base64.b64encode(compiled.cubin or b"").decode("ascii"),
+        "declarations": compiled.declarations,
+        "case": name,
+        "seed": seeds[name],
+        "timeout_s": 2 * lab.limits.case_seconds,
+    }
+    limits = SandboxLimits(
+        wall_seconds=timeout + 60,
+        cpu_seconds=int(timeout) * 8 + 120,
+        memory_mb=max(lab.limits.memory_mb, 4096) + 4096,
+        max_processes=512,
+        max_open_files=256,
+    )
+    payload = {"job": job, "timeout_s": timeout, "lock_dir": str(lock_dir())}
+    outcome = run_sandboxed(TARGET, payload, limits=limits, gpu=True, pool="sanitizer")
+    if not outcome.ok or outcome.value is None:
+        log.warning("sanitizer child for lab %s: %s", lab.id, "\n".join(outcome.log)[-4000:])
+        if outcome.timed_out:
+            ruling = verdicts.Ruling(
+                "timeout", f"Under compute-sanitizer the kernel did not finish in {timeout:g} s."
+            )
+            verdicts.apply(case, ruling)
+            return "the sanitizer's child was stopped at its time limit"
+        return f"the sanitizer could not finish ({outcome.message or outcome.reason})"
+    value = outcome.value
+    found = [Finding(**f) for f in value.get("findings", [])]
+    report.findings += found
+    tools = value.get("tools", {})
+    ruling = verdicts.rule(
+        found, tools, hazard_points=lab.sanitizer_hazard_points, timeout_s=timeout
+    )
+    verdicts.apply(case, ruling)
+    if ruling.penalty:
+        report.sanitizer_penalty = ruling.penalty
+    notes = [f"{k}: {v.get('status')}" for k, v in tools.items()]
+    return value.get("note", "") or ", ".join(notes)

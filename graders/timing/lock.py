@@ -1,0 +1,88 @@
+"""The per-GPU lock: timed sections alone on the GPU, everything else may share it.
+
+A reader-writer lock across every process of the host, built from two `flock`ed files:
+
+- `shared` (correctness runs, the sanitizer, a child's warm-up): any number at once;
+- `exclusive` (a timed section): alone, once the shared holders before it have finished.
+
+Fairness comes from a gate file that both kinds pass through in turn. A writer keeps the gate
+while it waits for the readers to drain, so a reader that comes later queues behind it instead
+of overtaking it for ever; the writer lets go of the gate once it holds the lock, so the readers
+queued behind it run as soon as it is done. The kernel drops an flock when its holder dies, so
+a child killed in the middle never leaves the GPU locked.
+
+`on_wait` is called before blocking and `on_held` once the lock is held: the run child tells
+its parent through them, and the parent stops the child's clock while it waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+Callback = Callable[[], None] | None
+
+
+def _take(fd: int, mode: int, on_wait: Callback, waited: list[bool]) -> None:
+    """flock `fd`; call `on_wait` once (over both files) if it has to block."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    if not waited[0]:
+        waited[0] = True
+        if on_wait is not None:
+            on_wait()
+    fcntl.flock(fd, mode)
+
+
+class GpuLock:
+    """The host-wide lock of one GPU; `key` names the GPU (see graders.gpu.gpu_key)."""
+
+    def __init__(self, directory: Path | str, key: str) -> None:
+        self.folder = Path(directory)
+        self.key = "".join(c for c in key if c.isalnum() or c in "-_") or "gpu"
+
+    def _open(self, suffix: str) -> int:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"kernelgrader-gpu-{self.key}.{suffix}"
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+
+    @contextlib.contextmanager
+    def _hold(self, mode: int, on_wait: Callback, on_held: Callback) -> Iterator[float]:
+        start = time.perf_counter()
+        waited = [False]
+        # Fresh open files each time: flock belongs to the open file, so two threads of one
+        # process take turns like two processes do.
+        gate, lock = self._open("gate"), self._open("lock")
+        try:
+            _take(gate, fcntl.LOCK_EX, on_wait, waited)
+            try:
+                _take(lock, mode, on_wait, waited)
+            finally:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+            if on_held is not None:
+                on_held()
+            yield time.perf_counter() - start
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(lock, fcntl.LOCK_UN)
+            os.close(gate)
+            os.close(lock)
+
+    def shared(
+        self, on_wait: Callback = None, on_held: Callback = None
+    ) -> contextlib.AbstractContextManager[float]:
+        """Held beside other shared holders, never beside an exclusive one; yields the wait."""
+        return self._hold(fcntl.LOCK_SH, on_wait, on_held)
+
+    def exclusive(
+        self, on_wait: Callback = None, on_held: Callback = None
+    ) -> contextlib.AbstractContextManager[float]:
+        """Held alone; yields the seconds waited for it."""
+        return self._hold(fcntl.LOCK_EX, on_wait, on_held)
