@@ -32,7 +32,7 @@ from graders.run.stage import placeholder, run_cases
 from graders.sanitizer.stage import run_sanitizer
 from graders.scoring import points as scoring
 from graders.spec import LabSpec
-from graders.text import visible_text
+from graders.text import VISIBLE_LIMIT_BYTES, visible_text
 from graders.timing.references import speed_flag
 
 __all__ = ["compile_reference", "grade_source", "reference_payloads", "run_submission"]
@@ -133,7 +133,9 @@ def run_submission(
             log.info("sanitizer for lab %s: %s", lab.id, note)
         report.stage_seconds["sanitizer"] = round(time.monotonic() - began, 3)
     _score(lab, report)
-    report.stdout = visible_text(report.stdout)
+    # Each child's output was cleaned and capped where it was read; this bounds the whole
+    # (up to MAX_CHILDREN children and the grader's notes) once more.
+    report.stdout = visible_text(report.stdout, limit=3 * VISIBLE_LIMIT_BYTES)
     return report
 
 

@@ -24,6 +24,7 @@ from graders.run.references import needed_references, reference_payloads
 from graders.sandbox.limits import SandboxLimits
 from graders.sandbox.runner import SandboxOutcome, run_sandboxed
 from graders.spec import CaseSpec, LabSpec
+from graders.text import visible_text
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,8 @@ def run_cases(
         outcome = run_sandboxed(
             TARGET, payload, limits=_limits(lab, wall), gpu=True, pool="run", on_progress=follow
         )
-        report.stdout += outcome.stdout
+        # The kernel's own bytes, made fit to show, before the grader's notes go after them.
+        report.stdout += visible_text(outcome.stdout)
         if outcome.stdout_truncated:
             kept = len(outcome.stdout.encode())
             report.stdout += f"\n[grader] output past the first {kept} bytes was dropped."

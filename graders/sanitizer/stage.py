@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import logging
 
-from graders.gpu import lock_dir
+from graders.gpu import check_gpu_health, lock_dir
 from graders.results import CompileResult, Finding, GradeReport
 from graders.sandbox.limits import SandboxLimits
 from graders.sandbox.runner import run_sandboxed
@@ -70,6 +70,7 @@ def run_sanitizer(
                 "timeout", f"Under compute-sanitizer the kernel did not finish in {timeout:g} s."
             )
             verdicts.apply(case, ruling)
+            _check_health(report, "the sanitizer's run was stopped")
             return "the sanitizer's child was stopped at its time limit"
         return f"the sanitizer could not finish ({outcome.message or outcome.reason})"
     value = outcome.value
@@ -80,7 +81,17 @@ def run_sanitizer(
         found, tools, hazard_points=lab.sanitizer_hazard_points, timeout_s=timeout
     )
     verdicts.apply(case, ruling)
+    if ruling.verdict in ("timeout", "kernel_error"):
+        _check_health(report, "the kernel hung or crashed under the sanitizer")
     if ruling.penalty:
         report.sanitizer_penalty = ruling.penalty
     notes = [f"{k}: {v.get('status')}" for k, v in tools.items()]
     return value.get("note", "") or ", ".join(notes)
+
+
+def _check_health(report: GradeReport, what: str) -> None:
+    """As after a hang or crash in the normal run: is the GPU fine for the next submission?"""
+    health = check_gpu_health()
+    report.stdout += f"\n[grader] GPU health after {what}: {health or 'ok'}"
+    if health:
+        report.error = "gpu_unhealthy"

@@ -19,6 +19,11 @@ MEMORY_KINDS = ("out_of_bounds", "misaligned_address")
 HAZARD_VERDICTS = {"shared_memory_race": "data_race", "divergent_barrier": "divergent_barrier"}
 
 
+def verdict_of_finding(kind: str) -> str | None:
+    """The verdict the sanitizer's case gets for a finding of this kind (before lab pricing)."""
+    return "memory_error" if kind in MEMORY_KINDS else HAZARD_VERDICTS.get(kind)
+
+
 @dataclass
 class Ruling:
     """How the sanitizer's run changes its case and the score."""

@@ -49,6 +49,16 @@ def test_message_and_finding() -> None:
     assert run_problem(race, missing) == (
         "the finding shared_memory_race was not reported (found: out_of_bounds)"
     )
+    # Racecheck's finding fails the sanitizer's case with data_race; the other cases ran right.
+    ruled = _run(
+        ("small", False, "data_race", "racecheck"), ("big", True, "pass", ""),
+        findings=("shared_memory_race",),
+    )  # fmt: skip
+    assert run_problem(race, ruled) is None
+    other = _run(("small", False, "memory_error", "m"), findings=("shared_memory_race",))
+    assert run_problem(race, other) == (
+        "cases failed otherwise than with wrong_answer (small: memory_error)"
+    )
 
 
 def test_compile_stage_expectations() -> None:
