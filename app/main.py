@@ -10,7 +10,8 @@ from urllib.parse import quote, urlsplit
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
@@ -20,6 +21,7 @@ from app.api.tokens import router as tokens_router
 from app.core.errors import DomainError, NotAuthenticated, RateLimited
 from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
+from app.core.overload import DATABASE_AWAY, InFlightLimit, database_unavailable
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
 from app.web.routes import router as web_router
@@ -56,6 +58,14 @@ def create_app() -> FastAPI:
     )
     # Outside the session middleware, so it sees (and marks Secure over HTTPS) its cookie.
     app.add_middleware(SecurityHeadersMiddleware)
+    # Outermost: a refused request costs no session decoding, body reading or thread.
+    app.add_middleware(
+        InFlightLimit,
+        max_in_flight=settings.max_requests_in_flight,
+        retry_after_seconds=settings.retry_after_seconds,
+        respond=_plain_error,
+        exempt=(HEALTH_PATH,),
+    )
     app.state.login_throttle = FailureThrottle(
         max_failures=settings.login_max_failures, window_seconds=settings.login_window_seconds
     )
@@ -94,24 +104,46 @@ def create_app() -> FastAPI:
         # text and no string past a column's length (SQLite takes both, so it never gets here).
         return _error(request, 422, UNSTORABLE)
 
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    @app.exception_handler(PoolTimeout)
+    async def database_away(request: Request, exc: Exception) -> Response:
+        if not database_unavailable(exc):
+            raise exc  # a bug in a query: the 500 handler below answers, and it is logged
+        seconds = settings.retry_after_seconds
+        return _plain_error(
+            request, 503, DATABASE_AWAY.format(seconds=seconds), {"Retry-After": str(seconds)}
+        )
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
         # Runs outside the session middleware (Starlette re-raises afterwards, so the traceback
         # is still logged): a page without the session, and never the exception's text.
-        if request.url.path.startswith("/api/"):
-            return JSONResponse({"detail": INTERNAL_ERROR}, status_code=500)
-        return templates.TemplateResponse(
-            request,
-            "error.html",
-            {"message": INTERNAL_ERROR, "user": None, "csrf_token": ""},
-            status_code=500,
-        )
+        return _plain_error(request, 500, INTERNAL_ERROR, {})
 
     app.include_router(api_router)
     app.include_router(tokens_router)
     app.include_router(web_router)
     _document_errors_as_sent(app)
     return app
+
+
+HEALTH_PATH = "/api/v1/health"
+
+
+def _plain_error(
+    request: Request, status_code: int, message: str, headers: Mapping[str, str]
+) -> Response:
+    """An error answered outside the session middleware: JSON, or the page without a session."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"detail": message}, status_code=status_code, headers=dict(headers))
+    return templates.TemplateResponse(
+        request,
+        "error.html",
+        {"message": message, "user": None, "csrf_token": ""},
+        status_code=status_code,
+        headers=dict(headers),
+    )
 
 
 def _document_errors_as_sent(app: FastAPI) -> None:

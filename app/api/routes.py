@@ -8,11 +8,14 @@ from typing import Annotated
 from fastapi import APIRouter, File, Query, Response, UploadFile
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
-from sqlalchemy import select, text
+from sqlalchemy import select
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.orm import Session
 
 from app import __version__
-from app.core.database import utcnow
-from app.core.deps import ApiUser, RowId, SessionDep
+from app.core.database import ping, utcnow
+from app.core.deps import ApiDb, RowId, in_health_thread
 from app.core.errors import NotFound
 from app.core.settings import get_settings
 from app.courses.models import Lab
@@ -68,129 +71,150 @@ class SubmissionListItem(BaseModel):
 
 
 @router.get("/health", tags=["meta"])
-def health(session: SessionDep) -> Health:
-    session.execute(text("SELECT 1"))
+async def health() -> Health:
+    # Its own threads and connection, outside the bound on requests in flight: it answers
+    # while every request thread is busy.
+    await in_health_thread(ping)
     return Health(status="ok", version=__version__, database="ok")
 
 
 @router.get("/courses/{course}/labs", tags=["courses"])
-def list_labs(course: str, session: SessionDep, user: ApiUser) -> list[LabRead]:
-    found = get_course(session, slug=course)
-    require_member(session, user=user, course=found)
-    now = utcnow()
-    return [
-        LabRead(
-            slug=lab.slug,
-            title=lab.title,
-            release_at=lab.release_at,
-            due_at=lab.due_at,
-            score_policy=lab.score_policy,
-            late_policy=lab.late_policy,
-            max_score=lab.max_score,
-            open=(lab.release_at is None or lab.release_at <= now)
-            and not (lab.due_at and now > lab.due_at and lab.late_policy == "refuse"),
-            submit_url=f"/api/v1/courses/{found.slug}/labs/{lab.slug}/submissions",
-            submissions_remaining=submission_quota(session, user=user, lab=lab, now=now).remaining,
-        )
-        for lab in labs_of(session, course=found)
-    ]
+async def list_labs(course: str, api: ApiDb) -> list[LabRead]:
+    def work(session: Session, user: User) -> list[LabRead]:
+        found = get_course(session, slug=course)
+        require_member(session, user=user, course=found)
+        now = utcnow()
+        return [
+            LabRead(
+                slug=lab.slug,
+                title=lab.title,
+                release_at=lab.release_at,
+                due_at=lab.due_at,
+                score_policy=lab.score_policy,
+                late_policy=lab.late_policy,
+                max_score=lab.max_score,
+                open=(lab.release_at is None or lab.release_at <= now)
+                and not (lab.due_at and now > lab.due_at and lab.late_policy == "refuse"),
+                submit_url=f"/api/v1/courses/{found.slug}/labs/{lab.slug}/submissions",
+                submissions_remaining=submission_quota(
+                    session, user=user, lab=lab, now=now
+                ).remaining,
+            )
+            for lab in labs_of(session, course=found)
+        ]
+
+    return await api.run(work)
 
 
 @router.post("/courses/{course}/labs/{lab}/submissions", status_code=202, tags=["submissions"])
-def submit(
+async def submit(
     course: str,
     lab: str,
     file: Annotated[UploadFile, File(description="the .cu source file")],
-    session: SessionDep,
-    user: ApiUser,
+    api: ApiDb,
     response: Response,
 ) -> SubmissionCreated:
-    # A plain def, so FastAPI runs it in a worker thread: the database and the broker calls
-    # below block, and a slow broker must hold up this request only, not the event loop.
-    limit = get_settings().max_upload_bytes
-    # Read one byte past the limit: enough to refuse, without holding a huge upload.
-    data = file.file.read(limit + 1)
-    found = get_course(session, slug=course)
-    intake = create_submission(
-        session,
-        user=user,
-        course=found,
-        lab=get_lab(session, course=found, slug=lab),
-        filename=file.filename,
-        data=data,
-        now=utcnow(),
-    )
-    # The row must exist before the worker can be told about it.
-    session.commit()
-    send_job(submission_id=intake.submission.id, job_id=intake.job.id)
-    now = utcnow()
-    lab_row = session.get_one(Lab, intake.submission.lab_id)
-    quota = submission_quota(session, user=user, lab=lab_row, now=now)
-    response.headers.update(quota.headers(now))
-    return SubmissionCreated(
-        id=intake.submission.id, status=Status.queued, url=f"/submissions/{intake.submission.id}"
-    )
+    def work(session: Session, user: User) -> SubmissionCreated:
+        limit = get_settings().max_upload_bytes
+        # Read one byte past the limit: enough to refuse, without holding a huge upload.
+        data = file.file.read(limit + 1)
+        found = get_course(session, slug=course)
+        intake = create_submission(
+            session,
+            user=user,
+            course=found,
+            lab=get_lab(session, course=found, slug=lab),
+            filename=file.filename,
+            data=data,
+            now=utcnow(),
+        )
+        # The row must exist before the worker can be told about it. A commit that fails
+        # raises here, and the client is told that nothing was stored (503).
+        session.commit()
+        send_job(submission_id=intake.submission.id, job_id=intake.job.id)
+        # Stored and sent: from here on a database error must not turn into "not stored".
+        try:
+            now = utcnow()
+            lab_row = session.get_one(Lab, intake.submission.lab_id)
+            quota = submission_quota(session, user=user, lab=lab_row, now=now)
+            response.headers.update(quota.headers(now))
+        except (OperationalError, InterfaceError, PoolTimeout):
+            session.rollback()
+        return SubmissionCreated(
+            id=intake.submission.id,
+            status=Status.queued,
+            url=f"/submissions/{intake.submission.id}",
+        )
+
+    return await api.run(work)
 
 
 @router.get("/submissions/{submission_id}", tags=["submissions"])
-def get_submission(submission_id: RowId, session: SessionDep, user: ApiUser) -> SubmissionRead:
-    submission = get_visible_submission(session, user=user, submission_id=submission_id)
-    return submission_read(
-        session, submission=submission, viewer_is_staff=is_staff_for(session, user, submission)
-    )
+async def get_submission(submission_id: RowId, api: ApiDb) -> SubmissionRead:
+    def work(session: Session, user: User) -> SubmissionRead:
+        submission = get_visible_submission(session, user=user, submission_id=submission_id)
+        return submission_read(
+            session, submission=submission, viewer_is_staff=is_staff_for(session, user, submission)
+        )
+
+    return await api.run(work)
 
 
 @router.post("/submissions/{submission_id}/regrade", status_code=202, tags=["submissions"])
-def regrade_submission(
-    submission_id: RowId, session: SessionDep, user: ApiUser
-) -> SubmissionCreated:
+async def regrade_submission(submission_id: RowId, api: ApiDb) -> SubmissionCreated:
     """Staff: grade a submission again (e.g. once a GPU worker is up, or after a lab fix)."""
-    submission = get_visible_submission(session, user=user, submission_id=submission_id)
-    job = regrade(session, user=user, submission=submission, now=utcnow())
-    session.commit()
-    send_job(submission_id=submission.id, job_id=job.id)
-    return SubmissionCreated(
-        id=submission.id, status=Status.queued, url=f"/submissions/{submission.id}"
-    )
+
+    def work(session: Session, user: User) -> SubmissionCreated:
+        submission = get_visible_submission(session, user=user, submission_id=submission_id)
+        job = regrade(session, user=user, submission=submission, now=utcnow())
+        session.commit()
+        send_job(submission_id=submission.id, job_id=job.id)
+        return SubmissionCreated(
+            id=submission.id, status=Status.queued, url=f"/submissions/{submission.id}"
+        )
+
+    return await api.run(work)
 
 
 @router.get("/courses/{course}/submissions", tags=["submissions"])
-def list_submissions(
+async def list_submissions(
     course: str,
-    session: SessionDep,
-    user: ApiUser,
+    api: ApiDb,
     lab: Annotated[str | None, Query(description="a lab slug")] = None,
     student: Annotated[str | None, Query(alias="user", description="a student's email")] = None,
 ) -> list[SubmissionListItem]:
-    found = get_course(session, slug=course)
-    require_staff(session, user=user, course=found)
-    labs = labs_of(session, course=found)
-    if lab is not None:
-        labs = [get_lab(session, course=found, slug=lab)]
-    user_id = None
-    if student is not None:
-        owner = find_user(session, email=student)
-        if owner is None:
-            raise NotFound(f"There is no user with email {student}.")
-        user_id = owner.id
-    slugs = {item.id: item.slug for item in labs}
-    rows = submissions_of(session, lab_ids=list(slugs), user_id=user_id)
-    owners = select(User.id, User.email).where(User.id.in_({r.user_id for r in rows}))
-    emails = {uid: email for uid, email in session.execute(owners)}
-    return [
-        SubmissionListItem(
-            id=r.id,
-            url=f"/submissions/{r.id}",
-            lab=slugs[r.lab_id],
-            user=emails[r.user_id],
-            status=Status(r.status),
-            score=r.score,
-            max_score=r.max_score,
-            late=r.late,
-            created_at=r.created_at,
-        )
-        for r in rows
-    ]
+    def work(session: Session, user: User) -> list[SubmissionListItem]:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        labs = labs_of(session, course=found)
+        if lab is not None:
+            labs = [get_lab(session, course=found, slug=lab)]
+        user_id = None
+        if student is not None:
+            owner = find_user(session, email=student)
+            if owner is None:
+                raise NotFound(f"There is no user with email {student}.")
+            user_id = owner.id
+        slugs = {item.id: item.slug for item in labs}
+        rows = submissions_of(session, lab_ids=list(slugs), user_id=user_id)
+        owners = select(User.id, User.email).where(User.id.in_({r.user_id for r in rows}))
+        emails = {uid: email for uid, email in session.execute(owners)}
+        return [
+            SubmissionListItem(
+                id=r.id,
+                url=f"/submissions/{r.id}",
+                lab=slugs[r.lab_id],
+                user=emails[r.user_id],
+                status=Status(r.status),
+                score=r.score,
+                max_score=r.max_score,
+                late=r.late,
+                created_at=r.created_at,
+            )
+            for r in rows
+        ]
+
+    return await api.run(work)
 
 
 @router.get(
@@ -199,11 +223,14 @@ def list_submissions(
     response_class=PlainTextResponse,
     responses={200: {"content": {"text/csv": {}}}},
 )
-def export_gradebook(course: str, session: SessionDep, user: ApiUser) -> PlainTextResponse:
-    found = get_course(session, slug=course)
-    require_staff(session, user=user, course=found)
-    return PlainTextResponse(
-        gradebook_csv(session, course=found),
-        media_type="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="{found.slug}-gradebook.csv"'},
-    )
+async def export_gradebook(course: str, api: ApiDb) -> PlainTextResponse:
+    def work(session: Session, user: User) -> PlainTextResponse:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        return PlainTextResponse(
+            gradebook_csv(session, course=found),
+            media_type="text/csv",
+            headers={"Content-Disposition": f'attachment; filename="{found.slug}-gradebook.csv"'},
+        )
+
+    return await api.run(work)

@@ -182,9 +182,12 @@ def _redact(text: str, hidden_names: list[str]) -> str:
 def submission_read(
     session: Session, *, submission: Submission, viewer_is_staff: bool
 ) -> SubmissionRead:
-    lab = session.get_one(Lab, submission.lab_id)
-    course = session.get_one(Course, lab.course_id)
-    owner = session.get_one(User, submission.user_id)
+    lab, course_slug, owner_email = session.execute(
+        select(Lab, Course.slug, User.email)
+        .join(Course, Course.id == Lab.course_id)
+        .join(User, User.id == submission.user_id)
+        .where(Lab.id == submission.lab_id)
+    ).one()
     job = result_job(session, submission=submission)
     if job is not None and job.state != JobState.done.value:
         job = None  # a compile error: no cases, no run report
@@ -214,14 +217,18 @@ def submission_read(
     return SubmissionRead(
         id=submission.id,
         url=f"/submissions/{submission.id}",
-        course=course.slug,
+        course=course_slug,
         lab=lab.slug,
-        user=owner.email,
+        user=owner_email,
         filename=submission.filename,
         sha256=submission.sha256,
         status=Status(submission.status),
         status_message=_redact(submission.status_message, hidden),
-        queue_position=queue_position(session, submission=submission),
+        queue_position=(
+            queue_position(session, submission=submission)
+            if submission.status == Status.queued.value
+            else None
+        ),
         late=submission.late,
         score=submission.score,
         max_score=submission.max_score,

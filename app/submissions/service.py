@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer, load_only
 
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
 from app.core.settings import get_settings
-from app.courses.models import Course, Lab, LatePolicy
-from app.courses.service import require_member, role_in
+from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role
+from app.courses.service import require_member
 from app.grading.models import GradingJob, JobState
 from app.submissions.models import Status, Submission, SubmissionEvent
 from app.submissions.quota import enforce_submission_quota
@@ -115,20 +115,35 @@ def create_submission(
 
 
 def is_staff_for(session: Session, user: User, submission: Submission) -> bool:
-    lab = session.get_one(Lab, submission.lab_id)
-    course = session.get_one(Course, lab.course_id)
-    role = role_in(session, user=user, course=course)
-    return role is not None and role.is_staff
+    role = session.scalar(
+        select(Enrollment.role)
+        .join(Lab, Lab.course_id == Enrollment.course_id)
+        .where(Lab.id == submission.lab_id, Enrollment.user_id == user.id)
+    )
+    return role is not None and Role(role).is_staff
 
 
 def get_visible_submission(session: Session, *, user: User, submission_id: int) -> Submission:
-    """A student sees their own submissions; staff see every submission of their course."""
-    submission = session.get(Submission, submission_id)
+    """A student sees their own submissions; staff see every submission of their course.
+
+    The source text is left in the database until something shows it (`source_text_of`).
+    """
+    submission = session.scalar(
+        select(Submission)
+        .options(defer(Submission.source_text))
+        .where(Submission.id == submission_id)
+    )
     if submission is not None and (
         submission.user_id == user.id or is_staff_for(session, user, submission)
     ):
         return submission
     raise NotFound(f"There is no submission {submission_id} that you may see.")
+
+
+def source_text_of(session: Session, *, submission: Submission) -> str:
+    return session.scalars(
+        select(Submission.source_text).where(Submission.id == submission.id)
+    ).one()
 
 
 def regrade(session: Session, *, user: User, submission: Submission, now: datetime) -> GradingJob:
@@ -193,10 +208,30 @@ def queue_position(session: Session, *, submission: Submission) -> int | None:
     return int(ahead or 0) + 1
 
 
+# What a list of submissions shows; a list never loads sources, logs or reports.
+LISTED = (
+    Submission.id,
+    Submission.filename,
+    Submission.user_id,
+    Submission.lab_id,
+    Submission.created_at,
+    Submission.status,
+    Submission.late,
+    Submission.score,
+    Submission.max_score,
+    Submission.graded_at,
+)
+
+
 def submissions_of(
     session: Session, *, lab_ids: list[int], user_id: int | None = None, limit: int = 500
 ) -> list[Submission]:
-    query = select(Submission).where(Submission.lab_id.in_(lab_ids))
+    """The newest submissions of these labs, with only the listed columns loaded."""
+    query = (
+        select(Submission)
+        .options(load_only(*LISTED, raiseload=True))
+        .where(Submission.lab_id.in_(lab_ids))
+    )
     if user_id is not None:
         query = query.where(Submission.user_id == user_id)
     return list(session.scalars(query.order_by(Submission.id.desc()).limit(limit)))

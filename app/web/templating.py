@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,6 @@ from markupsafe import Markup
 
 from app.core.errors import Forbidden
 from app.core.security import csrf_tokens_match, new_csrf_token
-
-
-@dataclass(frozen=True)
-class Viewer:
-    id: int
-    email: str
-
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
