@@ -238,18 +238,20 @@ def gradebook_export(
     """Write the course's gradebook as CSV."""
     from app.core.database import session_scope
     from app.courses.service import get_course
-    from app.gradebook.service import gradebook_csv
+    from app.gradebook.service import write_gradebook_csv
 
     try:
         with session_scope() as session:
-            text = gradebook_csv(session, course=get_course(session, slug=course))
+            found = get_course(session, slug=course)
+            if output is None:
+                write_gradebook_csv(session, course=found, out=sys.stdout)
+                sys.stdout.flush()
+                return
+            with output.open("w", encoding="utf-8", newline="") as out:
+                write_gradebook_csv(session, course=found, out=out)
     except DomainError as exc:
         raise _fail(exc.message) from None
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-        typer.echo(f"Wrote {output}.")
+    typer.echo(f"Wrote {output}.")
 
 
 def _watch_parent(parent_pid: int) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import tempfile
+from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Annotated
+from typing import IO, Annotated
 
 from fastapi import APIRouter, File, Query, Response, UploadFile
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -20,7 +23,7 @@ from app.core.errors import NotFound
 from app.core.settings import get_settings
 from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
-from app.gradebook.service import gradebook_csv
+from app.gradebook.service import write_gradebook_csv
 from app.grading.queue import send_job
 from app.submissions.models import Status
 from app.submissions.quota import submission_quota
@@ -217,20 +220,42 @@ async def list_submissions(
     return await api.run(work)
 
 
+# The CSV is written to a spool (memory up to this size, a temporary file past it) in the
+# request's thread, then sent from it in chunks: the database is done with before the first
+# byte goes out, so a slow download holds no connection and no thread.
+SPOOL_IN_MEMORY_BYTES = 1024 * 1024
+CHUNK_BYTES = 64 * 1024
+
+
 @router.get(
     "/courses/{course}/gradebook.csv",
     tags=["gradebook"],
-    response_class=PlainTextResponse,
+    response_class=StreamingResponse,
     responses={200: {"content": {"text/csv": {}}}},
 )
-async def export_gradebook(course: str, api: ApiDb) -> PlainTextResponse:
-    def work(session: Session, user: User) -> PlainTextResponse:
+async def export_gradebook(course: str, api: ApiDb) -> StreamingResponse:
+    def work(session: Session, user: User) -> tuple[str, IO[bytes]]:
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)
-        return PlainTextResponse(
-            gradebook_csv(session, course=found),
-            media_type="text/csv",
-            headers={"Content-Disposition": f'attachment; filename="{found.slug}-gradebook.csv"'},
-        )
+        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY_BYTES)  # noqa: SIM115
+        text = io.TextIOWrapper(spool, encoding="utf-8", newline="")
+        write_gradebook_csv(session, course=found, out=text)
+        text.flush()
+        text.detach()
+        spool.seek(0)
+        return found.slug, spool
 
-    return await api.run(work)
+    slug, spool = await api.run(work)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        try:
+            while chunk := spool.read(CHUNK_BYTES):
+                yield chunk
+        finally:
+            spool.close()
+
+    return StreamingResponse(
+        chunks(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{slug}-gradebook.csv"'},
+    )
