@@ -31,7 +31,7 @@ class Settings(BaseSettings):
     default_arch: str = "sm_90"
     # A worker beats every heartbeat_seconds; a job silent for heartbeat_timeout_seconds is lost.
     heartbeat_seconds: float = 5.0
-    heartbeat_timeout_seconds: float = 60.0
+    heartbeat_timeout_seconds: float = 30.0
     # A submission still queued this long after it was committed, never sent, is sent again.
     resend_after_seconds: float = 10.0
     # A job sent this long ago and not yet started is sent again once the broker shows it lost

@@ -7,7 +7,7 @@ import logging
 from sqlalchemy import update
 
 from app.core.database import session_scope, utcnow
-from app.grading.celery_app import GRADE_TASK, QUEUE
+from app.grading.celery_app import GPU_QUEUE, GRADE_TASK, QUEUE
 from app.grading.models import GradingJob, JobState
 
 log = logging.getLogger(__name__)
@@ -39,3 +39,22 @@ def send_job(*, submission_id: int, job_id: int, queue: str = QUEUE) -> bool:
         # harmless. Failing here would tell the student a stored submission was not taken.
         log.exception("job %s was sent but its send time was not noted", job_id)
     return True
+
+
+def waiting_in_broker() -> dict[str, int] | None:
+    """Messages waiting on each grading queue, not yet handed to a worker; None when the
+    broker does not answer."""
+    from app.grading.celery_app import celery_app
+
+    try:
+        with celery_app.connection_for_read() as connection:
+            channel = connection.default_channel
+            return {
+                queue: channel.queue_declare(
+                    queue=queue, durable=True, auto_delete=False
+                ).message_count
+                for queue in (QUEUE, GPU_QUEUE)
+            }
+    except Exception:
+        log.warning("could not ask the broker how many jobs wait", exc_info=True)
+        return None

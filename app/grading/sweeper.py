@@ -7,14 +7,14 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.grading.celery_app import GPU_QUEUE, QUEUE
 from app.grading.models import GradingJob, JobState
-from app.grading.queue import send_job
+from app.grading.queue import send_job, waiting_in_broker
 from app.grading.worker import NOT_YOUR_FAULT
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
@@ -25,9 +25,13 @@ log = logging.getLogger(__name__)
 @dataclass
 class SweepReport:
     resent: list[int] = field(default_factory=list)  # job ids never sent, sent now
+    lost: list[int] = field(default_factory=list)  # sent but never started: sent again
     requeued: list[int] = field(default_factory=list)  # lost jobs sent again
     failed: list[int] = field(default_factory=list)  # lost jobs out of attempts
     to_gpu: list[int] = field(default_factory=list)  # compiled jobs handed to a GPU worker
+
+    def __bool__(self) -> bool:
+        return bool(self.resent or self.lost or self.requeued or self.failed or self.to_gpu)
 
 
 def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
@@ -35,23 +39,27 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
     now = now or utcnow()
     report = SweepReport()
     unsent_before = now - timedelta(seconds=settings.resend_after_seconds)
-    lost_send_before = now - timedelta(seconds=settings.resend_sent_after_seconds)
+    overdue_before = now - timedelta(seconds=settings.resend_unstarted_after_seconds)
+    long_before = now - timedelta(seconds=settings.resend_sent_after_seconds)
     stale_before = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
     sends: list[tuple[int, int, str]] = []
     with session_scope() as session:
-        # Committed but never sent (the send after the commit failed or the process died), or
-        # sent long ago and never taken (the broker lost it).
+        # Committed but never sent (the send after the commit failed or the process died).
         for job in session.scalars(
             select(GradingJob).where(
                 GradingJob.state == JobState.queued.value,
-                or_(
-                    GradingJob.sent_at.is_(None) & (GradingJob.queued_at < unsent_before),
-                    GradingJob.sent_at < lost_send_before,
-                ),
+                GradingJob.sent_at.is_(None),
+                GradingJob.queued_at < unsent_before,
             )
         ).all():
             sends.append((job.submission_id, job.id, QUEUE))
             report.resent.append(job.id)
+        # Sent, and still not started a while later: lost by the broker (restarted without
+        # persistence), or taken by a worker that died before claiming it. Judged by the
+        # jobs' own rows, not by what the broker says it holds.
+        for job in lost_jobs(session, overdue_before=overdue_before, long_before=long_before):
+            sends.append((job.submission_id, job.id, QUEUE))
+            report.lost.append(job.id)
         # Held by a worker that stopped beating: send again, or give up after max_attempts.
         for job in session.scalars(
             select(GradingJob).where(
@@ -95,6 +103,53 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
     return report
 
 
+def lost_jobs(
+    session: Session, *, overdue_before: datetime, long_before: datetime
+) -> list[GradingJob]:
+    """Queued jobs sent before `overdue_before` that no worker can still be about to take.
+
+    A job waiting behind a long queue is not lost, so an overdue job counts as lost only when
+    the queue has moved past it (a job sent after it was taken after that send: the broker
+    hands messages out oldest first), or the broker holds no message at all; and whatever
+    either says, once it was sent before `long_before`.
+    """
+    overdue = list(
+        session.scalars(
+            select(GradingJob)
+            .where(GradingJob.state == JobState.queued.value, GradingJob.sent_at < overdue_before)
+            .order_by(GradingJob.sent_at)
+        )
+    )
+    if not overdue:
+        return []
+    # The newest send that a worker has taken since: everything sent before it has been
+    # handed out, or lost.
+    passed = session.scalar(
+        select(func.max(GradingJob.sent_at)).where(
+            GradingJob.started_at.is_not(None), GradingJob.started_at >= GradingJob.sent_at
+        )
+    )
+    lost = [
+        job
+        for job in overdue
+        if (passed is not None and job.sent_at is not None and job.sent_at < passed)
+        or (job.sent_at is not None and job.sent_at < long_before)
+    ]
+    if len(lost) == len(overdue):
+        return lost
+    waiting = waiting_in_broker()
+    if waiting is None:
+        return lost
+    # A job is on the main queue, or on the GPU queue once compiled (a requeue after a lost
+    # GPU worker puts it back on the main one): lost if every queue it may be on is empty.
+    return [
+        job
+        for job in overdue
+        if job in lost
+        or (waiting[QUEUE] == 0 and (job.compiled_at is None or waiting[GPU_QUEUE] == 0))
+    ]
+
+
 def _move(
     session: Session,
     job: GradingJob,
@@ -130,7 +185,13 @@ class SweeperThread(threading.Thread):
         while not self.stopped.wait(every):
             try:
                 report = sweep(has_gpu=self.has_gpu)
-                if report.resent or report.requeued or report.failed or report.to_gpu:
+                if (
+                    report.resent
+                    or report.lost
+                    or report.requeued
+                    or report.failed
+                    or report.to_gpu
+                ):
                     log.info("sweep: %s", report)
             except Exception:
                 log.exception("sweep failed; trying again in %s s", every)

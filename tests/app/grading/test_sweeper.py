@@ -133,10 +133,10 @@ def test_a_job_sent_long_ago_and_never_taken_is_sent_once_more(session: Session)
     )
     job.sent_at = long_ago
     session.commit()
-    assert job.id in sweep().resent
+    assert job.id in sweep().lost
     session.expire_all()
     assert session.get_one(GradingJob, job.id).sent_at > long_ago
-    assert job.id not in sweep().resent
+    assert job.id not in sweep().lost
 
 
 def test_a_beat_that_lands_after_the_sweep_looked_keeps_the_job_with_its_worker(
@@ -164,3 +164,82 @@ def test_a_beat_that_lands_after_the_sweep_looked_keeps_the_job_with_its_worker(
     job = session.get_one(GradingJob, job_id)
     assert job.state == JobState.started.value and job.worker_id == "gone-host:123"
     assert session.get_one(Submission, submission_id).status == Status.compiling.value
+
+
+def _sent_not_started(session: Session, *, sent_at: Any) -> GradingJob:
+    world = make_world(session)
+    _, job = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.queued,
+        job_state=JobState.queued,
+        created_at=sent_at,
+    )
+    job.sent_at = sent_at
+    session.commit()
+    return job
+
+
+# Every test shares one database, and whether a queue moved past a job is read from all of
+# its jobs; these tests put their jobs in the future (and sweep "then") to be the newest.
+def _future() -> Any:
+    return utcnow() + timedelta(days=1)
+
+
+def test_a_job_the_broker_lost_is_sent_again_soon_when_the_broker_holds_nothing(
+    session: Session,
+) -> None:
+    from app.grading.celery_app import celery_app
+
+    sent = _future()
+    job = _sent_not_started(session, sent_at=sent)
+    # The broker restarted without persistence: nothing is left on the main queue.
+    celery_app.control.purge()
+    soon = get_settings().resend_unstarted_after_seconds
+    assert job.id not in sweep(now=sent + timedelta(seconds=soon / 2)).lost  # not overdue yet
+    celery_app.control.purge()  # what that sweep sent for other tests' jobs
+    assert job.id in sweep(now=sent + timedelta(seconds=soon + 1)).lost
+    session.expire_all()
+    assert session.get_one(GradingJob, job.id).sent_at != sent  # sent again, noted
+
+
+def test_a_job_waiting_behind_a_long_queue_is_not_sent_again(session: Session) -> None:
+    from app.grading.celery_app import celery_app
+    from app.grading.queue import send_job
+
+    celery_app.control.purge()
+    sent = _future()
+    job = _sent_not_started(session, sent_at=sent)
+    # Its message is on the broker, and no job sent after it has been taken yet.
+    assert send_job(submission_id=job.submission_id, job_id=job.id)
+    session.refresh(job)
+    job.sent_at = sent  # as if sent then (send_job noted the real time)
+    session.commit()
+    soon = get_settings().resend_unstarted_after_seconds
+    assert job.id not in sweep(now=sent + timedelta(seconds=soon + 1)).lost
+    celery_app.control.purge()
+
+
+def test_a_job_the_queue_moved_past_is_sent_again(session: Session) -> None:
+    from app.grading.celery_app import celery_app
+    from app.grading.queue import send_job
+
+    celery_app.control.purge()
+    sent = _future()
+    job = _sent_not_started(session, sent_at=sent)
+    assert send_job(submission_id=job.submission_id, job_id=job.id)  # the broker holds one
+    session.refresh(job)
+    job.sent_at = sent
+    # A job sent a second later was taken: the queue hands out oldest first, so the first
+    # one's message was taken too, by a worker that died before it claimed the job.
+    later = _sent_not_started(session, sent_at=sent + timedelta(seconds=1))
+    later.state = JobState.started.value
+    later.started_at = later.heartbeat_at = sent + timedelta(seconds=2)
+    later.worker_id = "busy-host:1"
+    session.commit()
+    soon = get_settings().resend_unstarted_after_seconds
+    report = sweep(now=sent + timedelta(seconds=soon + 1))
+    assert job.id in report.lost
+    assert later.id not in report.lost
+    celery_app.control.purge()
