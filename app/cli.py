@@ -277,10 +277,14 @@ def worker(
     )
     from app.grading.celery_app import GPU_QUEUE, QUEUE, celery_app
     from app.grading.gpu_probe import run_unavailable_reason
+    from app.grading.sandbox_cleanup import remove_orphaned_sandboxes
     from app.grading.sweeper import SweeperThread
 
     if parent_pid is not None:
         _watch_parent(parent_pid)
+    removed = remove_orphaned_sandboxes()
+    if removed:
+        typer.echo(f"Removed {len(removed)} sandbox folders left by workers that were killed.")
     reason = run_unavailable_reason()
     queues = QUEUE if reason else f"{QUEUE},{GPU_QUEUE}"
     if reason:

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -190,7 +191,8 @@ def _run_stage(
     remaining = [c.name for c in lab.cases]
     timing_wanted = timing and lab.timing is not None
     refs = reference_payloads(lab, compiled.arch or None, _needed_references(lab, timing_wanted))
-    work = Path(tempfile.mkdtemp(prefix="kernelgrader-run-"))
+    # The worker's pid in the name: its next start removes folders whose owner was killed.
+    work = Path(tempfile.mkdtemp(prefix=f"kernelgrader-run-{os.getpid()}-"))
     try:
         for attempt in range(MAX_CHILDREN):
             if not remaining:

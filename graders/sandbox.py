@@ -299,7 +299,8 @@ def run_sandboxed(
         creds, note = unprivileged_user()
         log.append(note)
     request = json.dumps({"target": target, "payload": payload}).encode()
-    workdir = tempfile.mkdtemp(prefix="kg-sandbox-")
+    # The worker's pid in the name: its next start removes folders whose owner was killed.
+    workdir = tempfile.mkdtemp(prefix=f"kg-sandbox-{os.getpid()}-")
     if creds is not None:
         os.chown(workdir, creds.uid, creds.gid)
     in_r, in_w = os.pipe()
