@@ -31,9 +31,9 @@ from app.submissions.schemas import SubmissionCreated, SubmissionRead, submissio
 from app.submissions.service import (
     create_submission,
     get_visible_submission,
-    is_staff_for,
     regrade,
     submissions_of,
+    visible_submission,
 )
 from app.users.models import User
 from app.users.service import find_user
@@ -155,10 +155,8 @@ async def submit(
 @router.get("/submissions/{submission_id}", tags=["submissions"])
 async def get_submission(submission_id: RowId, api: ApiDb) -> SubmissionRead:
     def work(session: Session, user: User) -> SubmissionRead:
-        submission = get_visible_submission(session, user=user, submission_id=submission_id)
-        return submission_read(
-            session, submission=submission, viewer_is_staff=is_staff_for(session, user, submission)
-        )
+        submission, staff = visible_submission(session, user=user, submission_id=submission_id)
+        return submission_read(session, submission=submission, viewer_is_staff=staff)
 
     return await api.run(work)
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
@@ -89,22 +89,19 @@ class SubmissionCreated(BaseModel):
     url: str
 
 
-def result_job(session: Session, *, submission: Submission) -> GradingJob | None:
-    """The job whose verdict the submission shows: the newest graded one, or a newer compile
-    error (it has no cases; the older job's cases are not its result). Jobs that failed on our
-    side carry an error and leave the earlier verdict in place."""
-    verdict = or_(
-        GradingJob.state == JobState.done.value,
-        (GradingJob.state == JobState.failed.value)
-        & (GradingJob.error == "")
-        & GradingJob.compiled_at.is_not(None),
-    )
-    return session.scalar(
-        select(GradingJob)
-        .where(GradingJob.submission_id == submission.id, verdict)
-        .order_by(GradingJob.finished_at.desc(), GradingJob.id.desc())
-        .limit(1)
-    )
+def result_job(jobs: list[GradingJob]) -> GradingJob | None:
+    """The job whose verdict the submission shows, of all its jobs: the newest graded one, or
+    a newer compile error (it has no cases; the older job's cases are not its result). Jobs
+    that failed on our side carry an error and leave the earlier verdict in place."""
+    verdicts = [
+        job
+        for job in jobs
+        if job.state == JobState.done.value
+        or (job.state == JobState.failed.value and job.error == "" and job.compiled_at is not None)
+    ]
+    if not verdicts:
+        return None
+    return max(verdicts, key=lambda job: (job.finished_at or job.queued_at, job.id))
 
 
 def _case_read(row: CaseResult, *, show_hidden: bool) -> CaseRead:
@@ -188,7 +185,11 @@ def submission_read(
         .join(User, User.id == submission.user_id)
         .where(Lab.id == submission.lab_id)
     ).one()
-    job = result_job(session, submission=submission)
+    # All of its jobs in one read (a submission has one, or a few after regrades).
+    jobs = list(
+        session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id))
+    )
+    job = result_job(jobs)
     if job is not None and job.state != JobState.done.value:
         job = None  # a compile error: no cases, no run report
     rows: list[CaseResult] = []
@@ -198,14 +199,13 @@ def submission_read(
                 select(CaseResult).where(CaseResult.job_id == job.id).order_by(CaseResult.position)
             )
         )
-    attempts = sum(
-        session.scalars(
-            select(GradingJob.attempt).where(GradingJob.submission_id == submission.id)
-        ).all()
-    )
+    attempts = sum(j.attempt for j in jobs)
     show_hidden = hidden_details_visible(lab, viewer_is_staff=viewer_is_staff)
     report: dict[str, Any] = (job.report or {}) if job else {}
-    hidden = [] if show_hidden else _hidden_names(session, submission=submission)
+    # Only a job that ran (done) has case rows, hidden ones among them.
+    ran = any(j.state == JobState.done.value for j in jobs)
+    hidden = [] if show_hidden or not ran else _hidden_names(session, submission=submission)
+    latest = max(jobs, key=lambda j: j.id) if jobs else None
     stdout: str = report.get("stdout", "")
     ran_hidden = [row.name for row in rows if row.hidden and row.verdict != "not_run"]
     withheld_at_source = all(HIDDEN_OUTPUT_NOTE.format(name=name) in stdout for name in ran_hidden)
@@ -224,11 +224,7 @@ def submission_read(
         sha256=submission.sha256,
         status=Status(submission.status),
         status_message=_redact(submission.status_message, hidden),
-        queue_position=(
-            queue_position(session, submission=submission)
-            if submission.status == Status.queued.value
-            else None
-        ),
+        queue_position=queue_position(session, job=latest),
         late=submission.late,
         score=submission.score,
         max_score=submission.max_score,

@@ -123,21 +123,34 @@ def is_staff_for(session: Session, user: User, submission: Submission) -> bool:
     return role is not None and Role(role).is_staff
 
 
-def get_visible_submission(session: Session, *, user: User, submission_id: int) -> Submission:
-    """A student sees their own submissions; staff see every submission of their course.
+def visible_submission(
+    session: Session, *, user: User, submission_id: int
+) -> tuple[Submission, bool]:
+    """The submission and whether the user is staff of its course, in one read.
 
-    The source text is left in the database until something shows it (`source_text_of`).
+    A student sees their own submissions; staff see every submission of their course. The
+    source text is left in the database until something shows it (`source_text_of`).
     """
-    submission = session.scalar(
-        select(Submission)
+    row = session.execute(
+        select(Submission, Enrollment.role)
         .options(defer(Submission.source_text))
+        .join(Lab, Lab.id == Submission.lab_id)
+        .outerjoin(
+            Enrollment,
+            (Enrollment.course_id == Lab.course_id) & (Enrollment.user_id == user.id),
+        )
         .where(Submission.id == submission_id)
-    )
-    if submission is not None and (
-        submission.user_id == user.id or is_staff_for(session, user, submission)
-    ):
-        return submission
+    ).first()
+    if row is not None:
+        submission, role = row
+        staff = role is not None and Role(role).is_staff
+        if submission.user_id == user.id or staff:
+            return submission, staff
     raise NotFound(f"There is no submission {submission_id} that you may see.")
+
+
+def get_visible_submission(session: Session, *, user: User, submission_id: int) -> Submission:
+    return visible_submission(session, user=user, submission_id=submission_id)[0]
 
 
 def source_text_of(session: Session, *, submission: Submission) -> str:
@@ -192,9 +205,8 @@ def latest_job(session: Session, *, submission: Submission) -> GradingJob | None
     )
 
 
-def queue_position(session: Session, *, submission: Submission) -> int | None:
-    """1 for the next job a worker takes; None when this submission is not waiting."""
-    job = latest_job(session, submission=submission)
+def queue_position(session: Session, *, job: GradingJob | None) -> int | None:
+    """For a submission's latest job: 1 when a worker takes it next; None when not waiting."""
     if job is None or job.state != JobState.queued.value:
         return None
     ahead = session.scalar(

@@ -31,10 +31,10 @@ from app.submissions.schemas import submission_read
 from app.submissions.service import (
     create_submission,
     get_visible_submission,
-    is_staff_for,
     regrade,
     source_text_of,
     submissions_of,
+    visible_submission,
 )
 from app.users.models import User
 from app.users.service import authenticate
@@ -229,8 +229,7 @@ async def submit_form(
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
 async def submission_page(request: Request, submission_id: RowId, web: WebDb) -> Response:
     def page(session: Session, user: User) -> Response:
-        submission = get_visible_submission(session, user=user, submission_id=submission_id)
-        staff = is_staff_for(session, user, submission)
+        submission, staff = visible_submission(session, user=user, submission_id=submission_id)
         view = submission_read(session, submission=submission, viewer_is_staff=staff)
         return render(
             request,

@@ -85,7 +85,7 @@ async def test_the_token_check_and_the_work_run_in_one_request_thread(
 ) -> None:
     sid = (await upload(client, world)).json()["id"]
     threads: dict[str, int] = {}
-    real_holder, real_visible = deps.holder_of_token, api_routes.get_visible_submission
+    real_holder, real_visible = deps.holder_of_token, api_routes.visible_submission
 
     def holder(*args: Any, **kwargs: Any) -> Any:
         threads["token check"] = threading.get_ident()
@@ -96,7 +96,7 @@ async def test_the_token_check_and_the_work_run_in_one_request_thread(
         return real_visible(*args, **kwargs)
 
     monkeypatch.setattr(deps, "holder_of_token", holder)
-    monkeypatch.setattr(api_routes, "get_visible_submission", visible)
+    monkeypatch.setattr(api_routes, "visible_submission", visible)
     r = await client.get(f"/api/v1/submissions/{sid}", headers=world.student.auth)
     assert r.status_code == 200, r.text
     # One hop: the session, the token check and the work share a thread, off the event loop.
@@ -265,3 +265,32 @@ def test_a_query_mistake_is_not_taken_for_a_database_that_is_away(tmp_path: Any)
         locked = OperationalError("BEGIN", {}, exc)
     assert not database_unavailable(mistake)
     assert database_unavailable(locked)
+
+
+@pytest.mark.parametrize(
+    "app_with",
+    [{"web_threads": 1, "max_request_wait_seconds": 0.3, "retry_after_seconds": 4}],
+    indirect=True,
+)
+async def test_a_request_that_waits_too_long_for_a_thread_is_refused_and_stores_nothing(
+    bounded_client: httpx.AsyncClient,
+    world: World,
+    session: Session,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = Gate()
+    monkeypatch.setattr(api_routes, "labs_of", gate.wrap(api_routes.labs_of))
+    labs = f"/api/v1/courses/{world.course.slug}/labs"
+    held = asyncio.ensure_future(bounded_client.get(labs, headers=world.student.auth))
+    await gate.wait_entered()
+    try:
+        r = await upload(bounded_client, world)
+    finally:
+        gate.open.set()
+    assert (await held).status_code == 200
+    assert r.status_code == 503 and r.headers["Retry-After"] == "4"
+    assert r.json()["detail"].startswith("The server is busy")
+    stored = session.scalar(
+        select(func.count(Submission.id)).where(Submission.user_id == world.student.user.id)
+    )
+    assert stored == 0
