@@ -18,7 +18,7 @@ from starlette.middleware.sessions import SessionMiddleware
 from app import __version__
 from app.api.routes import router as api_router
 from app.api.tokens import router as tokens_router
-from app.core.errors import DomainError, NotAuthenticated, RateLimited
+from app.core.errors import DomainError, NotAuthenticated, RateLimited, ServerBusy
 from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
 from app.core.overload import DATABASE_AWAY, InFlightLimit, database_unavailable
@@ -78,6 +78,8 @@ def create_app() -> FastAPI:
         headers: dict[str, str] | None = None
         if isinstance(exc, RateLimited):
             headers = {"Retry-After": str(exc.retry_after), "X-RateLimit-Remaining": "0"}
+        elif isinstance(exc, ServerBusy):
+            headers = {"Retry-After": str(exc.retry_after)}
         if request.url.path.startswith("/api/"):
             if isinstance(exc, NotAuthenticated):
                 headers = {"WWW-Authenticate": "Bearer"}

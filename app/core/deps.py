@@ -25,7 +25,8 @@ from fastapi import Depends, Path, Request
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
-from app.core.errors import NotAuthenticated
+from app.core.errors import NotAuthenticated, ServerBusy
+from app.core.overload import BUSY
 from app.core.settings import get_settings
 from app.users.models import User
 from app.users.service import holder_of_token
@@ -54,7 +55,19 @@ def request_threads() -> anyio.CapacityLimiter:
 
 
 async def in_request_thread(work: Callable[[], T]) -> T:
-    return await anyio.to_thread.run_sync(work, limiter=request_threads())
+    """Run `work` in a request thread; 503 when none frees up within the allowed wait."""
+    settings = get_settings()
+    threads = request_threads()
+    with anyio.move_on_after(settings.max_request_wait_seconds) as waited:
+        await threads.acquire()
+    if waited.cancelled_caught:
+        seconds = settings.retry_after_seconds
+        raise ServerBusy(BUSY.format(seconds=seconds), retry_after=seconds)
+    try:
+        # The token taken above is what bounds the threads; this limiter never makes it wait.
+        return await anyio.to_thread.run_sync(work, limiter=_limiter("taken", settings.web_threads))
+    finally:
+        threads.release()
 
 
 async def in_health_thread(work: Callable[[], T]) -> T:

@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     # per request; past `max_requests_in_flight` a request is refused at once with 503.
     web_threads: int = 32
     max_requests_in_flight: int = 100
+    # A request that waits this long for a request thread is answered 503, so that every
+    # request is answered within a few seconds whatever the load.
+    max_request_wait_seconds: float = 3.0
     # The database connection pool of each process (pool_size kept open, max_overflow more on
     # demand, pool_timeout seconds to wait for one); it must hold web_threads + 2.
     db_pool_size: int = 20
