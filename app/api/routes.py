@@ -24,7 +24,7 @@ from app.core.settings import get_settings
 from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
 from app.gradebook.service import write_gradebook_csv
-from app.grading.queue import send_job
+from app.grading.queue import send_job, stamp_send
 from app.submissions.models import Status
 from app.submissions.quota import submission_quota
 from app.submissions.schemas import SubmissionCreated, SubmissionRead, submission_read
@@ -133,8 +133,9 @@ async def submit(
         )
         # The row must exist before the worker can be told about it. A commit that fails
         # raises here, and the client is told that nothing was stored (503).
+        stamp = stamp_send(intake.job)
         session.commit()
-        send_job(submission_id=intake.submission.id, job_id=intake.job.id)
+        send_job(submission_id=intake.submission.id, job_id=intake.job.id, stamped_at=stamp)
         # Stored and sent: from here on a database error must not turn into "not stored".
         try:
             now = utcnow()
@@ -168,8 +169,9 @@ async def regrade_submission(submission_id: RowId, api: ApiDb) -> SubmissionCrea
     def work(session: Session, user: User) -> SubmissionCreated:
         submission = get_visible_submission(session, user=user, submission_id=submission_id)
         job = regrade(session, user=user, submission=submission, now=utcnow())
+        stamp = stamp_send(job)
         session.commit()
-        send_job(submission_id=submission.id, job_id=job.id)
+        send_job(submission_id=submission.id, job_id=job.id, stamped_at=stamp)
         return SubmissionCreated(
             id=submission.id, status=Status.queued, url=f"/submissions/{submission.id}"
         )

@@ -109,9 +109,11 @@ def lost_jobs(
     """Queued jobs sent before `overdue_before` that no worker can still be about to take.
 
     A job waiting behind a long queue is not lost, so an overdue job counts as lost only when
-    the queue has moved past it (a job sent after it was taken after that send: the broker
-    hands messages out oldest first), or the broker holds no message at all; and whatever
-    either says, once it was sent before `long_before`.
+    its queue has moved past it (a worker claimed a job with a message sent later on that
+    queue: the broker hands messages out oldest first, so this job's message was handed out
+    too, or lost), or its queue holds no message at all; and whatever either says, once it
+    was sent before `long_before`. The stamps compared are those the messages carry, so a
+    second copy of a job taken early says nothing about the jobs sent between its copies.
     """
     overdue = list(
         session.scalars(
@@ -122,31 +124,38 @@ def lost_jobs(
     )
     if not overdue:
         return []
-    # The newest send that a worker has taken since: everything sent before it has been
-    # handed out, or lost.
-    passed = session.scalar(
-        select(func.max(GradingJob.sent_at)).where(
-            GradingJob.started_at.is_not(None), GradingJob.started_at >= GradingJob.sent_at
+    passed: dict[str | None, datetime] = {
+        queue: stamp
+        for queue, stamp in session.execute(
+            select(GradingJob.taken_queue, func.max(GradingJob.taken_sent_at))
+            .where(GradingJob.taken_queue.is_not(None))
+            .group_by(GradingJob.taken_queue)
         )
-    )
-    lost = [
-        job
-        for job in overdue
-        if (passed is not None and job.sent_at is not None and job.sent_at < passed)
-        or (job.sent_at is not None and job.sent_at < long_before)
-    ]
+        if stamp is not None
+    }
+
+    def moved_past(job: GradingJob) -> bool:
+        assert job.sent_at is not None
+        if job.sent_at < long_before:
+            return True
+        queues = [job.sent_queue] if job.sent_queue else list(passed)
+        return any(q in passed and job.sent_at < passed[q] for q in queues)
+
+    lost = [job for job in overdue if moved_past(job)]
     if len(lost) == len(overdue):
         return lost
     waiting = waiting_in_broker()
     if waiting is None:
         return lost
-    # A job is on the main queue, or on the GPU queue once compiled (a requeue after a lost
-    # GPU worker puts it back on the main one): lost if every queue it may be on is empty.
     return [
         job
         for job in overdue
         if job in lost
-        or (waiting[QUEUE] == 0 and (job.compiled_at is None or waiting[GPU_QUEUE] == 0))
+        or (
+            waiting.get(job.sent_queue, 0) == 0
+            if job.sent_queue
+            else waiting[QUEUE] == waiting[GPU_QUEUE] == 0
+        )
     ]
 
 

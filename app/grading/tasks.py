@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy.exc import OperationalError
 
 from app.grading.celery_app import GRADE_TASK, celery_app
@@ -12,5 +14,9 @@ from app.grading.worker import grade_job
 @celery_app.task(
     name=GRADE_TASK, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5
 )
-def grade(submission_id: int, job_id: int) -> str:
-    return grade_job(submission_id, job_id).value
+def grade(
+    submission_id: int, job_id: int, sent_at: str | None = None, queue: str | None = None
+) -> str:
+    # `sent_at` and `queue` say which send this message is (absent in older messages).
+    stamp = datetime.fromisoformat(sent_at) if sent_at else None
+    return grade_job(submission_id, job_id, taken=(stamp, queue)).value

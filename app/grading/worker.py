@@ -10,7 +10,7 @@ import enum
 import logging
 import os
 import socket
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import or_, update
 from sqlalchemy.orm import Session
@@ -43,13 +43,19 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _claim(submission_id: int, job_id: int, me: str) -> bool:
-    """Take the job if it is queued, or held by a worker whose heartbeat went stale."""
+Taken = tuple[datetime | None, str | None]
+
+
+def _claim(submission_id: int, job_id: int, me: str, taken: Taken = (None, None)) -> bool:
+    """Take the job if it is queued, or held by a worker whose heartbeat went stale.
+
+    `taken`: the send stamp and queue of the message this worker took, noted for the sweeper.
+    """
     settings = get_settings()
     now = utcnow()
     stale = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
     with session_scope() as session:
-        taken = session.execute(
+        claimed = session.execute(
             update(GradingJob)
             .where(
                 GradingJob.id == job_id,
@@ -70,9 +76,11 @@ def _claim(submission_id: int, job_id: int, me: str) -> bool:
                 started_at=now,
                 heartbeat_at=now,
                 error="",
+                taken_sent_at=taken[0],
+                taken_queue=taken[1],
             )
         )
-        if taken.rowcount != 1:  # type: ignore[attr-defined]
+        if claimed.rowcount != 1:  # type: ignore[attr-defined]
             return False
         submission = session.get_one(Submission, submission_id)
         set_status(session, submission, Status.compiling, "A worker is compiling it.")
@@ -99,11 +107,13 @@ def _hold(session: Session, job_id: int, me: str) -> bool:
     return held.rowcount == 1  # type: ignore[attr-defined]
 
 
-def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outcome:
+def grade_job(
+    submission_id: int, job_id: int, *, me: str | None = None, taken: Taken = (None, None)
+) -> Outcome:
     """Grade one job; running it twice, or after another worker, still gives one result set."""
     me = me or worker_id()
     settings = get_settings()
-    if not _claim(submission_id, job_id, me):
+    if not _claim(submission_id, job_id, me, taken):
         with session_scope() as session:
             exists = session.get(GradingJob, job_id)
             return Outcome.missing if exists is None else Outcome.duplicate

@@ -25,7 +25,7 @@ from app.courses.service import (
 )
 from app.courses.specs import spec_for
 from app.gradebook.service import best_scores, gradebook
-from app.grading.queue import send_job
+from app.grading.queue import send_job, stamp_send
 from app.submissions.quota import submission_quota
 from app.submissions.schemas import submission_read
 from app.submissions.service import (
@@ -219,8 +219,9 @@ async def submit_form(
             if isinstance(exc, RateLimited):
                 page.headers["Retry-After"] = str(exc.retry_after)
             return page
+        stamp = stamp_send(intake.job)
         session.commit()
-        send_job(submission_id=intake.submission.id, job_id=intake.job.id)
+        send_job(submission_id=intake.submission.id, job_id=intake.job.id, stamped_at=stamp)
         return RedirectResponse(f"/submissions/{intake.submission.id}", status_code=303)
 
     return await web.run(work)
@@ -263,8 +264,9 @@ async def regrade_form(
         check_csrf(request, csrf_token)
         submission = get_visible_submission(session, user=user, submission_id=submission_id)
         job = regrade(session, user=user, submission=submission, now=utcnow())
+        stamp = stamp_send(job)
         session.commit()
-        send_job(submission_id=submission.id, job_id=job.id)
+        send_job(submission_id=submission.id, job_id=job.id, stamped_at=stamp)
         return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
 
     return await web.run(work)
