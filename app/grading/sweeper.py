@@ -44,7 +44,9 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
     stale_before = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
     sends: list[tuple[int, int, str]] = []
     with session_scope() as session:
-        # Committed but never sent (the send after the commit failed or the process died).
+        # Committed but not sent: the send after the commit failed and took its stamp back.
+        # (A web process that died between its commit and its send left a stamp: such a job
+        # is found as lost, below.)
         for job in session.scalars(
             select(GradingJob).where(
                 GradingJob.state == JobState.queued.value,
@@ -57,7 +59,12 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
         # Sent, and still not started a while later: lost by the broker (restarted without
         # persistence), or taken by a worker that died before claiming it. Judged by the
         # jobs' own rows, not by what the broker says it holds.
-        for job in lost_jobs(session, overdue_before=overdue_before, long_before=long_before):
+        for job in lost_jobs(
+            session,
+            overdue_before=overdue_before,
+            long_before=long_before,
+            margin=timedelta(seconds=settings.resend_unstarted_after_seconds),
+        ):
             sends.append((job.submission_id, job.id, QUEUE))
             report.lost.append(job.id)
         # Held by a worker that stopped beating: send again, or give up after max_attempts.
@@ -104,16 +111,18 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
 
 
 def lost_jobs(
-    session: Session, *, overdue_before: datetime, long_before: datetime
+    session: Session, *, overdue_before: datetime, long_before: datetime, margin: timedelta
 ) -> list[GradingJob]:
     """Queued jobs sent before `overdue_before` that no worker can still be about to take.
 
     A job waiting behind a long queue is not lost, so an overdue job counts as lost only when
-    its queue has moved past it (a worker claimed a job with a message sent later on that
-    queue: the broker hands messages out oldest first, so this job's message was handed out
-    too, or lost), or its queue holds no message at all; and whatever either says, once it
-    was sent before `long_before`. The stamps compared are those the messages carry, so a
-    second copy of a job taken early says nothing about the jobs sent between its copies.
+    its queue has moved past it (a worker claimed a job with a message stamped `margin` or
+    more after this one's, on that queue: the broker hands messages out oldest first, so this
+    job's message was handed out too, or lost), or its queue holds no message at all; and
+    whatever either says, once it was sent before `long_before`. The stamps compared are
+    those the messages carry, so a second copy of a job taken early says nothing about the
+    jobs sent between its copies. The margin covers stamps taken a little before the send
+    (at the commit), which may reach the broker out of their order.
     """
     overdue = list(
         session.scalars(
@@ -139,7 +148,7 @@ def lost_jobs(
         if job.sent_at < long_before:
             return True
         queues = [job.sent_queue] if job.sent_queue else list(passed)
-        return any(q in passed and job.sent_at < passed[q] for q in queues)
+        return any(q in passed and job.sent_at + margin < passed[q] for q in queues)
 
     lost = [job for job in overdue if moved_past(job)]
     if len(lost) == len(overdue):

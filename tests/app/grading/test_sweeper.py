@@ -237,16 +237,23 @@ def test_a_job_the_queue_moved_past_is_sent_again(session: Session) -> None:
     assert send_job(submission_id=job.submission_id, job_id=job.id)  # the broker holds one
     session.refresh(job)
     job.sent_at = sent
-    # A job sent a second later was taken: the queue hands out oldest first, so the first
+    soon = get_settings().resend_unstarted_after_seconds
+    # A job sent a second after it was taken: stamps that close may reach the broker out of
+    # order (they are taken at the commit), so that alone does not say the first is lost.
+    close = _sent_not_started(session, sent_at=sent + timedelta(seconds=1))
+    close.state = JobState.started.value
+    close.taken_sent_at, close.taken_queue = close.sent_at, QUEUE
+    session.commit()
+    assert job.id not in sweep(now=sent + timedelta(seconds=soon + 1)).lost
+    # A job sent well after it was taken: the queue hands out oldest first, so the first
     # one's message was taken too, by a worker that died before it claimed the job.
-    later = _sent_not_started(session, sent_at=sent + timedelta(seconds=1))
+    later = _sent_not_started(session, sent_at=sent + timedelta(seconds=soon + 1))
     later.state = JobState.started.value
-    later.started_at = later.heartbeat_at = sent + timedelta(seconds=2)
+    later.started_at = later.heartbeat_at = sent + timedelta(seconds=soon + 2)
     later.worker_id = "busy-host:1"
     later.taken_sent_at, later.taken_queue = later.sent_at, QUEUE  # the message it carried
     session.commit()
-    soon = get_settings().resend_unstarted_after_seconds
-    report = sweep(now=sent + timedelta(seconds=soon + 1))
+    report = sweep(now=sent + timedelta(seconds=soon + 3))
     assert job.id in report.lost
     assert later.id not in report.lost
     celery_app.control.purge()
