@@ -227,6 +227,7 @@ def wait_for_port(port: int, timeout: float = 30) -> None:
 @dataclass
 class Results:
     uploads: list[tuple[int, float, int | None]] = field(default_factory=list)  # status, s, id
+    timeline: list[tuple[float, float, int]] = field(default_factory=list)  # sent, s, status
     errors: list[str] = field(default_factory=list)  # transport errors (no answer)
     refusals_without_sentence: int = 0
     health: list[tuple[float, float, int]] = field(default_factory=list)  # t, seconds, status
@@ -286,6 +287,7 @@ async def offer_uploads(
                 except httpx.HTTPError as exc:
                     results.errors.append(f"{type(exc).__name__}: {exc}")
                     results.uploads.append((0, time.monotonic() - t0, None))
+                    results.timeline.append((t0 - start, time.monotonic() - t0, 0))
                     return
                 took = time.monotonic() - t0
                 sid = r.json().get("id") if r.status_code == 202 else None
@@ -300,6 +302,7 @@ async def offer_uploads(
                 if sid is not None:
                     owners[sid] = token
                 results.uploads.append((r.status_code, took, sid))
+                results.timeline.append((t0 - start, took, r.status_code))
 
         tasks = []
         for n in range(args.uploads):
@@ -652,9 +655,13 @@ async def _run(
     statuses = _count(s for s, _, _ in results.uploads)
     accepted = [t for s, t, _ in results.uploads if s == 202]
     answered = [t for s, t, _ in results.uploads if s]
+    # Answered means an answer within a second: 200, or 503 while the database was away.
     bad_health = [
-        (round(t, 1), status) for t, took, status in results.health if status != 200 or took > 1.0
+        (round(t, 1), status)
+        for t, took, status in results.health
+        if status not in (200, 503) or took > 1.0
     ]
+    slowest = sorted(results.timeline, key=lambda item: -item[1])[:5]
     reads_ok = [t for s, t in results.reads if s == 200]
     restart_at = next((t for t, what in results.events if what == "restart broker"), None)
     return {
@@ -684,7 +691,12 @@ async def _run(
             "p95": percentile(accepted, 95),
             "p99": percentile(accepted, 99),
         },
+        "slowest_uploads": [
+            {"sent_at_s": round(at, 1), "seconds": round(took, 2), "status": status}
+            for at, took, status in slowest
+        ],
         "health": {
+            "503": sum(1 for _, _, status in results.health if status == 503),
             "asked": len(results.health),
             "bad": len(bad_health),
             "bad_examples": bad_health[:5],
@@ -731,7 +743,7 @@ def verdict(result: dict[str, Any]) -> list[str]:
     if result["refusals_without_sentence"]:
         problems.append(f"{result['refusals_without_sentence']} refusals lacked a sentence")
     if result["health"]["bad"]:
-        problems.append(f"/health failed or took over 1 s {result['health']['bad']} times")
+        problems.append(f"/health did not answer within 1 s {result['health']['bad']} times")
     return problems
 
 
@@ -749,7 +761,10 @@ def show(result: dict[str, Any]) -> None:
         f"p99 {ms(answer['p99'])}, max {ms(answer['max'])}",
         f"answer time (202): p50 {ms(accepted['p50'])}, p95 {ms(accepted['p95'])}, "
         f"p99 {ms(accepted['p99'])}",
-        f"health: asked {result['health']['asked']} times, failed or > 1 s: "
+        "slowest uploads (sent at s, seconds, status): "
+        + ", ".join(str(tuple(u.values())) for u in result["slowest_uploads"]),
+        f"health: asked {result['health']['asked']} times, 503 (database away) "
+        f"{result['health']['503']}, no answer or > 1 s: "
         f"{result['health']['bad']}, slowest {ms(result['health']['max_seconds'])}",
         f"faults: {result['events']}",
         f"all final {result['all_final_after_seconds']} s after the start; "

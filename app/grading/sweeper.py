@@ -42,7 +42,7 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
     overdue_before = now - timedelta(seconds=settings.resend_unstarted_after_seconds)
     long_before = now - timedelta(seconds=settings.resend_sent_after_seconds)
     stale_before = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
-    sends: list[tuple[int, int, str]] = []
+    sends: list[tuple[int, int, str, datetime | None]] = []
     with session_scope() as session:
         # Committed but not sent: the send after the commit failed and took its stamp back.
         # (A web process that died between its commit and its send left a stamp: such a job
@@ -54,8 +54,10 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
                 GradingJob.queued_at < unsent_before,
             )
         ).all():
-            sends.append((job.submission_id, job.id, QUEUE))
-            report.resent.append(job.id)
+            stamp = _restamp(session, job)
+            if stamp is not None:
+                sends.append((job.submission_id, job.id, QUEUE, stamp))
+                report.resent.append(job.id)
         # Sent, and still not started a while later: lost by the broker (restarted without
         # persistence), or taken by a worker that died before claiming it. Judged by the
         # jobs' own rows, not by what the broker says it holds.
@@ -65,8 +67,10 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
             long_before=long_before,
             margin=timedelta(seconds=settings.resend_unstarted_after_seconds),
         ):
-            sends.append((job.submission_id, job.id, QUEUE))
-            report.lost.append(job.id)
+            stamp = _restamp(session, job)
+            if stamp is not None:
+                sends.append((job.submission_id, job.id, QUEUE, stamp))
+                report.lost.append(job.id)
         # Held by a worker that stopped beating: send again, or give up after max_attempts.
         for job in session.scalars(
             select(GradingJob).where(
@@ -94,7 +98,7 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
                     f"The worker grading it stopped responding, so it was queued again "
                     f"(attempt {job.attempt + 1} of {settings.max_attempts}).",
                 )
-                sends.append((job.submission_id, job.id, QUEUE))
+                sends.append((job.submission_id, job.id, QUEUE, None))
                 report.requeued.append(job.id)
         if has_gpu:
             for job in session.scalars(
@@ -102,12 +106,33 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
             ).all():
                 if _move(session, job, JobState.waiting_gpu, JobState.queued):
                     job.queued_at = now
-                    sends.append((job.submission_id, job.id, GPU_QUEUE))
+                    sends.append((job.submission_id, job.id, GPU_QUEUE, None))
                     report.to_gpu.append(job.id)
     # Send only once the state changes are committed, so a fast worker finds them.
-    for submission_id, job_id, queue in sends:
-        send_job(submission_id=submission_id, job_id=job_id, queue=queue)
+    for submission_id, job_id, queue, stamp in sends:
+        send_job(submission_id=submission_id, job_id=job_id, queue=queue, stamped_at=stamp)
     return report
+
+
+def _restamp(session: Session, job: GradingJob) -> datetime | None:
+    """Stamp a queued job for its next send, unless another sweeper did since it was read.
+
+    Every worker sweeps; the conditional write lets one of them send the job, not each.
+    """
+    stamp = utcnow()
+    moved = session.execute(
+        update(GradingJob)
+        .where(
+            GradingJob.id == job.id,
+            GradingJob.state == JobState.queued.value,
+            GradingJob.sent_at.is_(None)
+            if job.sent_at is None
+            else GradingJob.sent_at == job.sent_at,
+        )
+        .values(sent_at=stamp, sent_queue=QUEUE)
+        .execution_options(synchronize_session=False)
+    )
+    return stamp if moved.rowcount == 1 else None  # type: ignore[attr-defined]
 
 
 def lost_jobs(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.grading.celery_app import GRADE_TASK, celery_app
 from app.grading.worker import grade_job
@@ -12,7 +13,10 @@ from app.grading.worker import grade_job
 
 # A database that is briefly locked or away is worth a few retries before the sweeper's turn.
 @celery_app.task(
-    name=GRADE_TASK, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5
+    name=GRADE_TASK,
+    autoretry_for=(OperationalError, InterfaceError, PoolTimeout),
+    retry_backoff=True,
+    max_retries=5,
 )
 def grade(
     submission_id: int, job_id: int, sent_at: str | None = None, queue: str | None = None

@@ -16,6 +16,7 @@ from sqlalchemy import or_, update
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
+from app.core.overload import database_unavailable
 from app.core.settings import get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
@@ -66,6 +67,11 @@ def _claim(submission_id: int, job_id: int, me: str, taken: Taken = (None, None)
                     # the sweeper fails it with a sentence instead.
                     (GradingJob.state == JobState.started.value)
                     & (GradingJob.heartbeat_at < stale)
+                    & (GradingJob.attempt < settings.max_attempts),
+                    # This worker's own job, tried again after the database was away: the
+                    # worker runs one job at a time, so the earlier run has ended.
+                    (GradingJob.state == JobState.started.value)
+                    & (GradingJob.worker_id == me)
                     & (GradingJob.attempt < settings.max_attempts),
                 ),
             )
@@ -160,6 +166,12 @@ def grade_job(
                 record_report(session, submission=submission, job=job, report=report)
             return Outcome.error if report.error == "internal" else Outcome.graded
         except Exception as exc:
+            if database_unavailable(exc):
+                # Not the student's code, nor a grader failure: the task is tried again once
+                # the database answers (this worker may take its own job back), and failing
+                # that the sweeper hands the job on when its heartbeat goes stale.
+                log.warning("job %s: the database is away (%s); trying again", job_id, exc)
+                raise
             log.exception("job %s of submission %s failed", job_id, submission_id)
             _fail(submission_id, job_id, me, f"{type(exc).__name__}: {exc}")
             return Outcome.error

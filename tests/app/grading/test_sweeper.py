@@ -300,3 +300,16 @@ def test_a_worker_notes_the_stamp_of_the_message_it_claimed_the_job_with(
     claimed = session.get_one(GradingJob, job.id)
     assert claimed.attempt == 1
     assert (claimed.taken_sent_at, claimed.taken_queue) == (earlier, QUEUE)
+
+
+def test_two_sweepers_that_find_the_same_lost_job_send_it_once(session: Session) -> None:
+    from app.core.database import session_scope
+    from app.grading.sweeper import _restamp
+
+    job = _sent_not_started(session, sent_at=_future())
+    # Both read the job as it was; the first to write its stamp sends it, the other does not.
+    with session_scope() as first, session_scope() as second:
+        mine, theirs = first.get_one(GradingJob, job.id), second.get_one(GradingJob, job.id)
+        assert _restamp(first, mine) is not None
+        first.commit()
+        assert _restamp(second, theirs) is None

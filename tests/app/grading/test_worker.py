@@ -137,3 +137,38 @@ async def test_staff_regrade_makes_a_new_job_and_students_cannot(
     statuses = [change["status"] for change in detail.json()["history"]]
     assert statuses == ["queued", "compiling", "compiled", "queued", "compiling", "compiled"]
     assert detail.json()["attempts"] == 2
+
+
+async def test_a_database_away_while_recording_is_no_error_and_the_worker_takes_its_job_back(
+    client: httpx.AsyncClient, world: World, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    from app.grading import worker
+
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        headers=world.student.auth,
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+    )
+    sid = r.json()["id"]
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    real_record = worker.record_compile
+
+    def database_away(*args: object, **kwargs: object) -> None:
+        raise OperationalError("UPDATE", {}, sqlite3.OperationalError("database is locked"))
+
+    monkeypatch.setattr(worker, "record_compile", database_away)
+    with pytest.raises(OperationalError):  # for the task's retry, not a verdict
+        grade_job(sid, job_id, me="test-worker:7")
+    session.expire_all()
+    assert session.get_one(Submission, sid).status == Status.compiling.value  # not "error"
+    # The task's retry, on the same worker, once the database answers again.
+    monkeypatch.setattr(worker, "record_compile", real_record)
+    assert grade_job(sid, job_id, me="test-worker:7") is Outcome.compiled
+    # A later delivery of the same job finds it done.
+    session.expire_all()
+    assert session.get_one(Submission, sid).status == Status.compiled.value
+    assert grade_job(sid, job_id, me="test-worker:8") is Outcome.duplicate
