@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
@@ -67,6 +68,8 @@ def sweep(*, now: datetime | None = None, has_gpu: bool = False) -> SweepReport:
             long_before=long_before,
             margin=timedelta(seconds=settings.resend_unstarted_after_seconds),
         ):
+            if job.id in report.resent:
+                continue  # just sent by the step above
             stamp = _restamp(session, job)
             if stamp is not None:
                 sends.append((job.submission_id, job.id, QUEUE, stamp))
@@ -132,7 +135,11 @@ def _restamp(session: Session, job: GradingJob) -> datetime | None:
         .values(sent_at=stamp, sent_queue=QUEUE)
         .execution_options(synchronize_session=False)
     )
-    return stamp if moved.rowcount == 1 else None  # type: ignore[attr-defined]
+    if moved.rowcount != 1:  # type: ignore[attr-defined]
+        return None
+    set_committed_value(job, "sent_at", stamp)
+    set_committed_value(job, "sent_queue", QUEUE)
+    return stamp
 
 
 def lost_jobs(
@@ -169,7 +176,8 @@ def lost_jobs(
     }
 
     def moved_past(job: GradingJob) -> bool:
-        assert job.sent_at is not None
+        if job.sent_at is None:
+            return False
         if job.sent_at < long_before:
             return True
         queues = [job.sent_queue] if job.sent_queue else list(passed)
@@ -178,13 +186,14 @@ def lost_jobs(
     lost = [job for job in overdue if moved_past(job)]
     if len(lost) == len(overdue):
         return lost
+    lost_ids = {job.id for job in lost}
     waiting = waiting_in_broker()
     if waiting is None:
         return lost
     return [
         job
         for job in overdue
-        if job in lost
+        if job.id in lost_ids
         or (
             waiting.get(job.sent_queue, 0) == 0
             if job.sent_queue
