@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import tempfile
 from collections.abc import AsyncIterator
+from contextlib import suppress
 from datetime import datetime
 from typing import IO, Annotated
 
@@ -136,13 +137,17 @@ async def submit(
         stamp = stamp_send(intake.job)
         session.commit()
         send_job(submission_id=intake.submission.id, job_id=intake.job.id, stamped_at=stamp)
-        # Stored and sent: from here on a database error must not turn into "not stored".
+        # Stored and sent: from here on a database error must not turn into "not stored",
+        # so the quota headers are best effort and their read ends here, not in a final
+        # commit that a database going away could fail.
         try:
             now = utcnow()
             lab_row = session.get_one(Lab, intake.submission.lab_id)
             quota = submission_quota(session, user=user, lab=lab_row, now=now)
             response.headers.update(quota.headers(now))
         except (OperationalError, InterfaceError, PoolTimeout):
+            pass
+        with suppress(OperationalError, InterfaceError, PoolTimeout):
             session.rollback()
         return SubmissionCreated(
             id=intake.submission.id,
