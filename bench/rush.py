@@ -732,6 +732,10 @@ def verdict(result: dict[str, Any]) -> list[str]:
     problems = []
     if audit["lost"]:
         problems.append(f"{len(audit['lost'])} acknowledged uploads have no row")
+    if audit["stored_not_acknowledged"]:
+        problems.append(
+            f"{audit['stored_not_acknowledged']} uploads were stored but not answered 202"
+        )
     if audit["not_final"]:
         problems.append(f"{len(audit['not_final'])} submissions are not final")
     if audit["more_than_one_result"]:

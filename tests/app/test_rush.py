@@ -49,6 +49,8 @@ def assert_clean(result: dict[str, Any]) -> None:
     audit, printed = result["audit"], result["printed"]
     assert audit["acknowledged"] > 0, printed
     assert audit["lost"] == [], printed
+    # An upload is stored exactly when it was answered 202.
+    assert audit["stored_not_acknowledged"] == 0, printed
     assert audit["not_final"] == [], printed
     assert audit["more_than_one_result"] == [], printed
     assert result["5xx_other_than_503"] == 0, printed
