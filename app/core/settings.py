@@ -48,16 +48,18 @@ class Settings(BaseSettings):
     # worker that died; it is deleted (the sweeper has sent its job again long before).
     broker_forget_taken_after_seconds: float = 3600.0
     # Requests of a web process: database work runs in up to `web_threads` threads, one hop
-    # per request; past `max_requests_in_flight` a request is refused at once with 503.
-    web_threads: int = 32
+    # per request; past `max_requests_in_flight` a request is refused at once with 503. Few
+    # threads: they share one interpreter lock, and with 32 a rush on two cores answered its
+    # slowest uploads after 8-10 s where 8 threads answered all within 1.5 s.
+    web_threads: int = 8
     max_requests_in_flight: int = 100
     # A request that waits this long for a request thread is answered 503, so that every
     # request is answered within a few seconds whatever the load.
     max_request_wait_seconds: float = 3.0
     # The database connection pool of each process (pool_size kept open, max_overflow more on
     # demand, pool_timeout seconds to wait for one); it must hold web_threads + 2.
-    db_pool_size: int = 20
-    db_max_overflow: int = 20
+    db_pool_size: int = 10
+    db_max_overflow: int = 10
     db_pool_timeout_seconds: float = 10.0
     # How long a SQLite statement waits for another writer before the request is answered 503.
     sqlite_busy_timeout_seconds: float = 5.0
