@@ -21,7 +21,12 @@ from app.api.tokens import router as tokens_router
 from app.core.errors import DomainError, NotAuthenticated, RateLimited, ServerBusy
 from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
-from app.core.overload import DATABASE_AWAY, InFlightLimit, database_unavailable
+from app.core.overload import (
+    DATABASE_AWAY,
+    CommitUnconfirmed,
+    InFlightLimit,
+    database_unavailable,
+)
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
 from app.web.routes import router as web_router
@@ -116,6 +121,11 @@ def create_app() -> FastAPI:
         return _plain_error(
             request, 503, DATABASE_AWAY.format(seconds=seconds), {"Retry-After": str(seconds)}
         )
+
+    @app.exception_handler(CommitUnconfirmed)
+    async def commit_unconfirmed(request: Request, exc: CommitUnconfirmed) -> Response:
+        seconds = settings.retry_after_seconds
+        return _plain_error(request, 503, exc.message, {"Retry-After": str(seconds)})
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

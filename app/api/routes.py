@@ -13,14 +13,14 @@ from fastapi import APIRouter, File, Query, Response, UploadFile
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 from sqlalchemy import select
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app import __version__
 from app.core.database import ping, utcnow
 from app.core.deps import ApiDb, RowId, in_health_thread
 from app.core.errors import NotFound
+from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
 from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
@@ -133,26 +133,27 @@ async def submit(
             now=utcnow(),
         )
         # The row must exist before the worker can be told about it. A commit that fails
-        # raises here, and the client is told that nothing was stored (503).
+        # raises here, and the client is told that nothing was stored (503), or, where the
+        # database went away mid-commit and did not come back to say, that it may have been.
         stamp = stamp_send(intake.job)
-        session.commit()
-        send_job(submission_id=intake.submission.id, job_id=intake.job.id, stamped_at=stamp)
-        # Stored and sent: from here on a database error must not turn into "not stored",
-        # so the quota headers are best effort and their read ends here, not in a final
+        commit_or_confirm(session, landed=intake.stored)
+        send_job(submission_id=intake.submission_id, job_id=intake.job_id, stamped_at=stamp)
+        # Stored and sent: from here on no database error may turn into "not stored", so the
+        # quota headers are best effort, and their read ends here rather than in a closing
         # commit that a database going away could fail.
         try:
             now = utcnow()
-            lab_row = session.get_one(Lab, intake.submission.lab_id)
+            lab_row = session.get_one(Lab, intake.lab_id)
             quota = submission_quota(session, user=user, lab=lab_row, now=now)
             response.headers.update(quota.headers(now))
-        except (OperationalError, InterfaceError, PoolTimeout):
+        except SQLAlchemyError:
             pass
-        with suppress(OperationalError, InterfaceError, PoolTimeout):
+        with suppress(SQLAlchemyError):
             session.rollback()
         return SubmissionCreated(
-            id=intake.submission.id,
+            id=intake.submission_id,
             status=Status.queued,
-            url=f"/submissions/{intake.submission.id}",
+            url=f"/submissions/{intake.submission_id}",
         )
 
     return await api.run(work)

@@ -8,17 +8,27 @@ away (PostgreSQL restarting, SQLite locked past its short wait). Both are answer
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
+from contextlib import suppress
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.orm import Session
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.core.database import session_scope
+
 BUSY = (
     "The server is busy with many requests right now and did not take this one, so nothing "
     "was stored or changed; send it again in {seconds} seconds."
+)
+UNCONFIRMED = (
+    "The database went away while your upload was being stored and has not come back to say "
+    "whether it was; look at your submissions for this lab in a minute before sending it "
+    "again."
 )
 DATABASE_AWAY = (
     "The database did not answer in time (it may be restarting, or busy), so this request "
@@ -93,3 +103,46 @@ class InFlightLimit:
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
+
+
+def commit_or_confirm(
+    session: Session, *, landed: Callable[[Session], bool], wait_seconds: float = 5.0
+) -> None:
+    """Commit; when the connection broke during the commit, find out whether it landed.
+
+    A commit whose connection is lost (PostgreSQL shutting down) may have been made durable
+    just before: answering "nothing was stored" would then be false. So ask again, over a new
+    connection, for up to `wait_seconds`: return if it landed, raise the original error (a
+    503 that says nothing was stored) if it did not, and `CommitUnconfirmed` if the database
+    did not come back to say. A SQLite commit that fails has rolled back: no doubt there.
+    """
+    try:
+        session.commit()
+        return
+    except (OperationalError, InterfaceError) as exc:
+        if not exc.connection_invalidated:
+            raise
+        lost = exc
+    with suppress(OperationalError, InterfaceError, PoolTimeout):
+        session.rollback()
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            with session_scope() as check:
+                found = landed(check)
+        except (OperationalError, InterfaceError, PoolTimeout) as exc:
+            if not database_unavailable(exc) or time.monotonic() > deadline:
+                raise CommitUnconfirmed(UNCONFIRMED) from lost
+            time.sleep(0.5)
+            continue
+        if found:
+            return
+        raise lost
+
+
+class CommitUnconfirmed(Exception):
+    """The database did not come back to say whether a commit landed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

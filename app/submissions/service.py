@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import func, select, update
@@ -57,6 +57,20 @@ def check_source(data: bytes, *, limit: int) -> str:
 class Intake:
     submission: Submission
     job: GradingJob
+    submission_id: int = field(init=False)
+    job_id: int = field(init=False)
+    lab_id: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Kept apart from the rows, which a rollback after a failed commit resets.
+        self.submission_id = self.submission.id
+        self.job_id = self.job.id
+        self.lab_id = self.submission.lab_id
+
+    def stored(self, session: Session) -> bool:
+        """Whether this intake's rows are in the database (asked after a doubtful commit)."""
+        found = session.scalar(select(GradingJob.id).where(GradingJob.id == self.job_id))
+        return found is not None
 
 
 def create_submission(

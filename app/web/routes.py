@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.core.deps import PublicDb, RowId, WebDb
 from app.core.errors import DomainError, RateLimited
+from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
 from app.courses.service import (
     courses_of,
@@ -220,9 +221,9 @@ async def submit_form(
                 page.headers["Retry-After"] = str(exc.retry_after)
             return page
         stamp = stamp_send(intake.job)
-        session.commit()
-        send_job(submission_id=intake.submission.id, job_id=intake.job.id, stamped_at=stamp)
-        return RedirectResponse(f"/submissions/{intake.submission.id}", status_code=303)
+        commit_or_confirm(session, landed=intake.stored)
+        send_job(submission_id=intake.submission_id, job_id=intake.job_id, stamped_at=stamp)
+        return RedirectResponse(f"/submissions/{intake.submission_id}", status_code=303)
 
     return await web.run(work)
 

@@ -294,3 +294,47 @@ async def test_a_request_that_waits_too_long_for_a_thread_is_refused_and_stores_
         select(func.count(Submission.id)).where(Submission.user_id == world.student.user.id)
     )
     assert stored == 0
+
+
+def _broken_commit(monkeypatch: pytest.MonkeyPatch, *, landed: bool) -> None:
+    """The next commit loses its connection: after the data was stored (`landed`) or before."""
+    real_commit = Session.commit
+    armed = [True]
+
+    def commit(self: Session) -> None:
+        mine = any(isinstance(row, Submission) for row in self.identity_map.values())
+        if armed[0] and mine:  # the upload's own commit: its session holds the new row
+            armed[0] = False
+            if landed:
+                real_commit(self)
+            else:
+                self.rollback()
+            raise OperationalError(
+                "COMMIT", {}, Exception("server closed the connection"), connection_invalidated=True
+            )
+        real_commit(self)
+
+    monkeypatch.setattr(Session, "commit", commit)
+
+
+@pytest.mark.parametrize("landed", [True, False])
+async def test_an_upload_whose_commit_lost_its_connection_says_what_happened(
+    client: httpx.AsyncClient,
+    world: World,
+    session: Session,
+    monkeypatch: pytest.MonkeyPatch,
+    landed: bool,
+) -> None:
+    _broken_commit(monkeypatch, landed=landed)
+    r = await upload(client, world)
+    monkeypatch.undo()
+    stored = session.scalar(
+        select(func.count(Submission.id)).where(Submission.user_id == world.student.user.id)
+    )
+    if landed:  # asked again over a new connection: it is stored, so it is a 202
+        assert r.status_code == 202, r.text
+        assert stored == 1
+    else:
+        assert r.status_code == 503
+        assert "stored and changed nothing" in r.json()["detail"]
+        assert stored == 0
