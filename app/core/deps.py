@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
 from app.core.errors import NotAuthenticated, ServerBusy
-from app.core.overload import BUSY
+from app.core.overload import BUSY, DATABASE_AWAY
 from app.core.settings import get_settings
 from app.users.models import User
 from app.users.service import holder_of_token
@@ -70,8 +70,20 @@ async def in_request_thread(work: Callable[[], T]) -> T:
         threads.release()
 
 
+# A health check answers within this, whatever the database does: a probe that connects to
+# a PostgreSQL still starting up can wait for libpq's shortest connect timeout, two seconds.
+HEALTH_ANSWER_SECONDS = 0.9
+
+
 async def in_health_thread(work: Callable[[], T]) -> T:
-    return await anyio.to_thread.run_sync(work, limiter=_limiter("health", HEALTH_THREADS))
+    """Run the health probe on its own threads; 503 (database away) if it takes too long."""
+    with anyio.move_on_after(HEALTH_ANSWER_SECONDS):
+        # Abandoned, not awaited, past the deadline: the probe ends at its own timeouts.
+        return await anyio.to_thread.run_sync(
+            work, limiter=_limiter("health", HEALTH_THREADS), abandon_on_cancel=True
+        )
+    seconds = get_settings().retry_after_seconds
+    raise ServerBusy(DATABASE_AWAY.format(seconds=seconds), retry_after=seconds)
 
 
 def _unit_of_work(work: Callable[[Session], T]) -> T:

@@ -338,3 +338,21 @@ async def test_an_upload_whose_commit_lost_its_connection_says_what_happened(
         assert r.status_code == 503
         assert "stored and changed nothing" in r.json()["detail"]
         assert stored == 0
+
+
+async def test_health_answers_503_rather_than_wait_for_a_probe_that_hangs(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    finished = threading.Event()
+
+    def hanging_probe() -> None:
+        # As a connect to a PostgreSQL that is still starting up.
+        threading.Event().wait(timeout=3)
+        finished.set()
+
+    monkeypatch.setattr(api_routes, "ping", hanging_probe)
+    r = await client.get("/api/v1/health")
+    answered_before_the_probe_ended = not finished.is_set()
+    assert r.status_code == 503 and "Retry-After" in r.headers
+    assert r.json()["detail"].startswith("The database did not answer in time")
+    assert answered_before_the_probe_ended
