@@ -37,8 +37,9 @@ def _alive(pid: int) -> bool:
 def owner_pid(name: str) -> int | None:
     for prefix in PREFIXES:
         if name.startswith(prefix):
-            pid, _, _ = name[len(prefix) :].partition("-")
-            return int(pid) if pid.isdigit() else None
+            # "<pid>-<random>": a name without the pid part (an older grader's) is no one's.
+            pid, dash, _ = name[len(prefix) :].partition("-")
+            return int(pid) if dash and pid.isdigit() else None
     return None
 
 

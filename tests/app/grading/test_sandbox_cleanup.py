@@ -27,6 +27,7 @@ def test_only_folders_whose_owner_is_gone_are_removed(tmp_path: Path) -> None:
             "live sandbox": tmp_path / f"kg-sandbox-{alive.pid}-ghi",
             "this process": tmp_path / f"kernelgrader-run-{os.getpid()}-jkl",
             "no owner in the name": tmp_path / "kg-sandbox-mno",
+            "an older grader's, all digits": tmp_path / f"kg-sandbox-{dead}",
             "not ours": tmp_path / f"other-{dead}-pqr",
         }
         for folder in folders.values():
@@ -41,6 +42,7 @@ def test_only_folders_whose_owner_is_gone_are_removed(tmp_path: Path) -> None:
         "live sandbox",
         "this process",
         "no owner in the name",
+        "an older grader's, all digits",
         "not ours",
     }
 
