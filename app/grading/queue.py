@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import update
 
 from app.core.database import session_scope, utcnow
-from app.grading.celery_app import GPU_QUEUE, GRADE_TASK, QUEUE
+from app.grading.celery_app import GRADE_TASK, QUEUE
 from app.grading.models import GradingJob, JobState
 
 log = logging.getLogger(__name__)
@@ -74,9 +75,9 @@ def _note(
         log.exception("job %s: its send could not be noted", job_id)
 
 
-def waiting_in_broker() -> dict[str, int] | None:
-    """Messages waiting on each grading queue, not yet handed to a worker; None when the
-    broker does not answer."""
+def waiting_in_broker(queues: Iterable[str]) -> dict[str, int] | None:
+    """Messages waiting on these queues, not yet handed to a worker; None when the broker
+    does not answer."""
     from app.grading.celery_app import celery_app
 
     try:
@@ -86,7 +87,7 @@ def waiting_in_broker() -> dict[str, int] | None:
                 queue: channel.queue_declare(
                     queue=queue, durable=True, auto_delete=False
                 ).message_count
-                for queue in (QUEUE, GPU_QUEUE)
+                for queue in set(queues)
             }
     except Exception:
         log.warning("could not ask the broker how many jobs wait", exc_info=True)

@@ -187,18 +187,19 @@ def lost_jobs(
     if len(lost) == len(overdue):
         return lost
     lost_ids = {job.id for job in lost}
-    waiting = waiting_in_broker()
+    # Ask about the queues these jobs were sent to, whatever their names; a job sent before
+    # the queue was noted may be on either of the two first ones.
+    unknown = (QUEUE, GPU_QUEUE)
+    waiting = waiting_in_broker(
+        {q for job in overdue for q in ([job.sent_queue] if job.sent_queue else unknown)}
+    )
     if waiting is None:
         return lost
     return [
         job
         for job in overdue
         if job.id in lost_ids
-        or (
-            waiting.get(job.sent_queue, 0) == 0
-            if job.sent_queue
-            else waiting[QUEUE] == waiting[GPU_QUEUE] == 0
-        )
+        or all(waiting[q] == 0 for q in ([job.sent_queue] if job.sent_queue else unknown))
     ]
 
 

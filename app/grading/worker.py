@@ -10,6 +10,7 @@ import enum
 import logging
 import os
 import socket
+import threading
 from datetime import datetime, timedelta
 
 from sqlalchemy import or_, update
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
 from app.core.overload import database_unavailable
-from app.core.settings import get_settings
+from app.core.settings import Settings, get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
 from app.grading.gpu_probe import run_unavailable_reason, worker_arch
@@ -47,12 +48,40 @@ def worker_id() -> str:
 Taken = tuple[datetime | None, str | None]
 
 
+# Jobs this process is running now: a second delivery of one of them must not be taken
+# back as "this worker's own job" while the first still runs (a worker may run several jobs).
+_running: set[int] = set()
+_running_lock = threading.Lock()
+
+
 def _claim(submission_id: int, job_id: int, me: str, taken: Taken = (None, None)) -> bool:
     """Take the job if it is queued, or held by a worker whose heartbeat went stale.
 
     `taken`: the send stamp and queue of the message this worker took, noted for the sweeper.
     """
     settings = get_settings()
+    with _running_lock:
+        if job_id in _running:
+            return False
+        _running.add(job_id)
+    claimed = False
+    try:
+        claimed = _claim_row(submission_id, job_id, me, taken, settings=settings)
+    finally:
+        if not claimed:
+            with _running_lock:
+                _running.discard(job_id)
+    return claimed
+
+
+def _release(job_id: int) -> None:
+    with _running_lock:
+        _running.discard(job_id)
+
+
+def _claim_row(
+    submission_id: int, job_id: int, me: str, taken: Taken, *, settings: Settings
+) -> bool:
     now = utcnow()
     stale = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
     with session_scope() as session:
@@ -68,8 +97,8 @@ def _claim(submission_id: int, job_id: int, me: str, taken: Taken = (None, None)
                     (GradingJob.state == JobState.started.value)
                     & (GradingJob.heartbeat_at < stale)
                     & (GradingJob.attempt < settings.max_attempts),
-                    # This worker's own job, tried again after the database was away: the
-                    # worker runs one job at a time, so the earlier run has ended.
+                    # This worker's own job, tried again after the database was away, and
+                    # not running in this process any more (checked by the caller).
                     (GradingJob.state == JobState.started.value)
                     & (GradingJob.worker_id == me)
                     & (GradingJob.attempt < settings.max_attempts),
@@ -123,6 +152,13 @@ def grade_job(
         with session_scope() as session:
             exists = session.get(GradingJob, job_id)
             return Outcome.missing if exists is None else Outcome.duplicate
+    try:
+        return _grade_held(submission_id, job_id, me, settings)
+    finally:
+        _release(job_id)
+
+
+def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) -> Outcome:
     with Heartbeat(job_id=job_id, worker_id=me, every_seconds=settings.heartbeat_seconds):
         try:
             from graders.compile import compile_submission

@@ -172,3 +172,25 @@ async def test_a_database_away_while_recording_is_no_error_and_the_worker_takes_
     session.expire_all()
     assert session.get_one(Submission, sid).status == Status.compiled.value
     assert grade_job(sid, job_id, me="test-worker:8") is Outcome.duplicate
+
+
+async def test_a_second_delivery_while_this_process_runs_the_job_is_a_duplicate(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    from app.grading import worker
+
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        headers=world.student.auth,
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+    )
+    sid = r.json()["id"]
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    assert worker._claim(sid, job_id, "test-worker:9")  # the first delivery, still running
+    try:
+        # A second copy reaches the same worker process: not "its own job to take back".
+        assert grade_job(sid, job_id, me="test-worker:9") is Outcome.duplicate
+    finally:
+        worker._release(job_id)
+    # Once the first run has ended (here: it stopped without recording), the retry may.
+    assert grade_job(sid, job_id, me="test-worker:9") is Outcome.compiled
