@@ -588,18 +588,20 @@ def gradebook_export(
     """Write the course's gradebook as CSV."""
     from app.core.database import session_scope
     from app.courses.service import get_course
-    from app.gradebook.service import gradebook_csv
+    from app.gradebook.service import write_gradebook_csv
 
     try:
         with session_scope() as session:
-            text = gradebook_csv(session, course=get_course(session, slug=course))
+            found = get_course(session, slug=course)
+            if output is None:
+                write_gradebook_csv(session, course=found, out=sys.stdout)
+                sys.stdout.flush()
+                return
+            with output.open("w", encoding="utf-8", newline="") as out:
+                write_gradebook_csv(session, course=found, out=out)
     except DomainError as exc:
         raise _fail(exc.message) from None
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-        typer.echo(f"Wrote {output}.")
+    typer.echo(f"Wrote {output}.")
 
 
 @cli.command()
@@ -676,10 +678,16 @@ def worker(
     from app.grading.celery_app import QUEUE, celery_app
     from app.grading.engine import prepare_engine
     from app.grading.routing import gpu_queues
+    from app.grading.sandbox_cleanup import remove_orphaned_sandboxes
     from app.grading.sweeper import SweeperThread
     from app.grading.worker import worker_id
 
     settings = get_settings()
+    # Before this worker starts children of its own: folders whose owner (a killed worker,
+    # or a child it left) is gone.
+    removed = remove_orphaned_sandboxes()
+    if removed:
+        typer.echo(f"Removed {len(removed)} sandbox folders left by workers that were killed.")
     reason = run_unavailable_reason()
     model = worker_gpu_model()
     queues = [QUEUE] if reason else [QUEUE, *gpu_queues(model)]

@@ -10,7 +10,8 @@ from urllib.parse import quote, urlsplit
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
@@ -19,9 +20,15 @@ from app.api.docs import add_offline_docs
 from app.api.labs import router as labs_router
 from app.api.routes import router as api_router
 from app.api.tokens import router as tokens_router
-from app.core.errors import DomainError, NotAuthenticated, RateLimited
+from app.core.errors import DomainError, NotAuthenticated, RateLimited, ServerBusy
 from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
+from app.core.overload import (
+    DATABASE_AWAY,
+    CommitUnconfirmed,
+    InFlightLimit,
+    database_unavailable,
+)
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
 from app.fleet.routes import router as fleet_router
@@ -63,6 +70,14 @@ def create_app() -> FastAPI:
     )
     # Outside the session middleware, so it sees (and marks Secure over HTTPS) its cookie.
     app.add_middleware(SecurityHeadersMiddleware)
+    # Outermost: a refused request costs no session decoding, body reading or thread.
+    app.add_middleware(
+        InFlightLimit,
+        max_in_flight=settings.max_requests_in_flight,
+        retry_after_seconds=settings.retry_after_seconds,
+        respond=_plain_error,
+        exempt=(HEALTH_PATH,),
+    )
     app.state.login_throttle = FailureThrottle(
         max_failures=settings.login_max_failures, window_seconds=settings.login_window_seconds
     )
@@ -75,6 +90,8 @@ def create_app() -> FastAPI:
         headers: dict[str, str] | None = None
         if isinstance(exc, RateLimited):
             headers = {"Retry-After": str(exc.retry_after), "X-RateLimit-Remaining": "0"}
+        elif isinstance(exc, ServerBusy):
+            headers = {"Retry-After": str(exc.retry_after)}
         if request.url.path.startswith("/api/"):
             if isinstance(exc, NotAuthenticated):
                 headers = {"WWW-Authenticate": "Bearer"}
@@ -101,18 +118,27 @@ def create_app() -> FastAPI:
         # text and no string past a column's length (SQLite takes both, so it never gets here).
         return _error(request, 422, UNSTORABLE)
 
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    @app.exception_handler(PoolTimeout)
+    async def database_away(request: Request, exc: Exception) -> Response:
+        if not database_unavailable(exc):
+            raise exc  # a bug in a query: the 500 handler below answers, and it is logged
+        seconds = settings.retry_after_seconds
+        return _plain_error(
+            request, 503, DATABASE_AWAY.format(seconds=seconds), {"Retry-After": str(seconds)}
+        )
+
+    @app.exception_handler(CommitUnconfirmed)
+    async def commit_unconfirmed(request: Request, exc: CommitUnconfirmed) -> Response:
+        seconds = settings.retry_after_seconds
+        return _plain_error(request, 503, exc.message, {"Retry-After": str(seconds)})
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
         # Runs outside the session middleware (Starlette re-raises afterwards, so the traceback
         # is still logged): a page without the session, and never the exception's text.
-        if request.url.path.startswith("/api/"):
-            return JSONResponse({"detail": INTERNAL_ERROR}, status_code=500)
-        return templates.TemplateResponse(
-            request,
-            "error.html",
-            {"message": INTERNAL_ERROR, "user": None, "csrf_token": ""},
-            status_code=500,
-        )
+        return _plain_error(request, 500, INTERNAL_ERROR, {})
 
     app.include_router(api_router)
     app.include_router(labs_router)
@@ -124,6 +150,24 @@ def create_app() -> FastAPI:
     app.include_router(fleet_router)
     _document_errors_as_sent(app)
     return app
+
+
+HEALTH_PATH = "/api/v1/health"
+
+
+def _plain_error(
+    request: Request, status_code: int, message: str, headers: Mapping[str, str]
+) -> Response:
+    """An error answered outside the session middleware: JSON, or the page without a session."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"detail": message}, status_code=status_code, headers=dict(headers))
+    return templates.TemplateResponse(
+        request,
+        "error.html",
+        {"message": message, "user": None, "csrf_token": ""},
+        status_code=status_code,
+        headers=dict(headers),
+    )
 
 
 def _document_errors_as_sent(app: FastAPI) -> None:

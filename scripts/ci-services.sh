@@ -68,11 +68,14 @@ if [ "$(psql_admin -c "SELECT 1 FROM pg_database WHERE datname = '$pg_database'"
     psql_admin -c "CREATE DATABASE \"$pg_database\" OWNER \"$pg_user\""
 fi
 
-# Redis: started directly (no init system in CI containers), loopback only, no persistence.
+# Redis: started directly (no init system in CI containers), loopback only, with the
+# append-only file as recommended (a restart keeps the queued jobs).
+redis_dir="${KERNELGRADER_CI_REDIS_DIR:-/var/lib/kernelgrader-ci-redis}"
 if ! redis-cli -h 127.0.0.1 -p "$redis_port" ping >/dev/null 2>&1; then
-    say "starting Redis on 127.0.0.1:$redis_port"
+    say "starting Redis on 127.0.0.1:$redis_port (appendonly, in $redis_dir)"
+    mkdir -p "$redis_dir"
     redis-server --bind 127.0.0.1 --port "$redis_port" --daemonize yes --save '' \
-        --appendonly no --logfile /tmp/kernelgrader-ci-redis.log >&2
+        --appendonly yes --dir "$redis_dir" --logfile /tmp/kernelgrader-ci-redis.log >&2
 fi
 for _ in $(seq 60); do
     [ "$(redis-cli -h 127.0.0.1 -p "$redis_port" ping 2>/dev/null)" = "PONG" ] && break

@@ -1,17 +1,23 @@
 """REST endpoints for running a course: lab settings, extensions, the staff's view of a lab,
-its counted sources, regrading a whole lab, and the leaderboard."""
+its counted sources, regrading a whole lab, and the leaderboard.
+
+As everywhere in the API, a handler's database work is one function handed to `api.run`.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import IO, Annotated
 
 from fastapi import APIRouter, Query, Response
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import ApiUser, SessionDep
+from app.core.deps import ApiDb
 from app.core.errors import NotFound
+from app.core.spool import chunks_of, new_spool
 from app.courses.extensions import (
     ExtensionRow,
     extensions_of,
@@ -34,6 +40,7 @@ from app.gradebook.lab_roster import counted_sources_zip, lab_roster
 from app.grading.bulk import regrade_lab
 from app.performance.leaderboard import join_leaderboard, leaderboard, leave_leaderboard
 from app.submissions.models import Status
+from app.users.models import User
 from app.users.service import get_user
 
 router = APIRouter(prefix="/api/v1")
@@ -123,7 +130,7 @@ def _aware(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _lab(session: SessionDep, course: str, lab: str) -> tuple[Course, Lab]:
+def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
     found = get_course(session, slug=course)
     return found, get_lab(session, course=found, slug=lab)
 
@@ -143,37 +150,43 @@ def _settings_read(lab: Lab, changes: list[str] | None = None) -> LabSettingsRea
 
 
 @router.patch("/courses/{course}/labs/{lab}", tags=["labs"])
-def patch_lab(
-    course: str, lab: str, body: LabSettings, session: SessionDep, user: ApiUser
-) -> LabSettingsRead:
+async def patch_lab(course: str, lab: str, body: LabSettings, api: ApiDb) -> LabSettingsRead:
     """Instructors: change a lab's dates and policies (late flags follow a new due date), or
     restore a removed lab with `"archived": false`. Points come from the lab's lab.toml."""
-    found, row = _lab(session, course, lab)
-    require_instructor(session, user=user, course=found)
-    given = body.model_fields_set
-    changes = update_lab(
-        session,
-        lab=row,
-        release_at=_aware(body.release_at) if "release_at" in given else KEEP,
-        due_at=_aware(body.due_at) if "due_at" in given else KEEP,
-        late_policy=body.late_policy,
-        score_policy=body.score_policy,
-    )
-    if body.archived is True and archive_lab(session, lab=row, now=utcnow()):
-        changes.append("removed")
-    if body.archived is False and restore_lab(session, lab=row):
-        changes.append("restored")
-    return _settings_read(row, changes)
+
+    def work(session: Session, user: User) -> LabSettingsRead:
+        found, row = _lab(session, course, lab)
+        require_instructor(session, user=user, course=found)
+        given = body.model_fields_set
+        changes = update_lab(
+            session,
+            lab=row,
+            release_at=_aware(body.release_at) if "release_at" in given else KEEP,
+            due_at=_aware(body.due_at) if "due_at" in given else KEEP,
+            late_policy=body.late_policy,
+            score_policy=body.score_policy,
+        )
+        if body.archived is True and archive_lab(session, lab=row, now=utcnow()):
+            changes.append("removed")
+        if body.archived is False and restore_lab(session, lab=row):
+            changes.append("restored")
+        return _settings_read(row, changes)
+
+    return await api.run(work)
 
 
 @router.delete("/courses/{course}/labs/{lab}", tags=["labs"])
-def remove_lab(course: str, lab: str, session: SessionDep, user: ApiUser) -> LabSettingsRead:
+async def remove_lab(course: str, lab: str, api: ApiDb) -> LabSettingsRead:
     """Instructors: remove (archive) a lab; its submissions stay, PATCH archived=false
     restores it."""
-    found, row = _lab(session, course, lab)
-    require_instructor(session, user=user, course=found)
-    archive_lab(session, lab=row, now=utcnow())
-    return _settings_read(row, ["removed"])
+
+    def work(session: Session, user: User) -> LabSettingsRead:
+        found, row = _lab(session, course, lab)
+        require_instructor(session, user=user, course=found)
+        archive_lab(session, lab=row, now=utcnow())
+        return _settings_read(row, ["removed"])
+
+    return await api.run(work)
 
 
 def _extension_read(row: ExtensionRow) -> ExtensionRead:
@@ -189,64 +202,72 @@ def _extension_read(row: ExtensionRow) -> ExtensionRead:
 
 
 @router.get("/courses/{course}/extensions", tags=["extensions"])
-def list_extensions(
+async def list_extensions(
     course: str,
-    session: SessionDep,
-    user: ApiUser,
+    api: ApiDb,
     lab: Annotated[str | None, Query(description="only this lab")] = None,
 ) -> list[ExtensionRead]:
     """Staff: the course's extensions."""
-    found = get_course(session, slug=course)
-    require_staff(session, user=user, course=found)
-    only = get_lab(session, course=found, slug=lab) if lab else None
-    return [_extension_read(r) for r in extensions_of(session, course=found, lab=only)]
+
+    def work(session: Session, user: User) -> list[ExtensionRead]:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        only = get_lab(session, course=found, slug=lab) if lab else None
+        return [_extension_read(r) for r in extensions_of(session, course=found, lab=only)]
+
+    return await api.run(work)
 
 
 @router.put("/courses/{course}/labs/{lab}/extensions/{email}", tags=["extensions"])
-def put_extension(
-    course: str, lab: str, email: str, body: ExtensionGrant, session: SessionDep, user: ApiUser
+async def put_extension(
+    course: str, lab: str, email: str, body: ExtensionGrant, api: ApiDb
 ) -> ExtensionRead:
     """Staff: give a student their own due date for a lab (replaces an earlier one)."""
-    found, row = _lab(session, course, lab)
-    require_staff(session, user=user, course=found)
-    student = get_user(session, email=email)
-    until = _aware(body.until)
-    assert until is not None
-    grant_extension(
-        session,
-        course=found,
-        lab=row,
-        student=student,
-        due_at=until,
-        granted_by=user,
-        note=body.note,
-    )
-    (granted,) = [
-        r for r in extensions_of(session, course=found, lab=row) if r.student.id == student.id
-    ]
-    return _extension_read(granted)
+
+    def work(session: Session, user: User) -> ExtensionRead:
+        found, row = _lab(session, course, lab)
+        require_staff(session, user=user, course=found)
+        student = get_user(session, email=email)
+        until = _aware(body.until)
+        assert until is not None
+        grant_extension(
+            session,
+            course=found,
+            lab=row,
+            student=student,
+            due_at=until,
+            granted_by=user,
+            note=body.note,
+        )
+        (granted,) = [
+            r for r in extensions_of(session, course=found, lab=row) if r.student.id == student.id
+        ]
+        return _extension_read(granted)
+
+    return await api.run(work)
 
 
 @router.delete(
     "/courses/{course}/labs/{lab}/extensions/{email}", status_code=204, tags=["extensions"]
 )
-def delete_extension(
-    course: str, lab: str, email: str, session: SessionDep, user: ApiUser
-) -> Response:
+async def delete_extension(course: str, lab: str, email: str, api: ApiDb) -> Response:
     """Staff: take an extension back; the lab's due date applies again."""
-    found, row = _lab(session, course, lab)
-    require_staff(session, user=user, course=found)
-    if not revoke_extension(session, lab=row, student=get_user(session, email=email)):
-        raise NotFound(f"{email} has no extension for {lab}.")
-    return Response(status_code=204)
+
+    def work(session: Session, user: User) -> Response:
+        found, row = _lab(session, course, lab)
+        require_staff(session, user=user, course=found)
+        if not revoke_extension(session, lab=row, student=get_user(session, email=email)):
+            raise NotFound(f"{email} has no extension for {lab}.")
+        return Response(status_code=204)
+
+    return await api.run(work)
 
 
 @router.get("/courses/{course}/labs/{lab}/students", tags=["labs"])
-def lab_students(
+async def lab_students(
     course: str,
     lab: str,
-    session: SessionDep,
-    user: ApiUser,
+    api: ApiDb,
     status: Annotated[
         str | None, Query(description="none, pending, scored, full or not_full")
     ] = None,
@@ -256,105 +277,134 @@ def lab_students(
 ) -> list[StudentRowRead]:
     """Staff: one row per enrolled student with the counted score, attempts, the last
     submission and its status, lateness and extension."""
-    found, row = _lab(session, course, lab)
-    require_staff(session, user=user, course=found)
-    rows = lab_roster(session, lab=row, status=status, late=late, extension=extension, query=q)
-    return [
-        StudentRowRead(
-            email=r.student.email,
-            name=r.student.name,
-            score=r.cell.score,
-            max_score=row.max_score,
-            counted_submission=r.counted.id if r.counted else None,
-            pending=r.cell.pending,
-            attempts=r.attempts,
-            last_submission=r.last.id if r.last else None,
-            last_status=Status(r.last.status) if r.last else None,
-            last_at=r.last.created_at if r.last else None,
-            late=r.late,
-            due_at=r.deadline.due_at,
-            extension=r.deadline.extended,
-            kernel_ms=r.timed.median_ms if r.timed else None,
-            gpu=r.timed.gpu_model if r.timed else None,
-        )
-        for r in rows
-    ]
+
+    def work(session: Session, user: User) -> list[StudentRowRead]:
+        found, row = _lab(session, course, lab)
+        require_staff(session, user=user, course=found)
+        rows = lab_roster(session, lab=row, status=status, late=late, extension=extension, query=q)
+        return [
+            StudentRowRead(
+                email=r.student.email,
+                name=r.student.name,
+                score=r.cell.score,
+                max_score=row.max_score,
+                counted_submission=r.counted.id if r.counted else None,
+                pending=r.cell.pending,
+                attempts=r.attempts,
+                last_submission=r.last.id if r.last else None,
+                last_status=Status(r.last.status) if r.last else None,
+                last_at=r.last.created_at if r.last else None,
+                late=r.late,
+                due_at=r.deadline.due_at,
+                extension=r.deadline.extended,
+                kernel_ms=r.timed.median_ms if r.timed else None,
+                gpu=r.timed.gpu_model if r.timed else None,
+            )
+            for r in rows
+        ]
+
+    return await api.run(work)
 
 
 @router.get(
     "/courses/{course}/labs/{lab}/submissions.zip",
     tags=["labs"],
-    response_class=Response,
+    response_class=StreamingResponse,
     responses={200: {"content": {"application/zip": {}}}},
 )
-def lab_sources_zip(course: str, lab: str, session: SessionDep, user: ApiUser) -> Response:
+async def lab_sources_zip(course: str, lab: str, api: ApiDb) -> StreamingResponse:
     """Staff: each student's counted submission (their latest where none counts yet), a folder
     per student, with manifest.csv: ready for a plagiarism checker."""
-    found, row = _lab(session, course, lab)
-    require_staff(session, user=user, course=found)
-    return Response(
-        counted_sources_zip(session, lab=row, now=utcnow()),
+
+    def work(session: Session, user: User) -> tuple[str, IO[bytes]]:
+        found, row = _lab(session, course, lab)
+        require_staff(session, user=user, course=found)
+        spool = new_spool()
+        try:
+            counted_sources_zip(session, lab=row, now=utcnow(), out=spool)
+        except BaseException:
+            spool.close()
+            raise
+        spool.seek(0)
+        return f"{found.slug}-{row.slug}-counted.zip", spool
+
+    name, spool = await api.run(work)
+    return StreamingResponse(
+        chunks_of(spool),
         media_type="application/zip",
-        headers={
-            "Content-Disposition": f'attachment; filename="{found.slug}-{row.slug}-counted.zip"'
-        },
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
     )
 
 
 @router.post("/courses/{course}/labs/{lab}/regrade", status_code=202, tags=["labs"])
-def regrade_whole_lab(
+async def regrade_whole_lab(
     course: str,
     lab: str,
-    session: SessionDep,
-    user: ApiUser,
+    api: ApiDb,
     counted_only: Annotated[bool, Query(description="only each student's counted one")] = False,
 ) -> BulkRegradeRead:
     """Staff: regrade every submission of a lab (after fixing it). The jobs wait behind
     students' new uploads and go to the workers a few at a time."""
-    found, row = _lab(session, course, lab)
-    require_staff(session, user=user, course=found)
-    result = regrade_lab(
-        session, lab=row, requested_by=user.email, now=utcnow(), counted_only=counted_only
-    )
-    return BulkRegradeRead(queued=result.queued, skipped=result.skipped)
+
+    def work(session: Session, user: User) -> BulkRegradeRead:
+        found, row = _lab(session, course, lab)
+        require_staff(session, user=user, course=found)
+        result = regrade_lab(
+            session, lab=row, requested_by=user.email, now=utcnow(), counted_only=counted_only
+        )
+        return BulkRegradeRead(queued=result.queued, skipped=result.skipped)
+
+    return await api.run(work)
 
 
 @router.get("/courses/{course}/labs/{lab}/leaderboard", tags=["leaderboard"])
-def get_leaderboard(
-    course: str, lab: str, session: SessionDep, user: ApiUser
-) -> list[LeaderboardRead]:
+async def get_leaderboard(course: str, lab: str, api: ApiDb) -> list[LeaderboardRead]:
     """Members: per GPU model, the opted-in students' fastest fully correct submissions, by
     the timed case's median."""
-    found, row = _lab(session, course, lab)
-    require_member(session, user=user, course=found)
-    return [
-        LeaderboardRead(
-            gpu=board.gpu_model,
-            places=[
-                LeaderboardPlace(
-                    rank=p.rank, pseudonym=p.pseudonym, median_ms=p.median_ms, you=p.is_you
-                )
-                for p in board.places
-            ],
-        )
-        for board in leaderboard(session, lab=row, viewer_id=user.id)
-    ]
+
+    def work(session: Session, user: User) -> list[LeaderboardRead]:
+        found, row = _lab(session, course, lab)
+        require_member(session, user=user, course=found)
+        return [
+            LeaderboardRead(
+                gpu=board.gpu_model,
+                places=[
+                    LeaderboardPlace(
+                        rank=p.rank, pseudonym=p.pseudonym, median_ms=p.median_ms, you=p.is_you
+                    )
+                    for p in board.places
+                ],
+            )
+            for board in leaderboard(session, lab=row, viewer_id=user.id)
+        ]
+
+    return await api.run(work)
 
 
 @router.put("/courses/{course}/labs/{lab}/leaderboard/me", tags=["leaderboard"])
-def join_lab_leaderboard(
-    course: str, lab: str, body: LeaderboardJoin, session: SessionDep, user: ApiUser
+async def join_lab_leaderboard(
+    course: str, lab: str, body: LeaderboardJoin, api: ApiDb
 ) -> LeaderboardJoin:
     """Students: appear on the lab's leaderboard under a pseudonym (or change it)."""
-    found, row = _lab(session, course, lab)
-    entry = join_leaderboard(session, course=found, lab=row, user=user, pseudonym=body.pseudonym)
-    return LeaderboardJoin(pseudonym=entry.pseudonym)
+
+    def work(session: Session, user: User) -> LeaderboardJoin:
+        found, row = _lab(session, course, lab)
+        entry = join_leaderboard(
+            session, course=found, lab=row, user=user, pseudonym=body.pseudonym
+        )
+        return LeaderboardJoin(pseudonym=entry.pseudonym)
+
+    return await api.run(work)
 
 
 @router.delete("/courses/{course}/labs/{lab}/leaderboard/me", status_code=204, tags=["leaderboard"])
-def leave_lab_leaderboard(course: str, lab: str, session: SessionDep, user: ApiUser) -> Response:
+async def leave_lab_leaderboard(course: str, lab: str, api: ApiDb) -> Response:
     """Students: leave the lab's leaderboard."""
-    found, row = _lab(session, course, lab)
-    require_member(session, user=user, course=found)
-    leave_leaderboard(session, lab=row, user=user)
-    return Response(status_code=204)
+
+    def work(session: Session, user: User) -> Response:
+        found, row = _lab(session, course, lab)
+        require_member(session, user=user, course=found)
+        leave_leaderboard(session, lab=row, user=user)
+        return Response(status_code=204)
+
+    return await api.run(work)

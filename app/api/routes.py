@@ -1,36 +1,46 @@
-"""REST endpoints: thin handlers that fetch, check access and delegate to services."""
+"""REST endpoints: thin handlers that fetch, check access and delegate to services.
+
+Each handler is `async def` and does its database work in one function handed to `api.run`
+(app.core.deps): one request thread, one session, the token check and the work together.
+"""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import IO, Annotated, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, File, Query, Response, UploadFile
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel
-from sqlalchemy import select, text
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from app import __version__
-from app.core.database import utcnow
-from app.core.deps import ApiUser, RowId, SessionDep
+from app.core.database import probe, utcnow
+from app.core.deps import ApiDb, RowId, in_health_thread
 from app.core.errors import NotFound
+from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
+from app.core.spool import chunks_of, text_spool
 from app.courses.deadlines import deadline_for, lab_state
 from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
-from app.fleet.service import grading_sentence, recent_workers
-from app.gradebook.service import canvas_csv, gradebook_csv
-from app.grading.queue import send_job
+from app.fleet.service import WorkerView, grading_sentence, recent_workers
+from app.gradebook.service import write_canvas_csv, write_gradebook_csv
+from app.grading.queue import send_job, stamp_send
 from app.submissions.models import Status
 from app.submissions.quota import submission_quota
 from app.submissions.schemas import SubmissionCreated, SubmissionRead, submission_read
 from app.submissions.service import (
     create_submission,
     get_visible_submission,
-    is_staff_for,
     regrade,
+    source_text_of,
     submissions_of,
+    visible_submission,
 )
 from app.users.models import User
 from app.users.service import find_user
@@ -92,9 +102,10 @@ class SubmissionListItem(BaseModel):
 
 
 @router.get("/health", tags=["meta"])
-def health(session: SessionDep) -> Health:
-    session.execute(text("SELECT 1"))
-    workers = recent_workers(session)
+async def health() -> Health:
+    # Its own threads and connection, outside the bound on requests in flight: it answers
+    # within a second while every request thread is busy, the worker report included.
+    workers: list[WorkerView] = await in_health_thread(lambda: probe(recent_workers))
     return Health(
         status="ok",
         version=__version__,
@@ -120,155 +131,181 @@ def health(session: SessionDep) -> Health:
 
 
 @router.get("/courses/{course}/labs", tags=["courses"])
-def list_labs(course: str, session: SessionDep, user: ApiUser) -> list[LabRead]:
-    found = get_course(session, slug=course)
-    role = require_member(session, user=user, course=found)
-    now = utcnow()
-    labs = []
-    for lab in labs_of(session, course=found):
-        deadline = deadline_for(session, lab=lab, user_id=user.id)
-        labs.append(
-            LabRead(
-                slug=lab.slug,
-                title=lab.title,
-                release_at=lab.release_at,
-                due_at=deadline.due_at,
-                lab_due_at=lab.due_at,
-                extended=deadline.extended,
-                score_policy=lab.score_policy,
-                late_policy=lab.late_policy,
-                max_score=lab.max_score,
-                open=lab_state(lab, deadline, now=now, staff=role.is_staff).accepts,
-                submit_url=f"/api/v1/courses/{found.slug}/labs/{lab.slug}/submissions",
-                submissions_remaining=submission_quota(
-                    session, user=user, lab=lab, now=now
-                ).remaining,
+async def list_labs(course: str, api: ApiDb) -> list[LabRead]:
+    def work(session: Session, user: User) -> list[LabRead]:
+        found = get_course(session, slug=course)
+        role = require_member(session, user=user, course=found)
+        now = utcnow()
+        labs = []
+        for lab in labs_of(session, course=found):
+            deadline = deadline_for(session, lab=lab, user_id=user.id)
+            labs.append(
+                LabRead(
+                    slug=lab.slug,
+                    title=lab.title,
+                    release_at=lab.release_at,
+                    due_at=deadline.due_at,
+                    lab_due_at=lab.due_at,
+                    extended=deadline.extended,
+                    score_policy=lab.score_policy,
+                    late_policy=lab.late_policy,
+                    max_score=lab.max_score,
+                    open=lab_state(lab, deadline, now=now, staff=role.is_staff).accepts,
+                    submit_url=f"/api/v1/courses/{found.slug}/labs/{lab.slug}/submissions",
+                    submissions_remaining=submission_quota(
+                        session, user=user, lab=lab, now=now
+                    ).remaining,
+                )
             )
-        )
-    return labs
+        return labs
+
+    return await api.run(work)
 
 
 @router.post("/courses/{course}/labs/{lab}/submissions", status_code=202, tags=["submissions"])
-def submit(
+async def submit(
     course: str,
     lab: str,
     file: Annotated[UploadFile, File(description="the .cu source file")],
-    session: SessionDep,
-    user: ApiUser,
+    api: ApiDb,
     response: Response,
 ) -> SubmissionCreated:
-    # A plain def, so FastAPI runs it in a worker thread: the database and the broker calls
-    # below block, and a slow broker must hold up this request only, not the event loop.
-    limit = get_settings().max_upload_bytes
-    # Read one byte past the limit: enough to refuse, without holding a huge upload.
-    data = file.file.read(limit + 1)
-    found = get_course(session, slug=course)
-    intake = create_submission(
-        session,
-        user=user,
-        course=found,
-        lab=get_lab(session, course=found, slug=lab),
-        filename=file.filename,
-        data=data,
-        now=utcnow(),
-    )
-    # The row must exist before the worker can be told about it.
-    session.commit()
-    send_job(submission_id=intake.submission.id, job_id=intake.job.id)
-    now = utcnow()
-    lab_row = session.get_one(Lab, intake.submission.lab_id)
-    quota = submission_quota(session, user=user, lab=lab_row, now=now)
-    response.headers.update(quota.headers(now))
-    return SubmissionCreated(
-        id=intake.submission.id, status=Status.queued, url=f"/submissions/{intake.submission.id}"
-    )
+    def work(session: Session, user: User) -> SubmissionCreated:
+        limit = get_settings().max_upload_bytes
+        # Read one byte past the limit: enough to refuse, without holding a huge upload.
+        data = file.file.read(limit + 1)
+        found = get_course(session, slug=course)
+        intake = create_submission(
+            session,
+            user=user,
+            course=found,
+            lab=get_lab(session, course=found, slug=lab),
+            filename=file.filename,
+            data=data,
+            now=utcnow(),
+        )
+        # The row must exist before the worker can be told about it. A commit that fails
+        # raises here, and the client is told that nothing was stored (503), or, where the
+        # database went away mid-commit and did not come back to say, that it may have been.
+        stamp = stamp_send(intake.job)
+        commit_or_confirm(session, landed=intake.stored)
+        send_job(submission_id=intake.submission_id, job_id=intake.job_id, stamped_at=stamp)
+        # Stored and sent: from here on no database error may turn into "not stored", so the
+        # quota headers are best effort, and their read ends here rather than in a closing
+        # commit that a database going away could fail.
+        try:
+            now = utcnow()
+            lab_row = session.get_one(Lab, intake.lab_id)
+            quota = submission_quota(session, user=user, lab=lab_row, now=now)
+            response.headers.update(quota.headers(now))
+        except SQLAlchemyError:
+            pass
+        with suppress(SQLAlchemyError):
+            session.rollback()
+        return SubmissionCreated(
+            id=intake.submission_id,
+            status=Status.queued,
+            url=f"/submissions/{intake.submission_id}",
+        )
+
+    return await api.run(work)
 
 
 @router.get("/submissions/{submission_id}", tags=["submissions"])
-def get_submission(submission_id: RowId, session: SessionDep, user: ApiUser) -> SubmissionRead:
-    submission = get_visible_submission(session, user=user, submission_id=submission_id)
-    return submission_read(
-        session, submission=submission, viewer_is_staff=is_staff_for(session, user, submission)
-    )
+async def get_submission(submission_id: RowId, api: ApiDb) -> SubmissionRead:
+    def work(session: Session, user: User) -> SubmissionRead:
+        submission, staff = visible_submission(session, user=user, submission_id=submission_id)
+        return submission_read(session, submission=submission, viewer_is_staff=staff)
+
+    return await api.run(work)
 
 
 @router.post("/submissions/{submission_id}/regrade", status_code=202, tags=["submissions"])
-def regrade_submission(
-    submission_id: RowId, session: SessionDep, user: ApiUser
-) -> SubmissionCreated:
+async def regrade_submission(submission_id: RowId, api: ApiDb) -> SubmissionCreated:
     """Staff: grade a submission again (e.g. once a GPU worker is up, or after a lab fix)."""
-    submission = get_visible_submission(session, user=user, submission_id=submission_id)
-    job = regrade(session, user=user, submission=submission, now=utcnow())
-    session.commit()
-    send_job(submission_id=submission.id, job_id=job.id)
-    return SubmissionCreated(
-        id=submission.id, status=Status.queued, url=f"/submissions/{submission.id}"
-    )
+
+    def work(session: Session, user: User) -> SubmissionCreated:
+        submission = get_visible_submission(session, user=user, submission_id=submission_id)
+        job = regrade(session, user=user, submission=submission, now=utcnow())
+        stamp = stamp_send(job)
+        session.commit()
+        send_job(submission_id=submission.id, job_id=job.id, stamped_at=stamp)
+        return SubmissionCreated(
+            id=submission.id, status=Status.queued, url=f"/submissions/{submission.id}"
+        )
+
+    return await api.run(work)
 
 
 @router.get("/courses/{course}/submissions", tags=["submissions"])
-def list_submissions(
+async def list_submissions(
     course: str,
-    session: SessionDep,
-    user: ApiUser,
+    api: ApiDb,
     lab: Annotated[str | None, Query(description="a lab slug")] = None,
     student: Annotated[str | None, Query(alias="user", description="a student's email")] = None,
 ) -> list[SubmissionListItem]:
-    found = get_course(session, slug=course)
-    require_staff(session, user=user, course=found)
-    # Removed labs' submissions stay, and so they stay listed here.
-    labs = labs_of(session, course=found) + labs_of(session, course=found, archived=True)
-    if lab is not None:
-        labs = [get_lab(session, course=found, slug=lab)]
-    user_id = None
-    if student is not None:
-        owner = find_user(session, email=student)
-        if owner is None:
-            raise NotFound(f"There is no user with email {student}.")
-        user_id = owner.id
-    slugs = {item.id: item.slug for item in labs}
-    rows = submissions_of(session, lab_ids=list(slugs), user_id=user_id)
-    owners = select(User.id, User.email).where(User.id.in_({r.user_id for r in rows}))
-    emails = {uid: email for uid, email in session.execute(owners)}
-    return [
-        SubmissionListItem(
-            id=r.id,
-            url=f"/submissions/{r.id}",
-            lab=slugs[r.lab_id],
-            user=emails[r.user_id],
-            status=Status(r.status),
-            score=r.score,
-            max_score=r.max_score,
-            late=r.late,
-            created_at=r.created_at,
-        )
-        for r in rows
-    ]
+    def work(session: Session, user: User) -> list[SubmissionListItem]:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        # Removed labs' submissions stay, and so they stay listed here.
+        labs = labs_of(session, course=found) + labs_of(session, course=found, archived=True)
+        if lab is not None:
+            labs = [get_lab(session, course=found, slug=lab)]
+        user_id = None
+        if student is not None:
+            owner = find_user(session, email=student)
+            if owner is None:
+                raise NotFound(f"There is no user with email {student}.")
+            user_id = owner.id
+        slugs = {item.id: item.slug for item in labs}
+        rows = submissions_of(session, lab_ids=list(slugs), user_id=user_id)
+        owners = select(User.id, User.email).where(User.id.in_({r.user_id for r in rows}))
+        emails = {uid: email for uid, email in session.execute(owners)}
+        return [
+            SubmissionListItem(
+                id=r.id,
+                url=f"/submissions/{r.id}",
+                lab=slugs[r.lab_id],
+                user=emails[r.user_id],
+                status=Status(r.status),
+                score=r.score,
+                max_score=r.max_score,
+                late=r.late,
+                created_at=r.created_at,
+            )
+            for r in rows
+        ]
+
+    return await api.run(work)
 
 
 @router.get(
     "/courses/{course}/gradebook.csv",
     tags=["gradebook"],
-    response_class=PlainTextResponse,
+    response_class=StreamingResponse,
     responses={200: {"content": {"text/csv": {}}}},
 )
-def export_gradebook(
+async def export_gradebook(
     course: str,
-    session: SessionDep,
-    user: ApiUser,
+    api: ApiDb,
     format: Annotated[
         Literal["kernelgrader", "canvas"],
         Query(description="kernelgrader (default) or canvas (Canvas's gradebook import)"),
     ] = "kernelgrader",
-) -> PlainTextResponse:
-    found = get_course(session, slug=course)
-    require_staff(session, user=user, course=found)
+) -> StreamingResponse:
     canvas = format == "canvas"
-    text = canvas_csv(session, course=found) if canvas else gradebook_csv(session, course=found)
-    name = f"{found.slug}-gradebook{'-canvas' if canvas else ''}.csv"
-    return PlainTextResponse(
-        text,
-        media_type="text/csv",
+    write = write_canvas_csv if canvas else write_gradebook_csv
+
+    def work(session: Session, user: User) -> tuple[str, IO[bytes]]:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        return found.slug, text_spool(lambda out: write(session, course=found, out=out))
+
+    slug, spool = await api.run(work)
+    name = f"{slug}-gradebook{'-canvas' if canvas else ''}.csv"
+    return StreamingResponse(
+        chunks_of(spool),
+        media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="{name}"'},
     )
 
@@ -279,15 +316,18 @@ def export_gradebook(
     response_class=PlainTextResponse,
     responses={200: {"content": {"text/plain": {}}}},
 )
-def submission_source(
-    submission_id: RowId, session: SessionDep, user: ApiUser
-) -> PlainTextResponse:
+async def submission_source(submission_id: RowId, api: ApiDb) -> PlainTextResponse:
     """The submitted file as it was stored (its author and the course's staff)."""
-    submission = get_visible_submission(session, user=user, submission_id=submission_id)
-    name = submission.filename.replace('"', "_")
+
+    def work(session: Session, user: User) -> tuple[str, str]:
+        submission = get_visible_submission(session, user=user, submission_id=submission_id)
+        return submission.filename, source_text_of(session, submission=submission)
+
+    filename, source = await api.run(work)
+    name = filename.replace('"', "_")
     ascii_name = name.encode("ascii", "replace").decode().replace("?", "_")
     return PlainTextResponse(
-        submission.source_text,
+        source,
         media_type="text/plain; charset=utf-8",
         headers={
             "Content-Disposition": f'attachment; filename="{ascii_name}"; '

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
+from sqlalchemy.orm import Session
 
-from app.core.deps import SessionDep
+from app.core.deps import PublicDb
 from app.core.errors import NotAuthenticated
 from app.users.service import revoke_token
 
@@ -12,13 +13,17 @@ router = APIRouter(prefix="/api/v1", tags=["tokens"])
 
 
 @router.delete("/tokens/current", status_code=204, responses={401: {"description": "no token"}})
-def revoke_current_token(request: Request, session: SessionDep) -> Response:
+async def revoke_current_token(request: Request, db: PublicDb) -> Response:
     """Revoke the bearer token this request carries; it stops working at once."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise NotAuthenticated(
             "Send the token to revoke in the header 'Authorization: Bearer <token>'."
         )
-    if not revoke_token(session, token=token.strip()):
-        raise NotAuthenticated("The API token is not valid or was already revoked.")
-    return Response(status_code=204)
+
+    def work(session: Session) -> Response:
+        if not revoke_token(session, token=token.strip()):
+            raise NotAuthenticated("The API token is not valid or was already revoked.")
+        return Response(status_code=204)
+
+    return await db.run(work)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import DateTime, Engine, MetaData, create_engine, event
+from sqlalchemy import DateTime, Engine, MetaData, create_engine, event, text
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
@@ -17,6 +17,8 @@ from app.core.settings import get_settings
 
 if TYPE_CHECKING:
     from alembic.config import Config
+
+T = TypeVar("T")
 
 # Inside the package, so an installed wheel migrates from any directory, as a checkout does.
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
@@ -58,23 +60,51 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    # WAL lets the web process read while the worker writes; busy_timeout waits instead of
-    # failing at once when both write; SQLite leaves foreign keys off unless asked.
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+def _sqlite_pragmas(busy_ms: int) -> Callable[[Any, Any], None]:
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # WAL lets readers go on while one writes; busy_timeout waits a little for another
+        # writer instead of failing at once (past it the request is a 503, not a wedge);
+        # SQLite leaves foreign keys off unless asked.
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+        cursor.close()
+
+    return on_connect
+
+
+def _create(url: str, **pool: Any) -> Engine:
+    if url.startswith("sqlite"):
+        busy = get_settings().sqlite_busy_timeout_seconds
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": busy}, **pool
+        )
+        event.listen(engine, "connect", _sqlite_pragmas(int(busy * 1000)))
+        return engine
+    # pre_ping replaces connections a database restart broke, instead of failing a request.
+    return create_engine(url, pool_pre_ping=True, **pool)
 
 
 @functools.cache
 def engine_for(url: str) -> Engine:
+    settings = get_settings()
+    return _create(
+        url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout=settings.db_pool_timeout_seconds,
+    )
+
+
+@functools.cache
+def probe_engine_for(url: str) -> Engine:
+    """A one-connection pool of its own for the health check, so it never waits behind requests."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-        event.listen(engine, "connect", _sqlite_pragmas)
-        return engine
-    return create_engine(url, pool_pre_ping=True)
+        return _create(url, pool_size=1, max_overflow=0, pool_timeout=1)
+    return _create(
+        url, pool_size=1, max_overflow=0, pool_timeout=1, connect_args={"connect_timeout": 2}
+    )
 
 
 def get_engine() -> Engine:
@@ -82,6 +112,30 @@ def get_engine() -> Engine:
     if settings.database_url.startswith("sqlite"):
         settings.ensure_data_dir()
     return engine_for(settings.database_url)
+
+
+def get_probe_engine() -> Engine:
+    settings = get_settings()
+    if settings.database_url.startswith("sqlite"):
+        settings.ensure_data_dir()
+    return probe_engine_for(settings.database_url)
+
+
+def ping() -> None:
+    """Ask the database to answer, over the health check's own connection."""
+    with get_probe_engine().connect() as connection:
+        connection.execute(text("SELECT 1"))
+
+
+def probe(read: Callable[[Session], T]) -> T:
+    """Ask the database to answer, then `read`, over the health check's own connection; a
+    read only (rolled back), so it never waits for another writer."""
+    with Session(get_probe_engine()) as session:
+        session.execute(text("SELECT 1"))
+        try:
+            return read(session)
+        finally:
+            session.rollback()
 
 
 @functools.cache

@@ -1,56 +1,186 @@
-"""Request-scoped dependencies shared by the API and the pages."""
+"""How a request reaches the database: all of its database work in one thread hop.
+
+A handler is `async def`; it hands one plain function to `run()`, which takes a thread from the
+web process's request threads (KERNELGRADER_WEB_THREADS) and there opens the session, checks
+who is calling, does the work, and commits or rolls back. A request therefore holds a database
+connection only while it has a thread, and never waits for a thread while holding one: with the
+pool at least as large as the threads, no number of requests can wedge the server (FastAPI's
+sync dependencies and handlers each take a thread of their own, and a session opened in one
+held its connection while the request queued for the next).
+
+What the dependencies below read (headers, the login cookie) needs no database, so they run on
+the event loop.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated
+import asyncio
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, TypeVar
 
+import anyio
 from fastapi import Depends, Path, Request
 from sqlalchemy.orm import Session
 
-from app.core.database import session_scope
-from app.core.errors import NotAuthenticated
+from app.core.database import session_scope, utcnow
+from app.core.errors import NotAuthenticated, ServerBusy
+from app.core.overload import BUSY, DATABASE_AWAY
+from app.core.settings import get_settings
 from app.users.models import User
-from app.users.service import user_for_token
+from app.users.service import holder_of_token
+from app.users.token_use import token_uses
+
+T = TypeVar("T")
+
+_limiters: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[str, anyio.CapacityLimiter]
+] = weakref.WeakKeyDictionary()
+
+# The health check's own threads, so it answers while every request thread is busy.
+HEALTH_THREADS = 2
 
 
-def get_db() -> Iterator[Session]:
-    """One unit of work per request: commit when the handler returns, roll back if it raises."""
+def _limiter(name: str, tokens: int) -> anyio.CapacityLimiter:
+    # A limiter belongs to the event loop it was made on; tests start a loop per test.
+    per_loop = _limiters.setdefault(asyncio.get_running_loop(), {})
+    if name not in per_loop:
+        per_loop[name] = anyio.CapacityLimiter(tokens)
+    return per_loop[name]
+
+
+def request_threads() -> anyio.CapacityLimiter:
+    return _limiter("requests", get_settings().web_threads)
+
+
+async def in_request_thread(work: Callable[[], T]) -> T:
+    """Run `work` in a request thread; 503 when none frees up within the allowed wait."""
+    settings = get_settings()
+    threads = request_threads()
+    with anyio.move_on_after(settings.max_request_wait_seconds) as waited:
+        await threads.acquire()
+    if waited.cancelled_caught:
+        seconds = settings.retry_after_seconds
+        raise ServerBusy(BUSY.format(seconds=seconds), retry_after=seconds)
+    try:
+        # The token taken above is what bounds the threads; this limiter never makes it wait.
+        return await anyio.to_thread.run_sync(work, limiter=_limiter("taken", settings.web_threads))
+    finally:
+        threads.release()
+
+
+# A health check answers within this, whatever the database does: a probe that connects to
+# a PostgreSQL still starting up can wait for libpq's shortest connect timeout, two seconds.
+HEALTH_ANSWER_SECONDS = 0.9
+
+
+async def in_health_thread(work: Callable[[], T]) -> T:
+    """Run the health probe on its own threads; 503 (database away) if it takes too long."""
+    with anyio.move_on_after(HEALTH_ANSWER_SECONDS):
+        # Abandoned, not awaited, past the deadline: the probe ends at its own timeouts.
+        return await anyio.to_thread.run_sync(
+            work, limiter=_limiter("health", HEALTH_THREADS), abandon_on_cancel=True
+        )
+    seconds = get_settings().retry_after_seconds
+    raise ServerBusy(DATABASE_AWAY.format(seconds=seconds), retry_after=seconds)
+
+
+def _unit_of_work(work: Callable[[Session], T]) -> T:
     with session_scope() as session:
-        yield session
+        return work(session)
 
 
-# scope="function": the session commits before the response goes out, not after.
-SessionDep = Annotated[Session, Depends(get_db, scope="function")]
+@dataclass(frozen=True)
+class Viewer:
+    """Who is looking at a page, for its header."""
+
+    id: int
+    email: str
 
 
-def session_user(request: Request, session: Session) -> User | None:
-    user_id = request.session.get("user_id")
-    return session.get(User, user_id) if isinstance(user_id, int) else None
+@dataclass(frozen=True)
+class PublicRequest:
+    """A request that needs no login (the login form itself)."""
+
+    async def run(self, work: Callable[[Session], T]) -> T:
+        return await in_request_thread(lambda: _unit_of_work(work))
 
 
-def api_user(request: Request, session: SessionDep) -> User:
-    """A bearer token; or, for reads only, the web login cookie (the pages poll the API)."""
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        user = user_for_token(session, token=token.strip())
+@dataclass(frozen=True)
+class ApiRequest:
+    """An API request: a bearer token, or for reads only the web login cookie (the pages poll)."""
+
+    bearer: str | None
+    cookie_user_id: int | None
+    read_only: bool
+
+    def user(self, session: Session) -> User:
+        if self.bearer:
+            holder = holder_of_token(session, token=self.bearer)
+            if holder is None:
+                raise NotAuthenticated(
+                    "The API token is not valid or was revoked; create one with "
+                    "`kernelgrader token create EMAIL`."
+                )
+            token_uses.note(holder.token_id, last_used_at=holder.last_used_at, now=utcnow())
+            return holder.user
+        if self.read_only and self.cookie_user_id is not None:
+            user = session.get(User, self.cookie_user_id)
+            if user is not None:
+                return user
+        raise NotAuthenticated(
+            "This needs an API token: send the header 'Authorization: Bearer <token>'."
+        )
+
+    async def run(self, work: Callable[[Session, User], T]) -> T:
+        return await in_request_thread(lambda: _unit_of_work(lambda s: work(s, self.user(s))))
+
+
+@dataclass(frozen=True)
+class WebRequest:
+    """A page request from someone logged in with the web login cookie."""
+
+    request: Request
+    user_id: int | None
+
+    def user(self, session: Session) -> User:
+        user = session.get(User, self.user_id) if self.user_id is not None else None
         if user is None:
-            raise NotAuthenticated(
-                "The API token is not valid or was revoked; create one with "
-                "`kernelgrader token create EMAIL`."
-            )
+            raise NotAuthenticated("Log in to see this page.")
+        # A plain copy for the page header: error pages render after the session has closed.
+        self.request.state.viewer = Viewer(id=user.id, email=user.email)
         return user
-    if request.method in ("GET", "HEAD"):
-        user = session_user(request, session)
-        if user is not None:
-            return user
-    raise NotAuthenticated(
-        "This needs an API token: send the header 'Authorization: Bearer <token>'."
+
+    async def run(self, work: Callable[[Session, User], T]) -> T:
+        return await in_request_thread(lambda: _unit_of_work(lambda s: work(s, self.user(s))))
+
+
+def cookie_user_id(request: Request) -> int | None:
+    user_id = request.session.get("user_id")
+    return user_id if isinstance(user_id, int) else None
+
+
+async def public_request() -> PublicRequest:
+    return PublicRequest()
+
+
+async def api_request(request: Request) -> ApiRequest:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return ApiRequest(
+        bearer=token.strip() if scheme.lower() == "bearer" and token.strip() else None,
+        cookie_user_id=cookie_user_id(request),
+        read_only=request.method in ("GET", "HEAD"),
     )
 
 
-ApiUser = Annotated[User, Depends(api_user)]
+async def web_request(request: Request) -> WebRequest:
+    return WebRequest(request=request, user_id=cookie_user_id(request))
+
+
+PublicDb = Annotated[PublicRequest, Depends(public_request)]
+ApiDb = Annotated[ApiRequest, Depends(api_request)]
+WebDb = Annotated[WebRequest, Depends(web_request)]
 
 # Database ids are 64-bit; a bigger number in a URL is a 422, not an overflow deep in the driver.
 RowId = Annotated[int, Path(ge=1, le=2**63 - 1)]

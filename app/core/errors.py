@@ -51,3 +51,13 @@ class Closed(DomainError):
     """The lab does not accept submissions now (not released yet, or past due and refusing)."""
 
     status_code = 403
+
+
+class ServerBusy(DomainError):
+    """Every request thread stayed busy for longer than a request may wait for one."""
+
+    status_code = 503
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

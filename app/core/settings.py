@@ -31,17 +31,41 @@ class Settings(BaseSettings):
     default_arch: str = "sm_90"
     # A worker beats every heartbeat_seconds; a job silent for heartbeat_timeout_seconds is lost.
     heartbeat_seconds: float = 5.0
-    heartbeat_timeout_seconds: float = 60.0
+    heartbeat_timeout_seconds: float = 30.0
     # A submission still queued this long after it was committed, never sent, is sent again.
     resend_after_seconds: float = 10.0
-    # A job sent this long ago and still not taken is sent once more, in case the broker lost
-    # it; a second copy is harmless, since the worker that takes a job first holds it.
-    resend_sent_after_seconds: float = 900.0
+    # A job sent this long ago and not yet started is sent again once the broker shows it lost
+    # it: its queue is empty, or a job sent after it has started. A second copy is harmless,
+    # since the worker that claims a job first holds it.
+    resend_unstarted_after_seconds: float = 20.0
+    # A job sent this long ago and still not started is sent again whatever the broker shows.
+    resend_sent_after_seconds: float = 300.0
     sweep_seconds: float = 5.0
     max_attempts: int = 3
     # How often the SQLite broker is polled for new messages: a few cheap queries a second,
     # and a new upload waits half of this on average before a worker sees it.
     broker_polling_seconds: float = 0.1
+    # A message of the SQLite broker taken this long ago and never acknowledged belonged to a
+    # worker that died; it is deleted (the sweeper has sent its job again long before).
+    broker_forget_taken_after_seconds: float = 3600.0
+    # Requests of a web process: database work runs in up to `web_threads` threads, one hop
+    # per request; past `max_requests_in_flight` a request is refused at once with 503. Few
+    # threads: they share one interpreter lock, and with 32 a rush on two cores answered its
+    # slowest uploads after 8-10 s where 8 threads answered all within 1.5 s.
+    web_threads: int = 8
+    max_requests_in_flight: int = 100
+    # A request that waits this long for a request thread is answered 503, so that every
+    # request is answered within a few seconds whatever the load.
+    max_request_wait_seconds: float = 3.0
+    # The database connection pool of each process (pool_size kept open, max_overflow more on
+    # demand, pool_timeout seconds to wait for one); it must hold web_threads + 2.
+    db_pool_size: int = 10
+    db_max_overflow: int = 10
+    db_pool_timeout_seconds: float = 10.0
+    # How long a SQLite statement waits for another writer before the request is answered 503.
+    sqlite_busy_timeout_seconds: float = 5.0
+    # Retry-After sent with a 503 (overload, or the database away).
+    retry_after_seconds: int = 5
     # false: workers only compile, even where a GPU is present (CI, web-only hosts).
     run_on_gpu: bool = True
     # Jobs one worker process grades at once (threads). On a GPU worker their correctness runs
@@ -72,6 +96,20 @@ class Settings(BaseSettings):
             self.database_url = f"sqlite:///{data_dir / 'kernelgrader.sqlite'}"
         if not self.broker_url:
             self.broker_url = f"sqla+sqlite:///{data_dir / 'broker.sqlite'}"
+        if self.web_threads < 1 or self.max_requests_in_flight < 1:
+            raise ValueError(
+                "KERNELGRADER_WEB_THREADS and KERNELGRADER_MAX_REQUESTS_IN_FLIGHT must be at "
+                "least 1."
+            )
+        if self.db_pool_size + self.db_max_overflow < self.web_threads + 2:
+            # Each request thread holds at most one connection; the token-use writer and the
+            # health probe's spare need the other two. Fewer, and threads wait on the pool.
+            raise ValueError(
+                f"KERNELGRADER_DB_POOL_SIZE + KERNELGRADER_DB_MAX_OVERFLOW "
+                f"({self.db_pool_size} + {self.db_max_overflow}) must be at least "
+                f"KERNELGRADER_WEB_THREADS + 2 ({self.web_threads + 2}); raise the pool or "
+                "lower the threads."
+            )
         if self.env != "development":
             # An empty or short key is as guessable as the default: anyone could sign a login
             # cookie for any user, or work out the hidden cases' seeds.

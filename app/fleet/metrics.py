@@ -28,7 +28,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from app import __version__
-from app.core.database import session_scope, utcnow
+from app.core.database import utcnow
 from app.courses.models import Course, Lab
 from app.fleet.service import REPLACED_BY_REGRADE, live_workers
 from app.grading.models import GradingJob, JobState
@@ -57,9 +57,13 @@ def _outcome() -> Any:
 
 
 class FleetCollector(Collector):
+    """Reads the numbers over `session` (the scraping request's, in its request thread)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
     def collect(self) -> Iterator[Metric]:
-        with session_scope() as session:
-            yield from self._collect(session, utcnow())
+        yield from self._collect(self.session, utcnow())
 
     def _collect(self, session: Session, now: datetime) -> Iterable[Metric]:
         info = GaugeMetricFamily("kernelgrader_info", "The service's version.", labels=["version"])
@@ -183,13 +187,12 @@ class FleetCollector(Collector):
         yield clock
 
 
-# A registry of its own: nothing of the process (or of prometheus_client's defaults) leaks in.
-registry = CollectorRegistry(auto_describe=False)
-registry.register(FleetCollector())
-
-
-def metrics_text() -> tuple[bytes, str]:
-    """The exposition and its content type."""
+def metrics_text(session: Session) -> tuple[bytes, str]:
+    """The exposition and its content type, read over `session`."""
+    # A registry of its own per scrape: nothing of the process (or of prometheus_client's
+    # defaults) leaks in, and the collector reads over the request's own session.
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FleetCollector(session))
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 

@@ -1,17 +1,21 @@
-"""/metrics for Prometheus (a bearer token of its own) and /admin/system for course staff."""
+"""/metrics for Prometheus (a bearer token of its own) and /admin/system for course staff.
+
+As every handler, the database work is one function handed to `db.run` / `web.run`.
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from sqlalchemy.orm import Session
 
-from app.core.deps import SessionDep
+from app.core.deps import PublicDb, WebDb
 from app.core.errors import Forbidden
 from app.core.settings import get_settings
 from app.courses.service import courses_of
 from app.fleet.metrics import metrics_text, token_matches
 from app.fleet.service import describe_age, fleet_snapshot, grading_sentence
-from app.web.routes import WebUser
+from app.users.models import User
 from app.web.templating import render
 
 router = APIRouter(include_in_schema=False)
@@ -26,8 +30,8 @@ METRICS_DENIED = (
 
 
 @router.get("/metrics")
-def metrics(request: Request) -> Response:
-    # A plain def: the collector queries the database, which blocks.
+async def metrics(request: Request, db: PublicDb) -> Response:
+    # The token is checked on the event loop; only a scrape that passes takes a thread.
     expected = get_settings().metrics_token
     if not expected:
         return PlainTextResponse(METRICS_OFF, status_code=404)
@@ -35,24 +39,28 @@ def metrics(request: Request) -> Response:
         return PlainTextResponse(
             METRICS_DENIED, status_code=401, headers={"WWW-Authenticate": "Bearer"}
         )
-    body, content_type = metrics_text()
+    body, content_type = await db.run(metrics_text)
     return Response(body, media_type=content_type)
 
 
 @router.get("/admin/system", response_class=HTMLResponse)
-def system_page(request: Request, session: SessionDep, user: WebUser) -> Response:
+async def system_page(request: Request, web: WebDb) -> Response:
     """Workers, the queue and the latest errors; jobs and errors of the viewer's courses only."""
-    staff_of = {course.id for course, role in courses_of(session, user=user) if role.is_staff}
-    if not staff_of:
-        raise Forbidden("This page is for course staff (TAs and instructors).")
-    snapshot = fleet_snapshot(session, course_ids=staff_of)
-    return render(
-        request,
-        "admin_system.html",
-        {
-            "fleet": snapshot,
-            "grading": grading_sentence(snapshot.workers),
-            "timeout": get_settings().heartbeat_timeout_seconds,
-            "age": describe_age,
-        },
-    )
+
+    def page(session: Session, user: User) -> Response:
+        staff_of = {course.id for course, role in courses_of(session, user=user) if role.is_staff}
+        if not staff_of:
+            raise Forbidden("This page is for course staff (TAs and instructors).")
+        snapshot = fleet_snapshot(session, course_ids=staff_of)
+        return render(
+            request,
+            "admin_system.html",
+            {
+                "fleet": snapshot,
+                "grading": grading_sentence(snapshot.workers),
+                "timeout": get_settings().heartbeat_timeout_seconds,
+                "age": describe_age,
+            },
+        )
+
+    return await web.run(page)

@@ -9,16 +9,18 @@ import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
+from typing import IO
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session, load_only
 
 from app.core.errors import Invalid
 from app.courses.deadlines import Deadline, deadline_from, extensions_by_user
 from app.courses.models import Enrollment, Lab, Role
-from app.gradebook.service import LabCell, lab_cell
+from app.gradebook.service import LabCell, Scored, lab_cell
 from app.performance.service import TimedResult, timed_results
 from app.submissions.models import Submission
+from app.submissions.service import LISTED
 from app.users.models import User
 
 # ?status= values of the staff view and its API.
@@ -69,16 +71,17 @@ def lab_roster(
         )
     )
     by_user: dict[int, list[Submission]] = {}
-    # The sources stay in the database until one is read (the zip reads the chosen ones).
+    # Only the columns a list shows: no source, log or report (the zip reads the chosen
+    # sources, in one query of its own).
     of_lab = select(Submission).where(Submission.lab_id == lab.id)
-    for sub in session.scalars(of_lab.options(defer(Submission.source_text))):
+    for sub in session.scalars(of_lab.options(load_only(*LISTED, Submission.sha256))):
         by_user.setdefault(sub.user_id, []).append(sub)
     extensions = extensions_by_user(session, lab=lab)
     timed = timed_results(session, lab=lab)
     rows = []
     for student in students:
         subs = by_user.get(student.id, [])
-        cell = lab_cell(lab, subs)
+        cell = lab_cell(lab, [Scored.of(s) for s in subs])
         counted = (
             next(s for s in subs if s.id == cell.counted.submission_id) if cell.counted else None
         )
@@ -139,12 +142,18 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@+-]", "_", text)[:100] or "file"
 
 
-def counted_sources_zip(session: Session, *, lab: Lab, now: datetime) -> bytes:
-    """A zip with each student's counted submission (their latest, where nothing is counted
-    yet) as `<lab>/<email>/<file>`, and a manifest.csv; the layout plagiarism checkers such as
-    MOSS and JPlag take, a folder per student."""
+def counted_sources_zip(session: Session, *, lab: Lab, now: datetime, out: IO[bytes]) -> None:
+    """Write a zip with each student's counted submission (their latest, where nothing is
+    counted yet) as `<lab>/<email>/<file>`, and a manifest.csv; the layout plagiarism checkers
+    such as MOSS and JPlag take, a folder per student."""
     rows = lab_roster(session, lab=lab)
-    out = io.BytesIO()
+    chosen_ids = [c.id for c in (row.counted or row.last for row in rows) if c is not None]
+    sources = {
+        sid: text
+        for sid, text in session.execute(
+            select(Submission.id, Submission.source_text).where(Submission.id.in_(chosen_ids))
+        )
+    }
     manifest = io.StringIO()
     writer = csv.writer(manifest, lineterminator="\n")
     writer.writerow(
@@ -167,7 +176,7 @@ def counted_sources_zip(session: Session, *, lab: Lab, now: datetime) -> bytes:
             path = f"{lab.slug}/{folder}/{filename}"
             info = zipfile.ZipInfo(path, date_time=chosen.created_at.timetuple()[:6])
             info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, chosen.source_text)
+            archive.writestr(info, sources[chosen.id])
             writer.writerow(
                 [
                     row.student.email,
@@ -184,4 +193,3 @@ def counted_sources_zip(session: Session, *, lab: Lab, now: datetime) -> bytes:
         info = zipfile.ZipInfo(f"{lab.slug}/manifest.csv", date_time=now.timetuple()[:6])
         info.compress_type = zipfile.ZIP_DEFLATED
         archive.writestr(info, manifest.getvalue())
-    return out.getvalue()

@@ -15,7 +15,9 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, defer
 
+from app.core.database import utcnow
 from app.courses.models import Lab
+from app.grading.celery_app import QUEUE
 from app.grading.models import GradingJob, JobState, Priority
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
@@ -49,14 +51,14 @@ def regrade_lab(
         )
     )
     if counted_only:
-        from app.gradebook.service import counted_submission
+        from app.gradebook.service import Scored, counted_submission
 
         by_user: dict[int, list[Submission]] = {}
         for sub in submissions:
             by_user.setdefault(sub.user_id, []).append(sub)
         ids = set()
         for subs in by_user.values():
-            counted = counted_submission(lab, subs)
+            counted = counted_submission(lab, [Scored.of(s) for s in subs])
             if counted is not None:
                 ids.add(counted.submission_id)
         submissions = [s for s in submissions if s.id in ids]
@@ -90,9 +92,11 @@ def regrade_lab(
     return BulkRegrade(queued=queued, skipped=len(busy))
 
 
-def background_jobs_to_send(session: Session, *, now: datetime) -> list[tuple[int, int]]:
-    """Mark the next background jobs sent, if no normal job waits on the broker; return
-    (submission_id, job_id) pairs for the caller to send once this commits."""
+def background_jobs_to_send(
+    session: Session, *, now: datetime
+) -> list[tuple[int, int, str, datetime]]:
+    """Stamp the next background jobs as sent, if no normal job waits on the broker; return
+    (submission_id, job_id, queue, stamp) for the caller to send once this commits."""
     waiting_normal = session.scalar(
         select(func.count())
         .select_from(GradingJob)
@@ -127,15 +131,19 @@ def background_jobs_to_send(session: Session, *, now: datetime) -> list[tuple[in
     ).all()
     picked = []
     for job in jobs:
+        # The queue it belongs on: the main one, or its GPU model's once it was compiled and
+        # handed to a GPU worker (a send there that failed is made again here).
+        queue = job.sent_queue or QUEUE
+        stamp = utcnow()
         # Conditional, since every worker sweeps: only one of them sends a given job.
         taken = session.execute(
             update(GradingJob)
             .where(GradingJob.id == job.id, GradingJob.sent_at.is_(None))
-            .values(sent_at=now)
+            .values(sent_at=stamp, sent_queue=queue)
             .execution_options(synchronize_session=False)
         )
         if taken.rowcount == 1:  # type: ignore[attr-defined]
-            picked.append((job.submission_id, job.id))
+            picked.append((job.submission_id, job.id, queue, stamp))
     return picked
 
 

@@ -17,14 +17,20 @@ def make_celery() -> Celery:
     settings = get_settings()
     if settings.broker_url.startswith("sqla+sqlite"):
         settings.ensure_data_dir()
+    transport_options: dict[str, object] = {}
     if settings.broker_url.startswith("sqla+"):
-        # kombu hands every transport option of this transport to create_engine(), which
-        # refuses `polling_interval`; the class attribute is the one place it can be set.
-        from kombu.transport import sqlalchemy as kombu_sqlalchemy
+        # Our channel for kombu's SQLAlchemy transport: it deletes delivered messages (see
+        # app.grading.broker). kombu resolves a URL's "sqla+" prefix through this table.
+        from kombu.transport import TRANSPORT_ALIASES
 
-        kombu_sqlalchemy.Transport.polling_interval = settings.broker_polling_seconds
+        TRANSPORT_ALIASES["sqla"] = "app.grading.broker:Transport"
+        transport_options = {
+            "polling_interval": settings.broker_polling_seconds,
+            "forget_taken_after_seconds": settings.broker_forget_taken_after_seconds,
+        }
     app = Celery("kernelgrader", broker=settings.broker_url, include=["app.grading.tasks"])
     app.conf.update(
+        broker_transport_options=transport_options,
         task_default_queue=QUEUE,
         task_ignore_result=True,
         # A job is acknowledged only when done, so a worker that dies mid-job loses nothing;

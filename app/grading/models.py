@@ -6,7 +6,7 @@ import enum
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
@@ -35,6 +35,7 @@ class Priority(enum.IntEnum):
 
 class GradingJob(Base):
     __tablename__ = "grading_jobs"
+    __table_args__ = (Index("ix_grading_jobs_taken", "taken_queue", "taken_sent_at"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     submission_id: Mapped[int] = mapped_column(
@@ -46,8 +47,14 @@ class GradingJob(Base):
     attempt: Mapped[int] = mapped_column(default=0)
     worker_id: Mapped[str | None] = mapped_column(String(200), default=None)
     queued_at: Mapped[datetime] = mapped_column(default=utcnow)
-    # When the task message last went onto the broker; None means the send has not happened.
+    # When the task message last went onto the broker (the stamp it carries), and on which
+    # queue; None means the send has not happened.
     sent_at: Mapped[datetime | None] = mapped_column(default=None)
+    sent_queue: Mapped[str | None] = mapped_column(String(40), default=None)
+    # The stamp and queue of the message a worker claimed the job with: the newest such stamp
+    # per queue says how far the broker has handed messages out (see sweeper.lost_jobs).
+    taken_sent_at: Mapped[datetime | None] = mapped_column(default=None)
+    taken_queue: Mapped[str | None] = mapped_column(String(40), default=None)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     compiled_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)

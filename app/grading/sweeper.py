@@ -1,4 +1,16 @@
-"""Finds jobs the queue lost and sends them again; run periodically by every worker."""
+"""Finds jobs the queue lost and sends them again; run periodically by every worker.
+
+Every send is stamped on the job first, in the sweep's transaction: `sent_at` (the stamp the
+message carries) and `sent_queue`, the queue the job belongs on: the main queue for a job to
+compile, the queue of its GPU model for a compiled job handed to a GPU worker. A job sent
+again, for whatever reason, goes back to that queue; the stamps are conditional writes, so of
+several workers sweeping at once only one sends a given job.
+
+A lab regrade's jobs (background priority) are sent by one step only, the last, a few at a
+time and only while no student's job waits (app.grading.bulk): wherever a job of theirs would
+be sent (lost by the broker, its worker gone, compiled and waiting for a GPU), it goes back
+among the held-back ones instead, still knowing its queue.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +18,20 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.grading.bulk import background_jobs_to_send
-from app.grading.celery_app import QUEUE
+from app.grading.celery_app import GPU_QUEUE, QUEUE
 from app.grading.models import GradingJob, JobState, Priority
-from app.grading.queue import send_job
+from app.grading.queue import send_job, waiting_in_broker
 from app.grading.routing import gpu_queue, served_keys
-from app.grading.worker import NOT_YOUR_FAULT
+from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 
@@ -27,46 +41,91 @@ log = logging.getLogger(__name__)
 @dataclass
 class SweepReport:
     resent: list[int] = field(default_factory=list)  # job ids never sent, sent now
+    lost: list[int] = field(default_factory=list)  # sent but never started: sent again
     requeued: list[int] = field(default_factory=list)  # lost jobs sent again
     failed: list[int] = field(default_factory=list)  # lost jobs out of attempts
     to_gpu: list[int] = field(default_factory=list)  # compiled jobs handed to a GPU worker
     background: list[int] = field(default_factory=list)  # a lab regrade's jobs, a few at a time
 
+    def __bool__(self) -> bool:
+        return bool(
+            self.resent
+            or self.lost
+            or self.requeued
+            or self.failed
+            or self.to_gpu
+            or self.background
+        )
+
+
+def home_queue(job: GradingJob) -> str:
+    """The queue a queued job belongs on: the one its last send was meant for."""
+    return job.sent_queue or QUEUE
+
 
 def sweep(
-    *, now: datetime | None = None, has_gpu: bool = False, gpu_model: str = ""
+    *, now: datetime | None = None, has_gpu: bool = False, gpu_model: str = "", me: str = ""
 ) -> SweepReport:
-    """One pass; a worker with a GPU (named `gpu_model`) also takes the compiled jobs it can run."""
+    """One pass; a worker with a GPU (named `gpu_model`) also takes the compiled jobs it can run.
+
+    `me`: the sweeping worker (worker_id()), whose jobs still running in this process are
+    never taken back, however late their heartbeat.
+    """
     settings = get_settings()
     now = now or utcnow()
+    me = me or worker_id()
     report = SweepReport()
     unsent_before = now - timedelta(seconds=settings.resend_after_seconds)
-    lost_send_before = now - timedelta(seconds=settings.resend_sent_after_seconds)
+    overdue_before = now - timedelta(seconds=settings.resend_unstarted_after_seconds)
+    long_before = now - timedelta(seconds=settings.resend_sent_after_seconds)
     stale_before = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
-    sends: list[tuple[int, int, str]] = []
+    sends: list[tuple[int, int, str, datetime]] = []
     with session_scope() as session:
-        # Committed but never sent (the send after the commit failed or the process died), or
-        # sent long ago and never taken (the broker lost it).
+        # Committed but not sent: the send after the commit failed and took its stamp back.
+        # (A web process that died between its commit and its send left a stamp: such a job
+        # is found as lost, below.) A lab regrade's jobs are held back on purpose; they go
+        # out at the end, a few at a time.
         for job in session.scalars(
             select(GradingJob).where(
                 GradingJob.state == JobState.queued.value,
-                or_(
-                    # A lab regrade's jobs are held back on purpose; they go out below.
-                    GradingJob.sent_at.is_(None)
-                    & (GradingJob.queued_at < unsent_before)
-                    & (GradingJob.priority == Priority.normal.value),
-                    GradingJob.sent_at < lost_send_before,
-                ),
+                GradingJob.sent_at.is_(None),
+                GradingJob.queued_at < unsent_before,
+                GradingJob.priority == Priority.normal.value,
             )
         ).all():
-            sends.append((job.submission_id, job.id, QUEUE))
-            report.resent.append(job.id)
+            stamp = _restamp(session, job, home_queue(job))
+            if stamp is not None:
+                sends.append((job.submission_id, job.id, home_queue(job), stamp))
+                report.resent.append(job.id)
+        # Sent, and still not started a while later: lost by the broker (restarted without
+        # persistence), or taken by a worker that died before claiming it. Judged by the
+        # jobs' own rows, not by what the broker says it holds.
+        for job in lost_jobs(
+            session,
+            overdue_before=overdue_before,
+            long_before=long_before,
+            margin=timedelta(seconds=settings.resend_unstarted_after_seconds),
+        ):
+            if job.id in report.resent:
+                continue  # just sent by the step above
+            if job.priority != Priority.normal.value:
+                if _hold_back(session, job):
+                    report.lost.append(job.id)  # the last step sends it again in its turn
+                continue
+            stamp = _restamp(session, job, home_queue(job))
+            if stamp is not None:
+                sends.append((job.submission_id, job.id, home_queue(job), stamp))
+                report.lost.append(job.id)
         # Held by a worker that stopped beating: send again, or give up after max_attempts.
         for job in session.scalars(
             select(GradingJob).where(
                 GradingJob.state == JobState.started.value, GradingJob.heartbeat_at < stale_before
             )
         ).all():
+            if job.worker_id == me and held_here(job.id):
+                # One of this process's own threads still runs it: its beat is late (the
+                # database was away, say), not lost. Taking it back would grade it twice.
+                continue
             submission = session.get_one(Submission, job.submission_id)
             if job.attempt >= settings.max_attempts:
                 moved = _move(
@@ -78,9 +137,23 @@ def sweep(
                     set_status(session, submission, Status.error, NOT_YOUR_FAULT)
                     report.failed.append(job.id)
                 continue
-            if _move(session, job, JobState.started, JobState.queued, stale_before=stale_before):
-                job.queued_at = now
-                job.worker_id = None
+            # Back to the queue its worker took it from: a compiled job on its GPU model's
+            # queue stays with the workers that can run it.
+            queue = job.taken_queue or home_queue(job)
+            background = job.priority != Priority.normal.value
+            stamp = utcnow()
+            moved = _move(
+                session,
+                job,
+                JobState.started,
+                JobState.queued,
+                stale_before=stale_before,
+                queued_at=now,
+                worker_id=None,
+                sent_at=None if background else stamp,
+                sent_queue=queue,
+            )
+            if moved:
                 set_status(
                     session,
                     submission,
@@ -88,7 +161,8 @@ def sweep(
                     f"The worker grading it stopped responding, so it was queued again "
                     f"(attempt {job.attempt + 1} of {settings.max_attempts}).",
                 )
-                sends.append((job.submission_id, job.id, QUEUE))
+                if not background:
+                    sends.append((job.submission_id, job.id, queue, stamp))
                 report.requeued.append(job.id)
         if has_gpu:
             # Only jobs whose lab names no GPU model or one this GPU serves, each onto the
@@ -99,17 +173,132 @@ def sweep(
                     GradingJob.gpu_model.in_(served_keys(gpu_model)),
                 )
             ).all():
-                if _move(session, job, JobState.waiting_gpu, JobState.queued):
-                    job.queued_at = now
-                    sends.append((job.submission_id, job.id, gpu_queue(job.gpu_model)))
+                queue = gpu_queue(job.gpu_model)
+                # A lab regrade's compiled job waits its turn like the rest of its regrade:
+                # all of them at once on a GPU queue would hold up students' uploads there.
+                background = job.priority != Priority.normal.value
+                stamp = utcnow()
+                moved = _move(
+                    session,
+                    job,
+                    JobState.waiting_gpu,
+                    JobState.queued,
+                    queued_at=now,
+                    sent_at=None if background else stamp,
+                    sent_queue=queue,
+                )
+                if moved:
+                    if not background:
+                        sends.append((job.submission_id, job.id, queue, stamp))
                     report.to_gpu.append(job.id)
-        for submission_id, job_id in background_jobs_to_send(session, now=now):
-            sends.append((submission_id, job_id, QUEUE))
+        for submission_id, job_id, queue, stamp in background_jobs_to_send(session, now=now):
+            sends.append((submission_id, job_id, queue, stamp))
             report.background.append(job_id)
     # Send only once the state changes are committed, so a fast worker finds them.
-    for submission_id, job_id, queue in sends:
-        send_job(submission_id=submission_id, job_id=job_id, queue=queue)
+    for submission_id, job_id, queue, stamp in sends:
+        send_job(submission_id=submission_id, job_id=job_id, queue=queue, stamped_at=stamp)
     return report
+
+
+def _restamp(session: Session, job: GradingJob, queue: str) -> datetime | None:
+    """Stamp a queued job for its next send, unless another sweeper did since it was read.
+
+    Every worker sweeps; the conditional write lets one of them send the job, not each.
+    """
+    stamp = utcnow()
+    return stamp if _stamp_unless_changed(session, job, queue, stamp) else None
+
+
+def _hold_back(session: Session, job: GradingJob) -> bool:
+    """Take a lab regrade's job off the broker's books: its stamp goes, its queue stays, and
+    the sweep's last step sends it again in its turn. Conditional, as `_restamp`."""
+    return _stamp_unless_changed(session, job, home_queue(job), None)
+
+
+def _stamp_unless_changed(
+    session: Session, job: GradingJob, queue: str, stamp: datetime | None
+) -> bool:
+    moved = session.execute(
+        update(GradingJob)
+        .where(
+            GradingJob.id == job.id,
+            GradingJob.state == JobState.queued.value,
+            GradingJob.sent_at.is_(None)
+            if job.sent_at is None
+            else GradingJob.sent_at == job.sent_at,
+        )
+        .values(sent_at=stamp, sent_queue=queue)
+        .execution_options(synchronize_session=False)
+    )
+    if moved.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    set_committed_value(job, "sent_at", stamp)
+    set_committed_value(job, "sent_queue", queue)
+    return True
+
+
+def lost_jobs(
+    session: Session, *, overdue_before: datetime, long_before: datetime, margin: timedelta
+) -> list[GradingJob]:
+    """Queued jobs sent before `overdue_before` that no worker can still be about to take.
+
+    A job waiting behind a long queue is not lost, so an overdue job counts as lost only when
+    its queue has moved past it (a worker claimed a job with a message stamped `margin` or
+    more after this one's, on that queue: the broker hands messages out oldest first, so this
+    job's message was handed out too, or lost), or its queue holds no message at all; and
+    whatever either says, once it was sent before `long_before`. The stamps compared are
+    those the messages carry, so a second copy of a job taken early says nothing about the
+    jobs sent between its copies. The margin covers stamps taken a little before the send
+    (at the commit), which may reach the broker out of their order.
+
+    A lab regrade's job is judged the same way once it was sent; one still held back (no
+    stamp) is not overdue. Queues are per GPU model, and each is judged on its own.
+    """
+    overdue = list(
+        session.scalars(
+            select(GradingJob)
+            .where(GradingJob.state == JobState.queued.value, GradingJob.sent_at < overdue_before)
+            .order_by(GradingJob.sent_at)
+        )
+    )
+    if not overdue:
+        return []
+    passed: dict[str | None, datetime] = {
+        queue: stamp
+        for queue, stamp in session.execute(
+            select(GradingJob.taken_queue, func.max(GradingJob.taken_sent_at))
+            .where(GradingJob.taken_queue.is_not(None))
+            .group_by(GradingJob.taken_queue)
+        )
+        if stamp is not None
+    }
+
+    def moved_past(job: GradingJob) -> bool:
+        if job.sent_at is None:
+            return False
+        if job.sent_at < long_before:
+            return True
+        queues = [job.sent_queue] if job.sent_queue else list(passed)
+        return any(q in passed and job.sent_at + margin < passed[q] for q in queues)
+
+    lost = [job for job in overdue if moved_past(job)]
+    if len(lost) == len(overdue):
+        return lost
+    lost_ids = {job.id for job in lost}
+    # Ask about the queues these jobs were sent to, whatever their names; a job sent before
+    # the queue was noted may be on either of the two first ones.
+    unknown = (QUEUE, GPU_QUEUE)
+    waiting = waiting_in_broker(
+        {q for job in overdue for q in ([job.sent_queue] if job.sent_queue else unknown)}
+    )
+    if waiting is None:
+        return lost
+    return [
+        job
+        for job in overdue
+        if job.id in lost_ids
+        or all(waiting[q] == 0 for q in ([job.sent_queue] if job.sent_queue else unknown))
+    ]
 
 
 def _move(
@@ -119,8 +308,10 @@ def _move(
     new: JobState,
     *,
     stale_before: datetime | None = None,
+    **values: Any,
 ) -> bool:
-    """Change a job's state only if nobody else changed it first (several workers sweep).
+    """Change a job's state (and `values`) only if nobody else changed it first (several
+    workers sweep); without a `sent_at` among `values`, the job counts as not sent.
 
     With `stale_before`, only while its heartbeat is still that old: a slow worker whose beat
     landed after the sweep looked keeps its job.
@@ -128,8 +319,9 @@ def _move(
     query = update(GradingJob).where(GradingJob.id == job.id, GradingJob.state == old.value)
     if stale_before is not None:
         query = query.where(GradingJob.heartbeat_at < stale_before)
+    values.setdefault("sent_at", None)
     result = session.execute(
-        query.values(state=new.value, sent_at=None).execution_options(synchronize_session="fetch")
+        query.values(state=new.value, **values).execution_options(synchronize_session="fetch")
     )
     return result.rowcount == 1  # type: ignore[attr-defined]
 
@@ -148,13 +340,7 @@ class SweeperThread(threading.Thread):
         while not self.stopped.wait(every):
             try:
                 report = sweep(has_gpu=self.has_gpu, gpu_model=self.gpu_model)
-                if (
-                    report.resent
-                    or report.requeued
-                    or report.failed
-                    or report.to_gpu
-                    or report.background
-                ):
+                if report:
                     log.info("sweep: %s", report)
             except Exception:
                 log.exception("sweep failed; trying again in %s s", every)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy.exc import OperationalError
+from datetime import datetime
+
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.grading.celery_app import GRADE_TASK, celery_app
 from app.grading.worker import grade_job
@@ -10,7 +13,14 @@ from app.grading.worker import grade_job
 
 # A database that is briefly locked or away is worth a few retries before the sweeper's turn.
 @celery_app.task(
-    name=GRADE_TASK, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5
+    name=GRADE_TASK,
+    autoretry_for=(OperationalError, InterfaceError, PoolTimeout),
+    retry_backoff=True,
+    max_retries=5,
 )
-def grade(submission_id: int, job_id: int) -> str:
-    return grade_job(submission_id, job_id).value
+def grade(
+    submission_id: int, job_id: int, sent_at: str | None = None, queue: str | None = None
+) -> str:
+    # `sent_at` and `queue` say which send this message is (absent in older messages).
+    stamp = datetime.fromisoformat(sent_at) if sent_at else None
+    return grade_job(submission_id, job_id, taken=(stamp, queue)).value

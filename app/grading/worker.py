@@ -10,14 +10,16 @@ import enum
 import logging
 import os
 import socket
-from datetime import timedelta
+import threading
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sqlalchemy import or_, update
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
-from app.core.settings import get_settings
+from app.core.overload import database_unavailable
+from app.core.settings import Settings, get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
 from app.fleet.service import no_runner_note, note_timing
@@ -51,13 +53,53 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _claim(submission_id: int, job_id: int, me: str) -> bool:
-    """Take the job if it is queued, or held by a worker whose heartbeat went stale."""
+Taken = tuple[datetime | None, str | None]
+
+
+# Jobs this process is running now: a second delivery of one of them must not be taken
+# back as "this worker's own job" while the first still runs (a worker may run several jobs).
+_running: set[int] = set()
+_running_lock = threading.Lock()
+
+
+def _claim(submission_id: int, job_id: int, me: str, taken: Taken = (None, None)) -> bool:
+    """Take the job if it is queued, or held by a worker whose heartbeat went stale.
+
+    `taken`: the send stamp and queue of the message this worker took, noted for the sweeper.
+    """
     settings = get_settings()
+    with _running_lock:
+        if job_id in _running:
+            return False
+        _running.add(job_id)
+    claimed = False
+    try:
+        claimed = _claim_row(submission_id, job_id, me, taken, settings=settings)
+    finally:
+        if not claimed:
+            with _running_lock:
+                _running.discard(job_id)
+    return claimed
+
+
+def _release(job_id: int) -> None:
+    with _running_lock:
+        _running.discard(job_id)
+
+
+def held_here(job_id: int) -> bool:
+    """Whether a thread of this process is grading the job now."""
+    with _running_lock:
+        return job_id in _running
+
+
+def _claim_row(
+    submission_id: int, job_id: int, me: str, taken: Taken, *, settings: Settings
+) -> bool:
     now = utcnow()
     stale = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
     with session_scope() as session:
-        taken = session.execute(
+        claimed = session.execute(
             update(GradingJob)
             .where(
                 GradingJob.id == job_id,
@@ -69,6 +111,11 @@ def _claim(submission_id: int, job_id: int, me: str) -> bool:
                     (GradingJob.state == JobState.started.value)
                     & (GradingJob.heartbeat_at < stale)
                     & (GradingJob.attempt < settings.max_attempts),
+                    # This worker's own job, tried again after the database was away, and
+                    # not running in this process any more (checked by the caller).
+                    (GradingJob.state == JobState.started.value)
+                    & (GradingJob.worker_id == me)
+                    & (GradingJob.attempt < settings.max_attempts),
                 ),
             )
             .values(
@@ -78,9 +125,11 @@ def _claim(submission_id: int, job_id: int, me: str) -> bool:
                 started_at=now,
                 heartbeat_at=now,
                 error="",
+                taken_sent_at=taken[0],
+                taken_queue=taken[1],
             )
         )
-        if taken.rowcount != 1:  # type: ignore[attr-defined]
+        if claimed.rowcount != 1:  # type: ignore[attr-defined]
             return False
         submission = session.get_one(Submission, submission_id)
         set_status(session, submission, Status.compiling, "A worker is compiling it.")
@@ -107,14 +156,23 @@ def _hold(session: Session, job_id: int, me: str) -> bool:
     return held.rowcount == 1  # type: ignore[attr-defined]
 
 
-def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outcome:
+def grade_job(
+    submission_id: int, job_id: int, *, me: str | None = None, taken: Taken = (None, None)
+) -> Outcome:
     """Grade one job; running it twice, or after another worker, still gives one result set."""
     me = me or worker_id()
     settings = get_settings()
-    if not _claim(submission_id, job_id, me):
+    if not _claim(submission_id, job_id, me, taken):
         with session_scope() as session:
             exists = session.get(GradingJob, job_id)
             return Outcome.missing if exists is None else Outcome.duplicate
+    try:
+        return _grade_held(submission_id, job_id, me, settings)
+    finally:
+        _release(job_id)
+
+
+def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) -> Outcome:
     with Heartbeat(job_id=job_id, worker_id=me, every_seconds=settings.heartbeat_seconds):
         try:
             from graders.compile.compiler import compile_submission
@@ -154,6 +212,12 @@ def grade_job(submission_id: int, job_id: int, *, me: str | None = None) -> Outc
                 set_status(session, submission, Status.running, "Running on the GPU.")
             return _run(submission_id, job_id, me, spec, source, compiled)
         except Exception as exc:
+            if database_unavailable(exc):
+                # Not the student's code, nor a grader failure: the task is tried again once
+                # the database answers (this worker may take its own job back), and failing
+                # that the sweeper hands the job on when its heartbeat goes stale.
+                log.warning("job %s: the database is away (%s); trying again", job_id, exc)
+                raise
             log.exception("job %s of submission %s failed", job_id, submission_id)
             _fail(submission_id, job_id, me, f"{type(exc).__name__}: {exc}")
             return Outcome.error

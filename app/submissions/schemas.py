@@ -7,14 +7,14 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.models import Course, Lab
 from app.grading.models import CaseResult, GradingJob, JobState
 from app.submissions.models import Status, Submission
-from app.submissions.service import events_of, latest_job, queue_position
+from app.submissions.service import events_of, queue_position
 from app.users.models import User
 from graders.results import HIDDEN_OUTPUT_NOTE
 
@@ -96,22 +96,19 @@ class SubmissionCreated(BaseModel):
     url: str
 
 
-def result_job(session: Session, *, submission: Submission) -> GradingJob | None:
-    """The job whose verdict the submission shows: the newest graded one, or a newer compile
-    error (it has no cases; the older job's cases are not its result). Jobs that failed on our
-    side carry an error and leave the earlier verdict in place."""
-    verdict = or_(
-        GradingJob.state == JobState.done.value,
-        (GradingJob.state == JobState.failed.value)
-        & (GradingJob.error == "")
-        & GradingJob.compiled_at.is_not(None),
-    )
-    return session.scalar(
-        select(GradingJob)
-        .where(GradingJob.submission_id == submission.id, verdict)
-        .order_by(GradingJob.finished_at.desc(), GradingJob.id.desc())
-        .limit(1)
-    )
+def result_job(jobs: list[GradingJob]) -> GradingJob | None:
+    """The job whose verdict the submission shows, of all its jobs: the newest graded one, or
+    a newer compile error (it has no cases; the older job's cases are not its result). Jobs
+    that failed on our side carry an error and leave the earlier verdict in place."""
+    verdicts = [
+        job
+        for job in jobs
+        if job.state == JobState.done.value
+        or (job.state == JobState.failed.value and job.error == "" and job.compiled_at is not None)
+    ]
+    if not verdicts:
+        return None
+    return max(verdicts, key=lambda job: (job.finished_at or job.queued_at, job.id))
 
 
 def _case_read(row: CaseResult, *, show_hidden: bool, gpu_model: str | None) -> CaseRead:
@@ -201,16 +198,23 @@ def _references_timed(cases: list[CaseRead]) -> list[dict[str, Any]]:
 def submission_read(
     session: Session, *, submission: Submission, viewer_is_staff: bool
 ) -> SubmissionRead:
-    lab = session.get_one(Lab, submission.lab_id)
-    course = session.get_one(Course, lab.course_id)
-    owner = session.get_one(User, submission.user_id)
-    job = result_job(session, submission=submission)
+    lab, course_slug, owner_email = session.execute(
+        select(Lab, Course.slug, User.email)
+        .join(Course, Course.id == Lab.course_id)
+        .join(User, User.id == submission.user_id)
+        .where(Lab.id == submission.lab_id)
+    ).one()
+    # All of its jobs in one read (a submission has one, or a few after regrades).
+    jobs = list(
+        session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id))
+    )
+    latest = max(jobs, key=lambda j: j.id) if jobs else None
+    job = result_job(jobs)
     if job is not None and job.state != JobState.done.value:
         job = None  # a compile error: no cases, no run report
-    if submission.status in (Status.timing.value, Status.sanitizer.value):
-        live = latest_job(session, submission=submission)
-        if live is not None and live.state == JobState.started.value:
-            job = live  # the verdicts known so far, while timing and the sanitizer run
+    timing = submission.status in (Status.timing.value, Status.sanitizer.value)
+    if timing and latest is not None and latest.state == JobState.started.value:
+        job = latest  # the verdicts known so far, while timing and the sanitizer run
     rows: list[CaseResult] = []
     if job is not None:
         rows = list(
@@ -218,14 +222,14 @@ def submission_read(
                 select(CaseResult).where(CaseResult.job_id == job.id).order_by(CaseResult.position)
             )
         )
-    attempts = sum(
-        session.scalars(
-            select(GradingJob.attempt).where(GradingJob.submission_id == submission.id)
-        ).all()
-    )
+    attempts = sum(j.attempt for j in jobs)
     show_hidden = hidden_details_visible(lab, viewer_is_staff=viewer_is_staff)
     report: dict[str, Any] = (job.report or {}) if job else {}
-    hidden = [] if show_hidden else _hidden_names(session, submission=submission)
+    # Only a job a worker took has case rows, hidden ones among them (a job that recorded
+    # verdicts and then lost its worker keeps them, and its history may name them): a
+    # submission whose jobs all still wait for their first worker needs no look.
+    ran = any(j.attempt > 0 or j.state != JobState.queued.value for j in jobs)
+    hidden = [] if show_hidden or not ran else _hidden_names(session, submission=submission)
     stdout: str = report.get("stdout", "")
     gpu_model = (report.get("gpu") or {}).get("name") or None
     cases = [_case_read(row, show_hidden=show_hidden, gpu_model=gpu_model) for row in rows]
@@ -239,14 +243,14 @@ def submission_read(
     return SubmissionRead(
         id=submission.id,
         url=f"/submissions/{submission.id}",
-        course=course.slug,
+        course=course_slug,
         lab=lab.slug,
-        user=owner.email,
+        user=owner_email,
         filename=submission.filename,
         sha256=submission.sha256,
         status=Status(submission.status),
         status_message=_redact(submission.status_message, hidden),
-        queue_position=queue_position(session, submission=submission),
+        queue_position=queue_position(session, job=latest),
         late=submission.late,
         score=submission.score,
         max_score=submission.max_score,

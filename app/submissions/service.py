@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer, load_only
 
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
 from app.core.settings import get_settings
 from app.courses.deadlines import Availability, deadline_for, lab_state
-from app.courses.models import Course, Lab
-from app.courses.service import require_member, role_in
+from app.courses.models import Course, Enrollment, Lab, Role
+from app.courses.service import require_member
 from app.fleet.service import queued_message
 from app.grading.models import GradingJob, JobState, Priority
 from app.submissions.models import Status, Submission, SubmissionEvent
@@ -59,6 +59,20 @@ def check_source(data: bytes, *, limit: int) -> str:
 class Intake:
     submission: Submission
     job: GradingJob
+    submission_id: int = field(init=False)
+    job_id: int = field(init=False)
+    lab_id: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Kept apart from the rows, which a rollback after a failed commit resets.
+        self.submission_id = self.submission.id
+        self.job_id = self.job.id
+        self.lab_id = self.submission.lab_id
+
+    def stored(self, session: Session) -> bool:
+        """Whether this intake's rows are in the database (asked after a doubtful commit)."""
+        found = session.scalar(select(GradingJob.id).where(GradingJob.id == self.job_id))
+        return found is not None
 
 
 def create_submission(
@@ -125,20 +139,48 @@ def create_submission(
 
 
 def is_staff_for(session: Session, user: User, submission: Submission) -> bool:
-    lab = session.get_one(Lab, submission.lab_id)
-    course = session.get_one(Course, lab.course_id)
-    role = role_in(session, user=user, course=course)
-    return role is not None and role.is_staff
+    role = session.scalar(
+        select(Enrollment.role)
+        .join(Lab, Lab.course_id == Enrollment.course_id)
+        .where(Lab.id == submission.lab_id, Enrollment.user_id == user.id)
+    )
+    return role is not None and Role(role).is_staff
+
+
+def visible_submission(
+    session: Session, *, user: User, submission_id: int
+) -> tuple[Submission, bool]:
+    """The submission and whether the user is staff of its course, in one read.
+
+    A student sees their own submissions; staff see every submission of their course. The
+    source text is left in the database until something shows it (`source_text_of`).
+    """
+    row = session.execute(
+        select(Submission, Enrollment.role)
+        .options(defer(Submission.source_text))
+        .join(Lab, Lab.id == Submission.lab_id)
+        .outerjoin(
+            Enrollment,
+            (Enrollment.course_id == Lab.course_id) & (Enrollment.user_id == user.id),
+        )
+        .where(Submission.id == submission_id)
+    ).first()
+    if row is not None:
+        submission, role = row
+        staff = role is not None and Role(role).is_staff
+        if submission.user_id == user.id or staff:
+            return submission, staff
+    raise NotFound(f"There is no submission {submission_id} that you may see.")
 
 
 def get_visible_submission(session: Session, *, user: User, submission_id: int) -> Submission:
-    """A student sees their own submissions; staff see every submission of their course."""
-    submission = session.get(Submission, submission_id)
-    if submission is not None and (
-        submission.user_id == user.id or is_staff_for(session, user, submission)
-    ):
-        return submission
-    raise NotFound(f"There is no submission {submission_id} that you may see.")
+    return visible_submission(session, user=user, submission_id=submission_id)[0]
+
+
+def source_text_of(session: Session, *, submission: Submission) -> str:
+    return session.scalars(
+        select(Submission.source_text).where(Submission.id == submission.id)
+    ).one()
 
 
 def regrade(session: Session, *, user: User, submission: Submission, now: datetime) -> GradingJob:
@@ -188,9 +230,8 @@ def latest_job(session: Session, *, submission: Submission) -> GradingJob | None
     )
 
 
-def queue_position(session: Session, *, submission: Submission) -> int | None:
-    """1 for the next job a worker takes; None when this submission is not waiting."""
-    job = latest_job(session, submission=submission)
+def queue_position(session: Session, *, job: GradingJob | None) -> int | None:
+    """For a submission's latest job: 1 when a worker takes it next; None when not waiting."""
     if job is None or job.state != JobState.queued.value:
         return None
     if job.priority != Priority.normal.value and job.sent_at is None:
@@ -207,10 +248,31 @@ def queue_position(session: Session, *, submission: Submission) -> int | None:
     return int(ahead or 0) + 1
 
 
+# What a list of submissions shows; a list never loads sources, logs or reports.
+LISTED = (
+    Submission.id,
+    Submission.filename,
+    Submission.user_id,
+    Submission.lab_id,
+    Submission.created_at,
+    Submission.status,
+    Submission.late,
+    Submission.score,
+    Submission.max_score,
+    Submission.graded_at,
+    Submission.review_flag,  # staff lists flag a grading to look at
+)
+
+
 def submissions_of(
     session: Session, *, lab_ids: list[int], user_id: int | None = None, limit: int = 500
 ) -> list[Submission]:
-    query = select(Submission).where(Submission.lab_id.in_(lab_ids))
+    """The newest submissions of these labs, with only the listed columns loaded."""
+    query = (
+        select(Submission)
+        .options(load_only(*LISTED, raiseload=True))
+        .where(Submission.lab_id.in_(lab_ids))
+    )
     if user_id is not None:
         query = query.where(Submission.user_id == user_id)
     return list(session.scalars(query.order_by(Submission.id.desc()).limit(limit)))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -69,19 +70,29 @@ def create_api_token(session: Session, *, user: User, name: str = "") -> str:
     return token
 
 
-def user_for_token(session: Session, *, token: str) -> User | None:
-    row = session.scalar(
-        select(ApiToken).where(
-            ApiToken.token_hash == hash_api_token(token), ApiToken.revoked_at.is_(None)
-        )
-    )
+@dataclass(frozen=True)
+class TokenHolder:
+    user: User
+    token_id: int
+    last_used_at: datetime | None
+
+
+def holder_of_token(session: Session, *, token: str) -> TokenHolder | None:
+    """The user a live token belongs to, in one read; the use is noted elsewhere (token_use)."""
+    row = session.execute(
+        select(User, ApiToken.id, ApiToken.last_used_at)
+        .join(ApiToken, ApiToken.user_id == User.id)
+        .where(ApiToken.token_hash == hash_api_token(token), ApiToken.revoked_at.is_(None))
+    ).first()
     if row is None:
         return None
-    now = utcnow()
-    # Note the use at most once a minute: a client polling its results needs no write each time.
-    if row.last_used_at is None or now - row.last_used_at > timedelta(minutes=1):
-        row.last_used_at = now
-    return session.get(User, row.user_id)
+    user, token_id, last_used_at = row
+    return TokenHolder(user=user, token_id=token_id, last_used_at=last_used_at)
+
+
+def user_for_token(session: Session, *, token: str) -> User | None:
+    holder = holder_of_token(session, token=token)
+    return holder.user if holder else None
 
 
 def revoke_token(session: Session, *, token: str) -> bool:

@@ -1,4 +1,8 @@
-"""The pages: thin handlers that fetch, check access and render."""
+"""The pages: thin handlers that fetch, check access and render.
+
+Each handler is `async def` and does its database work, the page's rendering included (a
+template may read a row's relations), in one function handed to `web.run` (app.core.deps).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,15 @@ import ipaddress
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import RowId, SessionDep, session_user
-from app.core.errors import DomainError, NotAuthenticated, RateLimited
+from app.core.deps import PublicDb, RowId, WebDb
+from app.core.errors import DomainError, RateLimited
+from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
 from app.courses.deadlines import deadline_for, lab_state
 from app.courses.models import Lab
@@ -25,8 +31,8 @@ from app.courses.service import (
     require_staff,
 )
 from app.courses.specs import spec_for
-from app.gradebook.service import best_scores, gradebook, is_pending
-from app.grading.queue import send_job
+from app.gradebook.service import Student, best_scores, gradebook, is_pending
+from app.grading.queue import send_job, stamp_send
 from app.performance.leaderboard import my_entry
 from app.performance.service import submission_performance
 from app.submissions.quota import submission_quota
@@ -34,31 +40,20 @@ from app.submissions.schemas import submission_read
 from app.submissions.service import (
     create_submission,
     get_visible_submission,
-    is_staff_for,
     regrade,
+    source_text_of,
     submissions_of,
+    visible_submission,
 )
 from app.users.models import User
 from app.users.service import authenticate
 from app.web.perf_charts import submission_charts
-from app.web.templating import Viewer, check_csrf, render
+from app.web.templating import check_csrf, render
 
 if TYPE_CHECKING:
     from graders.spec import LabSpec
 
 router = APIRouter(include_in_schema=False)
-
-
-def web_user(request: Request, session: SessionDep) -> User:
-    user = session_user(request, session)
-    if user is None:
-        raise NotAuthenticated("Log in to see this page.")
-    # A plain copy for the page header: error pages render after the session has closed.
-    request.state.viewer = Viewer(id=user.id, email=user.email)
-    return user
-
-
-WebUser = Annotated[User, Depends(web_user)]
 
 
 def _safe_next(target: str | None) -> str:
@@ -90,14 +85,14 @@ def client_network(host: str) -> str:
 
 
 @router.get("/login", response_class=HTMLResponse)
-def login_form(request: Request, next: str = "/") -> Response:
+async def login_form(request: Request, next: str = "/") -> Response:
     return render(request, "login.html", {"next": _safe_next(next), "error": None})
 
 
 @router.post("/login", response_class=HTMLResponse)
-def login(
+async def login(
     request: Request,
-    session: SessionDep,
+    db: PublicDb,
     email: Annotated[str, Form()],
     password: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
@@ -124,7 +119,8 @@ def login(
         )
         page.headers["Retry-After"] = str(wait)
         return page
-    user = authenticate(session, email=email, password=password)
+    # The password hash is slow on purpose: in a request thread, never on the event loop.
+    user = await db.run(lambda session: authenticate(session, email=email, password=password))
     if user is None:
         throttle.failed(account)
         address_throttle.failed(address)
@@ -141,52 +137,53 @@ def login(
 
 
 @router.post("/logout")
-def logout(request: Request, csrf_token: Annotated[str, Form()] = "") -> Response:
+async def logout(request: Request, csrf_token: Annotated[str, Form()] = "") -> Response:
     check_csrf(request, csrf_token)
     request.session.clear()
     return RedirectResponse("/login", status_code=303)
 
 
 @router.get("/", response_class=HTMLResponse)
-def home(request: Request, session: SessionDep, user: WebUser) -> Response:
-    courses = courses_of(session, user=user)
-    if len(courses) == 1:
-        return RedirectResponse(f"/courses/{courses[0][0].slug}", status_code=303)
-    return render(request, "home.html", {"courses": courses})
+async def home(request: Request, web: WebDb) -> Response:
+    def page(session: Session, user: User) -> Response:
+        courses = courses_of(session, user=user)
+        if len(courses) == 1:
+            return RedirectResponse(f"/courses/{courses[0][0].slug}", status_code=303)
+        return render(request, "home.html", {"courses": courses})
+
+    return await web.run(page)
 
 
 @router.get("/courses/{course}", response_class=HTMLResponse)
-def course_page(request: Request, course: str, session: SessionDep, user: WebUser) -> Response:
-    found = get_course(session, slug=course)
-    role = require_member(session, user=user, course=found)
-    labs = labs_of(session, course=found)
-    scores = best_scores(session, user=user, labs=labs)
-    now = utcnow()
-    rows = []
-    for lab in labs:
-        deadline = deadline_for(session, lab=lab, user_id=user.id)
-        rows.append(
-            {
-                "lab": lab,
-                "cell": scores[lab.id],
-                "deadline": deadline,
-                "state": lab_state(lab, deadline, now=now, staff=role.is_staff),
-            }
+async def course_page(request: Request, course: str, web: WebDb) -> Response:
+    def page(session: Session, user: User) -> Response:
+        found = get_course(session, slug=course)
+        role = require_member(session, user=user, course=found)
+        labs = labs_of(session, course=found)
+        scores = best_scores(session, user=user, labs=labs)
+        now = utcnow()
+        rows = []
+        for lab in labs:
+            deadline = deadline_for(session, lab=lab, user_id=user.id)
+            rows.append(
+                {
+                    "lab": lab,
+                    "cell": scores[lab.id],
+                    "deadline": deadline,
+                    "state": lab_state(lab, deadline, now=now, staff=role.is_staff),
+                }
+            )
+        archived = labs_of(session, course=found, archived=True) if role.is_staff else []
+        return render(
+            request,
+            "course.html",
+            {"course": found, "role": role, "rows": rows, "archived": archived, "now": now},
         )
-    return render(
-        request,
-        "course.html",
-        {
-            "course": found,
-            "role": role,
-            "rows": rows,
-            "archived": labs_of(session, course=found, archived=True) if role.is_staff else [],
-            "now": now,
-        },
-    )
+
+    return await web.run(page)
 
 
-def _lab_context(session: SessionDep, user: User, course: str, lab: str) -> dict[str, object]:
+def _lab_context(session: Session, user: User, course: str, lab: str) -> dict[str, object]:
     found = get_course(session, slug=course)
     role = require_member(session, user=user, course=found)
     lab_row = get_lab(session, course=found, slug=lab)
@@ -222,70 +219,74 @@ def _sanitizer_rule(spec: LabSpec) -> str:
 
 
 @router.get("/courses/{course}/labs/{lab}", response_class=HTMLResponse)
-def lab_page(
-    request: Request, course: str, lab: str, session: SessionDep, user: WebUser
-) -> Response:
-    return render(request, "lab.html", _lab_context(session, user, course, lab))
+async def lab_page(request: Request, course: str, lab: str, web: WebDb) -> Response:
+    def page(session: Session, user: User) -> Response:
+        return render(request, "lab.html", _lab_context(session, user, course, lab))
+
+    return await web.run(page)
 
 
 @router.post("/courses/{course}/labs/{lab}/submissions", response_class=HTMLResponse)
-def submit_form(
+async def submit_form(
     request: Request,
     course: str,
     lab: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     file: Annotated[UploadFile, File()],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    # A plain def (a worker thread): the database and broker calls block; see the API's submit.
-    check_csrf(request, csrf_token)
-    limit = get_settings().max_upload_bytes
-    data = file.file.read(limit + 1)
-    context = _lab_context(session, user, course, lab)
-    try:
-        intake = create_submission(
-            session,
-            user=user,
-            course=context["course"],  # type: ignore[arg-type]
-            lab=context["lab"],  # type: ignore[arg-type]
-            filename=file.filename,
-            data=data,
-            now=utcnow(),
-        )
-    except DomainError as exc:
-        session.rollback()
-        context["error"] = exc.message
-        page = render(request, "lab.html", context, status_code=exc.status_code)
-        if isinstance(exc, RateLimited):
-            page.headers["Retry-After"] = str(exc.retry_after)
-        return page
-    session.commit()
-    send_job(submission_id=intake.submission.id, job_id=intake.job.id)
-    return RedirectResponse(f"/submissions/{intake.submission.id}", status_code=303)
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        limit = get_settings().max_upload_bytes
+        data = file.file.read(limit + 1)
+        context = _lab_context(session, user, course, lab)
+        try:
+            intake = create_submission(
+                session,
+                user=user,
+                course=context["course"],  # type: ignore[arg-type]
+                lab=context["lab"],  # type: ignore[arg-type]
+                filename=file.filename,
+                data=data,
+                now=utcnow(),
+            )
+        except DomainError as exc:
+            session.rollback()
+            context["error"] = exc.message
+            page = render(request, "lab.html", context, status_code=exc.status_code)
+            if isinstance(exc, RateLimited):
+                page.headers["Retry-After"] = str(exc.retry_after)
+            return page
+        # As the API's submit: stamped and committed (or told what happened), then sent.
+        stamp = stamp_send(intake.job)
+        commit_or_confirm(session, landed=intake.stored)
+        send_job(submission_id=intake.submission_id, job_id=intake.job_id, stamped_at=stamp)
+        return RedirectResponse(f"/submissions/{intake.submission_id}", status_code=303)
+
+    return await web.run(work)
 
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
-def submission_page(
-    request: Request, submission_id: RowId, session: SessionDep, user: WebUser
-) -> Response:
-    submission = get_visible_submission(session, user=user, submission_id=submission_id)
-    staff = is_staff_for(session, user, submission)
-    view = submission_read(session, submission=submission, viewer_is_staff=staff)
-    lab = session.get_one(Lab, submission.lab_id)
-    perf = submission_performance(session, submission=submission, view=view, spec=spec_for(lab))
-    return render(
-        request,
-        "submission.html",
-        {
-            "s": view,
-            "source_lines": source_lines(submission.source_text),
-            "staff": staff,
-            "pending": is_pending(submission),
-            "perf": perf,
-            "charts": submission_charts(perf) if perf else {},
-        },
-    )
+async def submission_page(request: Request, submission_id: RowId, web: WebDb) -> Response:
+    def page(session: Session, user: User) -> Response:
+        submission, staff = visible_submission(session, user=user, submission_id=submission_id)
+        view = submission_read(session, submission=submission, viewer_is_staff=staff)
+        lab = session.get_one(Lab, submission.lab_id)  # read with the view: no query
+        perf = submission_performance(session, submission=submission, view=view, spec=spec_for(lab))
+        return render(
+            request,
+            "submission.html",
+            {
+                "s": view,
+                "source_lines": source_lines(source_text_of(session, submission=submission)),
+                "staff": staff,
+                "pending": is_pending(submission),
+                "perf": perf,
+                "charts": submission_charts(perf) if perf else {},
+            },
+        )
+
+    return await web.run(page)
 
 
 def source_lines(text: str) -> list[str]:
@@ -297,41 +298,53 @@ def source_lines(text: str) -> list[str]:
 
 
 @router.post("/submissions/{submission_id}/regrade")
-def regrade_form(
+async def regrade_form(
     request: Request,
     submission_id: RowId,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    check_csrf(request, csrf_token)
-    submission = get_visible_submission(session, user=user, submission_id=submission_id)
-    job = regrade(session, user=user, submission=submission, now=utcnow())
-    session.commit()
-    send_job(submission_id=submission.id, job_id=job.id)
-    return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        submission = get_visible_submission(session, user=user, submission_id=submission_id)
+        job = regrade(session, user=user, submission=submission, now=utcnow())
+        stamp = stamp_send(job)
+        session.commit()
+        send_job(submission_id=submission.id, job_id=job.id, stamped_at=stamp)
+        return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
+
+    return await web.run(work)
 
 
 @router.get("/courses/{course}/labs/{lab}/submissions", response_class=HTMLResponse)
-def lab_submissions_page(
-    request: Request, course: str, lab: str, session: SessionDep, user: WebUser
-) -> Response:
-    found = get_course(session, slug=course)
-    require_staff(session, user=user, course=found)
-    lab_row = get_lab(session, course=found, slug=lab)
-    rows = submissions_of(session, lab_ids=[lab_row.id])
-    ids = {row.user_id for row in rows}
-    users = {u.id: u for u in session.scalars(select(User).where(User.id.in_(ids)))}
-    return render(
-        request,
-        "lab_submissions.html",
-        {"course": found, "lab": lab_row, "rows": rows, "users": users},
-    )
+async def lab_submissions_page(request: Request, course: str, lab: str, web: WebDb) -> Response:
+    def page(session: Session, user: User) -> Response:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        lab_row = get_lab(session, course=found, slug=lab)
+        rows = submissions_of(session, lab_ids=[lab_row.id])
+        ids = {row.user_id for row in rows}
+        users = {
+            uid: Student(id=uid, name=name, email=email)
+            for uid, name, email in session.execute(
+                select(User.id, User.name, User.email).where(User.id.in_(ids))
+            )
+        }
+        return render(
+            request,
+            "lab_submissions.html",
+            {"course": found, "lab": lab_row, "rows": rows, "users": users},
+        )
+
+    return await web.run(page)
 
 
 @router.get("/courses/{course}/gradebook", response_class=HTMLResponse)
-def gradebook_page(request: Request, course: str, session: SessionDep, user: WebUser) -> Response:
-    found = get_course(session, slug=course)
-    require_staff(session, user=user, course=found)
-    labs, rows = gradebook(session, course=found)
-    return render(request, "gradebook.html", {"course": found, "labs": labs, "rows": rows})
+async def gradebook_page(request: Request, course: str, web: WebDb) -> Response:
+    def page(session: Session, user: User) -> Response:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        labs, rows = gradebook(session, course=found)
+        return render(request, "gradebook.html", {"course": found, "labs": labs, "rows": rows})
+
+    return await web.run(page)

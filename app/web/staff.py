@@ -1,5 +1,9 @@
 """Staff pages of a course: the students of a lab, its settings, extensions, regrading a lab;
-and the leaderboard, which every member sees."""
+and the leaderboard, which every member sees.
+
+As every page, a handler's database work (rendering included) is one function handed to
+`web.run` (app.core.deps).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,10 @@ from urllib.parse import quote
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import SessionDep
+from app.core.deps import WebDb
 from app.core.errors import DomainError, Invalid
 from app.courses.extensions import extensions_of, grant_extension, revoke_extension
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
@@ -33,13 +38,12 @@ from app.performance.leaderboard import join_leaderboard, leaderboard, leave_lea
 from app.users.models import User
 from app.users.service import get_user
 from app.web.perf_charts import lab_charts
-from app.web.routes import WebUser
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
 
 
-def _lab(session: SessionDep, course: str, lab: str) -> tuple[Course, Lab]:
+def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
     found = get_course(session, slug=course)
     return found, get_lab(session, course=found, slug=lab)
 
@@ -64,167 +68,182 @@ def _form_time(value: str, what: str) -> datetime | None:
 
 
 @router.get("/courses/{course}/labs/{lab}/students", response_class=HTMLResponse)
-def lab_students_page(
+async def lab_students_page(
     request: Request,
     course: str,
     lab: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     status: str = "",
     late: str = "",
     extension: str = "",
     q: str = "",
     message: str = "",
 ) -> Response:
-    found, row = _lab(session, course, lab)
-    require_staff(session, user=user, course=found)
-    # The histograms show the whole class; the filters narrow the table only.
-    everyone = lab_roster(session, lab=row)
-    rows = lab_roster(
-        session,
-        lab=row,
-        status=status or None,
-        late=_flag(late),
-        extension=_flag(extension),
-        query=q or None,
-    )
-    return render(
-        request,
-        "lab_students.html",
-        {
-            "course": found,
-            "lab": row,
-            "rows": rows,
-            "charts": lab_charts(row, everyone),
-            "status_filters": STATUS_FILTERS,
-            "filters": {"status": status, "late": late, "extension": extension, "q": q},
-            "waiting": background_waiting(session, lab=row),
-            "message": message[:300],
-            "error": None,
-        },
-    )
+    def page(session: Session, user: User) -> Response:
+        found, row = _lab(session, course, lab)
+        require_staff(session, user=user, course=found)
+        # The histograms show the whole class; the filters narrow the table only.
+        everyone = lab_roster(session, lab=row)
+        rows = lab_roster(
+            session,
+            lab=row,
+            status=status or None,
+            late=_flag(late),
+            extension=_flag(extension),
+            query=q or None,
+        )
+        return render(
+            request,
+            "lab_students.html",
+            {
+                "course": found,
+                "lab": row,
+                "rows": rows,
+                "charts": lab_charts(row, everyone),
+                "status_filters": STATUS_FILTERS,
+                "filters": {"status": status, "late": late, "extension": extension, "q": q},
+                "waiting": background_waiting(session, lab=row),
+                "message": message[:300],
+                "error": None,
+            },
+        )
+
+    return await web.run(page)
 
 
 @router.post("/courses/{course}/labs/{lab}/regrade")
-def regrade_lab_form(
+async def regrade_lab_form(
     request: Request,
     course: str,
     lab: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     csrf_token: Annotated[str, Form()] = "",
     scope: Annotated[str, Form()] = "all",
 ) -> Response:
-    check_csrf(request, csrf_token)
-    found, row = _lab(session, course, lab)
-    require_staff(session, user=user, course=found)
-    result = regrade_lab(
-        session, lab=row, requested_by=user.email, now=utcnow(), counted_only=scope == "counted"
-    )
-    skipped = f" ({result.skipped} were already waiting or grading)" if result.skipped else ""
-    return _back(
-        f"/courses/{found.slug}/labs/{row.slug}/students",
-        f"Queued {result.queued} submissions for a regrade{skipped}; they run behind new "
-        "uploads, a few at a time.",
-    )
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found, row = _lab(session, course, lab)
+        require_staff(session, user=user, course=found)
+        result = regrade_lab(
+            session,
+            lab=row,
+            requested_by=user.email,
+            now=utcnow(),
+            counted_only=scope == "counted",
+        )
+        skipped = f" ({result.skipped} were already waiting or grading)" if result.skipped else ""
+        return _back(
+            f"/courses/{found.slug}/labs/{row.slug}/students",
+            f"Queued {result.queued} submissions for a regrade{skipped}; they run behind new "
+            "uploads, a few at a time.",
+        )
+
+    return await web.run(work)
 
 
 @router.get("/courses/{course}/labs/{lab}/settings", response_class=HTMLResponse)
-def lab_settings_page(
-    request: Request, course: str, lab: str, session: SessionDep, user: WebUser, message: str = ""
+async def lab_settings_page(
+    request: Request, course: str, lab: str, web: WebDb, message: str = ""
 ) -> Response:
-    found, row = _lab(session, course, lab)
-    role = require_staff(session, user=user, course=found)
-    return render(
-        request,
-        "lab_settings.html",
-        {
-            "course": found,
-            "lab": row,
-            "can_edit": role is Role.instructor,
-            "message": message[:300],
-            "error": None,
-        },
-    )
+    def page(session: Session, user: User) -> Response:
+        found, row = _lab(session, course, lab)
+        role = require_staff(session, user=user, course=found)
+        return render(
+            request,
+            "lab_settings.html",
+            {
+                "course": found,
+                "lab": row,
+                "can_edit": role is Role.instructor,
+                "message": message[:300],
+                "error": None,
+            },
+        )
+
+    return await web.run(page)
 
 
 @router.post("/courses/{course}/labs/{lab}/settings", response_class=HTMLResponse)
-def lab_settings_form(
+async def lab_settings_form(
     request: Request,
     course: str,
     lab: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     csrf_token: Annotated[str, Form()] = "",
     release_at: Annotated[str, Form()] = "",
     due_at: Annotated[str, Form()] = "",
     late_policy: Annotated[str, Form()] = "accept",
     score_policy: Annotated[str, Form()] = "best",
 ) -> Response:
-    check_csrf(request, csrf_token)
-    found, row = _lab(session, course, lab)
-    require_instructor(session, user=user, course=found)
-    try:
-        changes = update_lab(
-            session,
-            lab=row,
-            release_at=_form_time(release_at, "Opens"),
-            due_at=_form_time(due_at, "Due"),
-            late_policy=LatePolicy(late_policy),
-            score_policy=ScorePolicy(score_policy),
-        )
-    except ValueError:
-        session.rollback()
-        changes = None
-        error = "Choose accept or refuse, and best or last."
-    except DomainError as exc:
-        session.rollback()
-        changes, error = None, exc.message
-    if changes is None:
-        page = {"course": found, "lab": row, "can_edit": True, "message": "", "error": error}
-        return render(request, "lab_settings.html", page, status_code=422)
-    text = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
-    return _back(f"/courses/{found.slug}/labs/{row.slug}/settings", text)
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found, row = _lab(session, course, lab)
+        require_instructor(session, user=user, course=found)
+        try:
+            changes = update_lab(
+                session,
+                lab=row,
+                release_at=_form_time(release_at, "Opens"),
+                due_at=_form_time(due_at, "Due"),
+                late_policy=LatePolicy(late_policy),
+                score_policy=ScorePolicy(score_policy),
+            )
+        except ValueError:
+            session.rollback()
+            changes = None
+            error = "Choose accept or refuse, and best or last."
+        except DomainError as exc:
+            session.rollback()
+            changes, error = None, exc.message
+        if changes is None:
+            page = {"course": found, "lab": row, "can_edit": True, "message": "", "error": error}
+            return render(request, "lab_settings.html", page, status_code=422)
+        text = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
+        return _back(f"/courses/{found.slug}/labs/{row.slug}/settings", text)
+
+    return await web.run(work)
 
 
 @router.post("/courses/{course}/labs/{lab}/remove")
-def lab_remove_form(
+async def lab_remove_form(
     request: Request,
     course: str,
     lab: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    check_csrf(request, csrf_token)
-    found, row = _lab(session, course, lab)
-    require_instructor(session, user=user, course=found)
-    archive_lab(session, lab=row, now=utcnow())
-    return _back(
-        f"/courses/{found.slug}/labs/{row.slug}/settings",
-        "Removed: students no longer see this lab; its submissions are kept.",
-    )
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found, row = _lab(session, course, lab)
+        require_instructor(session, user=user, course=found)
+        archive_lab(session, lab=row, now=utcnow())
+        return _back(
+            f"/courses/{found.slug}/labs/{row.slug}/settings",
+            "Removed: students no longer see this lab; its submissions are kept.",
+        )
+
+    return await web.run(work)
 
 
 @router.post("/courses/{course}/labs/{lab}/restore")
-def lab_restore_form(
+async def lab_restore_form(
     request: Request,
     course: str,
     lab: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    check_csrf(request, csrf_token)
-    found, row = _lab(session, course, lab)
-    require_instructor(session, user=user, course=found)
-    restore_lab(session, lab=row)
-    return _back(f"/courses/{found.slug}/labs/{row.slug}/settings", "Restored.")
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found, row = _lab(session, course, lab)
+        require_instructor(session, user=user, course=found)
+        restore_lab(session, lab=row)
+        return _back(f"/courses/{found.slug}/labs/{row.slug}/settings", "Restored.")
+
+    return await web.run(work)
 
 
-def _extensions_context(
-    session: SessionDep, found: Course, lab: str, email: str
-) -> dict[str, object]:
+def _extensions_context(session: Session, found: Course, lab: str, email: str) -> dict[str, object]:
     students = session.scalars(
         select(User)
         .join(Enrollment, Enrollment.user_id == User.id)
@@ -245,84 +264,90 @@ def _extensions_context(
 
 
 @router.get("/courses/{course}/extensions", response_class=HTMLResponse)
-def extensions_page(
+async def extensions_page(
     request: Request,
     course: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     lab: str = "",
     email: str = "",
     message: str = "",
 ) -> Response:
-    found = get_course(session, slug=course)
-    require_staff(session, user=user, course=found)
-    context = _extensions_context(session, found, lab, email)
-    context["message"] = message[:300]
-    return render(request, "extensions.html", context)
+    def page(session: Session, user: User) -> Response:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        context = _extensions_context(session, found, lab, email)
+        context["message"] = message[:300]
+        return render(request, "extensions.html", context)
+
+    return await web.run(page)
 
 
 @router.post("/courses/{course}/extensions", response_class=HTMLResponse)
-def grant_extension_form(
+async def grant_extension_form(
     request: Request,
     course: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     lab: Annotated[str, Form()],
     email: Annotated[str, Form()],
     until: Annotated[str, Form()],
     note: Annotated[str, Form()] = "",
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    check_csrf(request, csrf_token)
-    found = get_course(session, slug=course)
-    require_staff(session, user=user, course=found)
-    try:
-        due_at = _form_time(until, "Until")
-        if due_at is None:
-            raise Invalid("Give the date and time the extension ends.")
-        grant_extension(
-            session,
-            course=found,
-            lab=get_lab(session, course=found, slug=lab),
-            student=get_user(session, email=email),
-            due_at=due_at,
-            granted_by=user,
-            note=note,
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        try:
+            due_at = _form_time(until, "Until")
+            if due_at is None:
+                raise Invalid("Give the date and time the extension ends.")
+            grant_extension(
+                session,
+                course=found,
+                lab=get_lab(session, course=found, slug=lab),
+                student=get_user(session, email=email),
+                due_at=due_at,
+                granted_by=user,
+                note=note,
+            )
+        except DomainError as exc:
+            session.rollback()
+            context = _extensions_context(session, found, lab, email)
+            context["error"] = exc.message
+            return render(request, "extensions.html", context, status_code=exc.status_code)
+        return _back(
+            f"/courses/{found.slug}/extensions",
+            f"{email} may submit {lab} until {due_at:%Y-%m-%d %H:%M} UTC.",
         )
-    except DomainError as exc:
-        session.rollback()
-        context = _extensions_context(session, found, lab, email)
-        context["error"] = exc.message
-        return render(request, "extensions.html", context, status_code=exc.status_code)
-    return _back(
-        f"/courses/{found.slug}/extensions",
-        f"{email} may submit {lab} until {due_at:%Y-%m-%d %H:%M} UTC.",
-    )
+
+    return await web.run(work)
 
 
 @router.post("/courses/{course}/extensions/revoke")
-def revoke_extension_form(
+async def revoke_extension_form(
     request: Request,
     course: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     lab: Annotated[str, Form()],
     email: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    check_csrf(request, csrf_token)
-    found = get_course(session, slug=course)
-    require_staff(session, user=user, course=found)
-    lab_row = get_lab(session, course=found, slug=lab)
-    revoke_extension(session, lab=lab_row, student=get_user(session, email=email))
-    return _back(
-        f"/courses/{found.slug}/extensions",
-        f"Revoked the extension of {email} for {lab}; the lab's due date applies again.",
-    )
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        lab_row = get_lab(session, course=found, slug=lab)
+        revoke_extension(session, lab=lab_row, student=get_user(session, email=email))
+        return _back(
+            f"/courses/{found.slug}/extensions",
+            f"Revoked the extension of {email} for {lab}; the lab's due date applies again.",
+        )
+
+    return await web.run(work)
 
 
 def _leaderboard_context(
-    session: SessionDep, user: User, found: Course, row: Lab
+    session: Session, user: User, found: Course, row: Lab
 ) -> dict[str, object]:
     role = require_member(session, user=user, course=found)
     return {
@@ -337,51 +362,60 @@ def _leaderboard_context(
 
 
 @router.get("/courses/{course}/labs/{lab}/leaderboard", response_class=HTMLResponse)
-def leaderboard_page(
-    request: Request, course: str, lab: str, session: SessionDep, user: WebUser, message: str = ""
+async def leaderboard_page(
+    request: Request, course: str, lab: str, web: WebDb, message: str = ""
 ) -> Response:
-    found, row = _lab(session, course, lab)
-    context = _leaderboard_context(session, user, found, row)
-    context["message"] = message[:300]
-    return render(request, "leaderboard.html", context)
+    def page(session: Session, user: User) -> Response:
+        found, row = _lab(session, course, lab)
+        context = _leaderboard_context(session, user, found, row)
+        context["message"] = message[:300]
+        return render(request, "leaderboard.html", context)
+
+    return await web.run(page)
 
 
 @router.post("/courses/{course}/labs/{lab}/leaderboard", response_class=HTMLResponse)
-def join_leaderboard_form(
+async def join_leaderboard_form(
     request: Request,
     course: str,
     lab: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     pseudonym: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    check_csrf(request, csrf_token)
-    found, row = _lab(session, course, lab)
-    try:
-        entry = join_leaderboard(session, course=found, lab=row, user=user, pseudonym=pseudonym)
-    except DomainError as exc:
-        session.rollback()
-        context = _leaderboard_context(session, user, found, row)
-        context["error"] = exc.message
-        return render(request, "leaderboard.html", context, status_code=exc.status_code)
-    return _back(
-        f"/courses/{found.slug}/labs/{row.slug}/leaderboard",
-        f"You are on the leaderboard as {entry.pseudonym}.",
-    )
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found, row = _lab(session, course, lab)
+        try:
+            entry = join_leaderboard(session, course=found, lab=row, user=user, pseudonym=pseudonym)
+        except DomainError as exc:
+            session.rollback()
+            context = _leaderboard_context(session, user, found, row)
+            context["error"] = exc.message
+            return render(request, "leaderboard.html", context, status_code=exc.status_code)
+        return _back(
+            f"/courses/{found.slug}/labs/{row.slug}/leaderboard",
+            f"You are on the leaderboard as {entry.pseudonym}.",
+        )
+
+    return await web.run(work)
 
 
 @router.post("/courses/{course}/labs/{lab}/leaderboard/leave")
-def leave_leaderboard_form(
+async def leave_leaderboard_form(
     request: Request,
     course: str,
     lab: str,
-    session: SessionDep,
-    user: WebUser,
+    web: WebDb,
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    check_csrf(request, csrf_token)
-    found, row = _lab(session, course, lab)
-    require_member(session, user=user, course=found)
-    leave_leaderboard(session, lab=row, user=user)
-    return _back(f"/courses/{found.slug}/labs/{row.slug}/leaderboard", "You left the leaderboard.")
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found, row = _lab(session, course, lab)
+        require_member(session, user=user, course=found)
+        leave_leaderboard(session, lab=row, user=user)
+        return _back(
+            f"/courses/{found.slug}/labs/{row.slug}/leaderboard", "You left the leaderboard."
+        )
+
+    return await web.run(work)

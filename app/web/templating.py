@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,6 @@ from markupsafe import Markup
 from app.core.errors import Forbidden
 from app.core.security import csrf_tokens_match, new_csrf_token
 from app.submissions.status_words import status_tone, status_word
-
-
-@dataclass(frozen=True)
-class Viewer:
-    id: int
-    email: str
-
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 

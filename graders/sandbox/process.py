@@ -33,6 +33,9 @@ from graders.sandbox.isolation import (
 )
 from graders.sandbox.limits import SandboxLimits
 
+# A child's private folder in the temporary directory: `kg-sandbox-<worker pid>-<random>`.
+WORKDIR_PREFIX = "kg-sandbox-"
+
 _GPU_SEEDS: dict[str, Path] = {}
 _SEEDS_LOCK = threading.Lock()
 
@@ -125,7 +128,9 @@ def spawn(*, limits: SandboxLimits, gpu: bool, warm: str | None = None) -> Sandb
     if not gpu:
         creds, note = unprivileged_user()
         log.append(note)
-    workdir = tempfile.mkdtemp(prefix="kg-sandbox-")
+    # The worker's pid in the name: a worker's next start removes folders whose owner was
+    # killed (and that no live process, such as a child it left running, still works in).
+    workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
     if gpu:
         _seed(workdir)
     if creds is not None:

@@ -33,6 +33,8 @@ os.environ.update(
         "KERNELGRADER_RUN_ON_GPU": "false",
         "KERNELGRADER_BROKER_POLLING_SECONDS": "0.1",
         "KERNELGRADER_SWEEP_SECONDS": "0.5",
+        # A locked SQLite answers 503 after this wait; short, so the test of it is quick.
+        "KERNELGRADER_SQLITE_BUSY_TIMEOUT_SECONDS": "2",
     }
 )
 

@@ -108,6 +108,7 @@ async def test_submit_returns_202_and_stores_the_row_before_the_job(
     job = session.scalars(select(GradingJob).where(GradingJob.submission_id == row.id)).one()
     assert job.state == JobState.queued.value
     assert job.sent_at is not None  # the broker took it after the commit
+    assert job.sent_queue == "grading"
     events = session.scalars(
         select(SubmissionEvent.status).where(SubmissionEvent.submission_id == row.id)
     ).all()

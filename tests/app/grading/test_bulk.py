@@ -38,7 +38,7 @@ def test_background_jobs_go_out_only_while_no_upload_waits(session: Session) -> 
     # A worker takes both; a student's upload arrives and waits: the regrade holds back.
     session.execute(
         update(GradingJob)
-        .where(GradingJob.id.in_([job_id for _, job_id in first]))
+        .where(GradingJob.id.in_([job_id for _, job_id, _, _ in first]))
         .values(state=JobState.started.value)
     )
     upload, upload_job = make_submission(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.core.settings import get_settings
+from app.grading.celery_app import QUEUE
 from app.grading.models import GradingJob, JobState
 from app.grading.sweeper import sweep
 from app.grading.worker import NOT_YOUR_FAULT
@@ -133,10 +135,10 @@ def test_a_job_sent_long_ago_and_never_taken_is_sent_once_more(session: Session)
     )
     job.sent_at = long_ago
     session.commit()
-    assert job.id in sweep().resent
+    assert job.id in sweep().lost
     session.expire_all()
     assert session.get_one(GradingJob, job.id).sent_at > long_ago
-    assert job.id not in sweep().resent
+    assert job.id not in sweep().lost
 
 
 def test_a_beat_that_lands_after_the_sweep_looked_keeps_the_job_with_its_worker(
@@ -210,3 +212,150 @@ def job_ids_on(queue: str) -> list[int]:
         finally:
             simple.close()
     return found
+
+
+def _sent_not_started(session: Session, *, sent_at: Any, queue: str = QUEUE) -> GradingJob:
+    world = make_world(session)
+    _, job = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.queued,
+        job_state=JobState.queued,
+        created_at=sent_at,
+    )
+    job.sent_at, job.sent_queue = sent_at, queue
+    session.commit()
+    return job
+
+
+# Every test shares one database, and whether a queue moved past a job is read from all of
+# its jobs; these tests put their jobs in the future (and sweep "then") to be the newest.
+_days_ahead = itertools.count(1)
+
+
+def _future() -> Any:
+    # A day further for each test, so no earlier test's stamps are newer than this test's.
+    return utcnow() + timedelta(days=next(_days_ahead))
+
+
+def test_a_job_the_broker_lost_is_sent_again_soon_when_the_broker_holds_nothing(
+    session: Session,
+) -> None:
+    from app.grading.celery_app import celery_app
+
+    sent = _future()
+    job = _sent_not_started(session, sent_at=sent)
+    # The broker restarted without persistence: nothing is left on the main queue.
+    celery_app.control.purge()
+    soon = get_settings().resend_unstarted_after_seconds
+    assert job.id not in sweep(now=sent + timedelta(seconds=soon / 2)).lost  # not overdue yet
+    celery_app.control.purge()  # what that sweep sent for other tests' jobs
+    assert job.id in sweep(now=sent + timedelta(seconds=soon + 1)).lost
+    session.expire_all()
+    assert session.get_one(GradingJob, job.id).sent_at != sent  # sent again, noted
+
+
+def test_a_job_waiting_behind_a_long_queue_is_not_sent_again(session: Session) -> None:
+    from app.grading.celery_app import celery_app
+    from app.grading.queue import send_job
+
+    celery_app.control.purge()
+    sent = _future()
+    job = _sent_not_started(session, sent_at=sent)
+    # Its message is on the broker, and no job sent after it has been taken yet.
+    assert send_job(submission_id=job.submission_id, job_id=job.id)
+    session.refresh(job)
+    job.sent_at = sent  # as if sent then (send_job noted the real time)
+    session.commit()
+    soon = get_settings().resend_unstarted_after_seconds
+    assert job.id not in sweep(now=sent + timedelta(seconds=soon + 1)).lost
+    celery_app.control.purge()
+
+
+def test_a_job_the_queue_moved_past_is_sent_again(session: Session) -> None:
+    from app.grading.celery_app import celery_app
+    from app.grading.queue import send_job
+
+    celery_app.control.purge()
+    sent = _future()
+    job = _sent_not_started(session, sent_at=sent)
+    assert send_job(submission_id=job.submission_id, job_id=job.id)  # the broker holds one
+    session.refresh(job)
+    job.sent_at = sent
+    soon = get_settings().resend_unstarted_after_seconds
+    # A job sent a second after it was taken: stamps that close may reach the broker out of
+    # order (they are taken at the commit), so that alone does not say the first is lost.
+    close = _sent_not_started(session, sent_at=sent + timedelta(seconds=1))
+    close.state = JobState.started.value
+    close.taken_sent_at, close.taken_queue = close.sent_at, QUEUE
+    session.commit()
+    assert job.id not in sweep(now=sent + timedelta(seconds=soon + 1)).lost
+    # A job sent well after it was taken: the queue hands out oldest first, so the first
+    # one's message was taken too, by a worker that died before it claimed the job.
+    later = _sent_not_started(session, sent_at=sent + timedelta(seconds=soon + 1))
+    later.state = JobState.started.value
+    later.started_at = later.heartbeat_at = sent + timedelta(seconds=soon + 2)
+    later.worker_id = "busy-host:1"
+    later.taken_sent_at, later.taken_queue = later.sent_at, QUEUE  # the message it carried
+    session.commit()
+    report = sweep(now=sent + timedelta(seconds=soon + 3))
+    assert job.id in report.lost
+    assert later.id not in report.lost
+    celery_app.control.purge()
+
+
+def test_a_second_copy_taken_early_does_not_condemn_the_jobs_sent_between_its_copies(
+    session: Session,
+) -> None:
+    from app.grading.celery_app import celery_app
+    from app.grading.queue import send_job
+
+    celery_app.control.purge()
+    sent = _future()
+    waiting = _sent_not_started(session, sent_at=sent)
+    assert send_job(submission_id=waiting.submission_id, job_id=waiting.id)
+    session.refresh(waiting)
+    waiting.sent_at = sent
+    # A job first sent before it was sent again later (its sent_at is the later send), and a
+    # worker claimed it with its first message: that says the queue passed its first send only.
+    twice = _sent_not_started(session, sent_at=sent + timedelta(seconds=30))
+    twice.state = JobState.started.value
+    twice.started_at = twice.heartbeat_at = sent + timedelta(seconds=31)
+    twice.worker_id = "busy-host:1"
+    twice.taken_sent_at, twice.taken_queue = sent - timedelta(seconds=5), QUEUE
+    session.commit()
+    soon = get_settings().resend_unstarted_after_seconds
+    assert waiting.id not in sweep(now=sent + timedelta(seconds=soon + 31)).lost
+    celery_app.control.purge()
+
+
+def test_a_worker_notes_the_stamp_of_the_message_it_claimed_the_job_with(
+    session: Session,
+) -> None:
+    from app.grading.tasks import grade
+
+    sent = _future()
+    job = _sent_not_started(session, sent_at=sent)
+    # The message of an earlier send of this job, taken now.
+    earlier = sent - timedelta(seconds=40)
+    grade.apply(
+        args=[job.submission_id, job.id], kwargs={"sent_at": earlier.isoformat(), "queue": QUEUE}
+    ).get()
+    session.expire_all()
+    claimed = session.get_one(GradingJob, job.id)
+    assert claimed.attempt == 1
+    assert (claimed.taken_sent_at, claimed.taken_queue) == (earlier, QUEUE)
+
+
+def test_two_sweepers_that_find_the_same_lost_job_send_it_once(session: Session) -> None:
+    from app.core.database import session_scope
+    from app.grading.sweeper import _restamp
+
+    job = _sent_not_started(session, sent_at=_future())
+    # Both read the job as it was; the first to write its stamp sends it, the other does not.
+    with session_scope() as first, session_scope() as second:
+        mine, theirs = first.get_one(GradingJob, job.id), second.get_one(GradingJob, job.id)
+        assert _restamp(first, mine, QUEUE) is not None
+        first.commit()
+        assert _restamp(second, theirs, QUEUE) is None

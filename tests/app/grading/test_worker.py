@@ -153,3 +153,60 @@ async def test_a_lab_that_names_a_gpu_model_waits_for_a_worker_of_that_model(
     assert "waits for a GPU worker" in submission.status_message
     # No H100 worker runs in the tests: the message says so, for staff to act on.
     assert "No worker that can run it (an H100 PCIe GPU)" in submission.status_message
+
+
+async def test_a_database_away_while_recording_is_no_error_and_the_worker_takes_its_job_back(
+    client: httpx.AsyncClient, world: World, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    from app.grading import worker
+
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        headers=world.student.auth,
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+    )
+    sid = r.json()["id"]
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    real_record = worker.record_compile
+
+    def database_away(*args: object, **kwargs: object) -> None:
+        raise OperationalError("UPDATE", {}, sqlite3.OperationalError("database is locked"))
+
+    monkeypatch.setattr(worker, "record_compile", database_away)
+    with pytest.raises(OperationalError):  # for the task's retry, not a verdict
+        grade_job(sid, job_id, me="test-worker:7")
+    session.expire_all()
+    assert session.get_one(Submission, sid).status == Status.compiling.value  # not "error"
+    # The task's retry, on the same worker, once the database answers again.
+    monkeypatch.setattr(worker, "record_compile", real_record)
+    assert grade_job(sid, job_id, me="test-worker:7") is Outcome.compiled
+    # A later delivery of the same job finds it done.
+    session.expire_all()
+    assert session.get_one(Submission, sid).status == Status.compiled.value
+    assert grade_job(sid, job_id, me="test-worker:8") is Outcome.duplicate
+
+
+async def test_a_second_delivery_while_this_process_runs_the_job_is_a_duplicate(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    from app.grading import worker
+
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        headers=world.student.auth,
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+    )
+    sid = r.json()["id"]
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    assert worker._claim(sid, job_id, "test-worker:9")  # the first delivery, still running
+    try:
+        # A second copy reaches the same worker process: not "its own job to take back".
+        assert grade_job(sid, job_id, me="test-worker:9") is Outcome.duplicate
+    finally:
+        worker._release(job_id)
+    # Once the first run has ended (here: it stopped without recording), the retry may.
+    assert grade_job(sid, job_id, me="test-worker:9") is Outcome.compiled

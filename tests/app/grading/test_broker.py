@@ -1,0 +1,63 @@
+"""The embedded (SQLite) broker keeps no delivered message."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from app.grading.celery_app import GRADE_TASK, QUEUE, make_celery
+from tests.app.scaled import settings_from
+
+
+def _rows(path: Path) -> list[tuple[int, int]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT id, visible FROM kombu_message ORDER BY id").fetchall()
+
+
+def test_acknowledged_and_put_back_messages_leave_no_row(tmp_path: Path) -> None:
+    broker = tmp_path / "broker.sqlite"
+    with settings_from(broker_url=f"sqla+sqlite:///{broker}"):
+        celery = make_celery()
+        with celery.connection_for_write() as connection:
+            channel = connection.default_channel
+            channel.queue_declare(queue=QUEUE, durable=True, auto_delete=False)
+            for n in range(3):
+                celery.send_task(GRADE_TASK, args=[n, n], queue=QUEUE)
+            assert len(_rows(broker)) == 3
+            taken = channel.basic_get(QUEUE)
+            assert [visible for _, visible in _rows(broker)] == [0, 1, 1]
+            taken.ack()  # a job done: its message goes
+            assert len(_rows(broker)) == 2
+            again = channel.basic_get(QUEUE)
+            again.reject(requeue=True)  # put back: a new row, the taken one goes
+            assert [visible for _, visible in _rows(broker)] == [1, 1]
+            left = channel.queue_declare(queue=QUEUE, durable=True, auto_delete=False)
+            assert left.message_count == 2
+        celery.close()
+
+
+def test_a_message_a_dead_worker_took_is_deleted_once_old(tmp_path: Path) -> None:
+    broker = tmp_path / "broker.sqlite"
+    with settings_from(
+        broker_url=f"sqla+sqlite:///{broker}", broker_forget_taken_after_seconds="60"
+    ):
+        celery = make_celery()
+        celery.send_task(GRADE_TASK, args=[1, 1], queue=QUEUE)
+        celery.send_task(GRADE_TASK, args=[2, 2], queue=QUEUE)
+        # One was taken two minutes ago by a worker that was killed before acknowledging it.
+        with sqlite3.connect(broker) as db:
+            (first,) = db.execute("SELECT min(id) FROM kombu_message").fetchone()
+            old = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 120))
+            db.execute(
+                "UPDATE kombu_message SET visible = 0, timestamp = ? WHERE id = ?", (old, first)
+            )
+        with celery.connection_for_read() as connection:
+            message = connection.default_channel.basic_get(QUEUE)
+            assert message is not None and message.payload is not None
+        # The poll cleared the dead worker's row; the message it took was put back when this
+        # connection closed without acknowledging it.
+        rows = _rows(broker)
+        assert first not in [row_id for row_id, _ in rows]
+        assert [visible for _, visible in rows] == [1]
+        celery.close()
