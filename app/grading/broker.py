@@ -10,6 +10,9 @@ that row invisible; such rows are deleted once they are older than
 KERNELGRADER_BROKER_FORGET_TAKEN_AFTER_SECONDS (the sweeper, which judges by the job's state
 in the database, has sent the job again long before).
 
+Each thread uses a session of its own: a worker's thread pool acknowledges a message (and so
+deletes its row) from the thread that ran the job, while the consumer's thread polls.
+
 Installed for `sqla+` broker URLs by `app.grading.celery_app`.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from datetime import datetime, timedelta
 from queue import Empty
@@ -34,10 +38,25 @@ FORGET_CHECK_SECONDS = 300.0
 
 class Channel(kombu_sqlalchemy.Channel):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._local = threading.local()
         super().__init__(*args, **kwargs)
+        # Both written from the consumer's thread (a message handed out) and from the threads
+        # that acknowledge (a worker's `--pool=threads` acknowledges from the job's thread).
+        self._lock = threading.Lock()
         self._rows: dict[str, int] = {}  # delivery tag -> row id of a message handed out
         self._to_delete: set[int] = set()  # rows whose delete failed (locked); tried again
         self._forget_checked = 0.0
+
+    @property
+    def session(self) -> Any:
+        # A session per thread: kombu's one session per channel would be used at once by the
+        # consumer (polling) and by a job's thread (acknowledging, which deletes the row), and
+        # a SQLAlchemy session must never be shared between threads.
+        session = getattr(self._local, "session", None)
+        if session is None:
+            _, maker = self._open()
+            session = self._local.session = maker()
+        return session
 
     def _engine_from_config(self) -> Any:
         # kombu passes every transport option to create_engine(), which refuses the poll
@@ -75,7 +94,8 @@ class Channel(kombu_sqlalchemy.Channel):  # type: ignore[misc]
             payload: dict[str, Any] = json.loads(msg.payload)
             tag = payload.get("properties", {}).get("delivery_tag")
             if tag is not None:
-                self._rows[tag] = msg.id
+                with self._lock:
+                    self._rows[tag] = msg.id
             return payload
         finally:
             self.session.commit()
@@ -95,15 +115,17 @@ class Channel(kombu_sqlalchemy.Channel):  # type: ignore[misc]
         self._delete_row_of(message.delivery_tag)
 
     def _delete_row_of(self, delivery_tag: str) -> None:
-        row = self._rows.pop(delivery_tag, None)
-        if row is not None:
-            self._to_delete.add(row)
+        with self._lock:
+            row = self._rows.pop(delivery_tag, None)
+            if row is not None:
+                self._to_delete.add(row)
         self._delete_pending()
 
     def _delete_pending(self) -> None:
-        if not self._to_delete:
+        with self._lock:
+            rows = list(self._to_delete)
+        if not rows:
             return
-        rows = list(self._to_delete)
         try:
             self.session.query(self.message_cls).filter(self.message_cls.id.in_(rows)).delete(
                 synchronize_session=False
@@ -114,7 +136,8 @@ class Channel(kombu_sqlalchemy.Channel):  # type: ignore[misc]
             self.session.rollback()
             log.warning("could not delete %d delivered broker messages yet", len(rows))
             return
-        self._to_delete.difference_update(rows)
+        with self._lock:
+            self._to_delete.difference_update(rows)
 
     def _housekeeping(self) -> None:
         self._delete_pending()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import queue
 import sqlite3
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from app.grading.celery_app import GRADE_TASK, QUEUE, make_celery
 from tests.app.scaled import settings_from
@@ -61,3 +64,52 @@ def test_a_message_a_dead_worker_took_is_deleted_once_old(tmp_path: Path) -> Non
         assert first not in [row_id for row_id, _ in rows]
         assert [visible for _, visible in rows] == [1]
         celery.close()
+
+
+def test_a_threaded_worker_acknowledges_from_job_threads_while_the_consumer_polls(
+    tmp_path: Path,
+) -> None:
+    # `worker --pool=threads` acknowledges a message from the thread that ran its job while
+    # the consumer's thread goes on polling the same channel: each deletes rows, so neither
+    # may use the other's database session.
+    broker = tmp_path / "broker.sqlite"
+    count = 60
+    with settings_from(broker_url=f"sqla+sqlite:///{broker}"):
+        celery = make_celery()
+        for n in range(count):
+            celery.send_task(GRADE_TASK, args=[n, n], queue=QUEUE)
+        taken: queue.Queue[Any] = queue.Queue()
+        failures: list[BaseException] = []
+        with celery.connection_for_read() as connection:
+            channel = connection.default_channel
+
+            def consume() -> None:
+                try:
+                    got = 0
+                    for _ in range(count * 20):  # bounded: polls past the last message too
+                        message = channel.basic_get(QUEUE)
+                        if message is not None:
+                            got += 1
+                            taken.put(message)
+                        elif got == count:
+                            break
+                except BaseException as exc:
+                    failures.append(exc)
+                finally:
+                    taken.put(None)
+
+            def acknowledge() -> None:
+                try:
+                    while (message := taken.get(timeout=30)) is not None:
+                        message.ack()
+                except BaseException as exc:
+                    failures.append(exc)
+
+            threads = [threading.Thread(target=consume), threading.Thread(target=acknowledge)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=60)
+        celery.close()
+    assert failures == []
+    assert _rows(broker) == []
