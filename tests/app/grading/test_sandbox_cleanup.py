@@ -1,10 +1,13 @@
-"""Sandbox folders of killed workers are removed at the next worker start; live ones stay."""
+"""Sandbox folders of killed workers are removed at the next worker start; live ones stay,
+and so do those in which a child the killed worker left still runs."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from app.grading.sandbox_cleanup import owner_pid, remove_orphaned_sandboxes
@@ -52,3 +55,58 @@ def test_the_grader_names_its_sandbox_after_the_worker_process() -> None:
     outcome = run_sandboxed("graders.sandbox.selftest_targets:workdir_info", {}, limits=limits)
     assert outcome.ok, outcome.message
     assert owner_pid(Path(outcome.value["cwd"]).name) == os.getpid()
+
+
+# A worker that starts a sandboxed child, gives it a request that keeps it busy, says where
+# the child works, and waits to be killed: the child lives on in a session of its own.
+_WORKER = """
+import json, os, sys, time
+from graders.sandbox.limits import SandboxLimits
+from graders.sandbox.process import spawn
+child = spawn(limits=SandboxLimits(wall_seconds=120, cpu_seconds=60, memory_mb=512), gpu=False)
+request = {"target": "graders.sandbox.selftest_targets:scripted",
+           "payload": {"actions": [{"sleep": 60}]}, "limits": {}}
+os.write(child.in_w, json.dumps(request).encode())
+os.close(child.in_w)
+print(child.pid, child.workdir, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_live_child_of_a_killed_worker_keeps_its_folder(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _WORKER], env=env, stdout=subprocess.PIPE, text=True
+    )
+    child_pid = None
+    try:
+        assert worker.stdout is not None
+        child_pid, workdir = worker.stdout.readline().split()
+        child_pid, folder = int(child_pid), Path(workdir)
+        assert owner_pid(folder.name) == worker.pid
+        worker.kill()  # the worker is killed mid-job; its child goes on
+        worker.wait()
+        assert _running(child_pid)
+        # The next worker's start: the owner is gone, but a live process works in the folder.
+        assert remove_orphaned_sandboxes(tmp_path) == []
+        assert folder.is_dir()
+        os.killpg(child_pid, signal.SIGKILL)  # its own session, started by the worker above
+        for _ in range(200):
+            if not _running(child_pid):
+                break
+            time.sleep(0.05)
+        assert remove_orphaned_sandboxes(tmp_path) == [folder]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        if child_pid is not None and _running(child_pid):
+            os.killpg(child_pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
