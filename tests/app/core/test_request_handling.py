@@ -163,6 +163,32 @@ async def test_past_the_bound_a_request_is_refused_with_a_sentence_and_health_an
 async def test_health_answers_while_every_request_thread_is_busy(
     bounded_client: httpx.AsyncClient, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from app.core.database import get_probe_engine
+    from app.fleet import service
+
+    name = f"health-test-host:{threading.get_ident()}"
+    service.register_worker(
+        name=name,
+        host="health-test-host",
+        pid=1,
+        gpu="0",
+        gpu_model="NVIDIA H100 80GB HBM3",
+        arch="sm_90",
+        can_compile=True,
+        can_run=True,
+        note="",
+        queues=["grading"],
+        version="test",
+    )
+    report: dict[str, Any] = {}
+    real_recent = api_routes.recent_workers
+
+    def recent(session: Session, **kwargs: Any) -> Any:
+        # Deploy's worker report: read in the health check's own thread and connection.
+        report["thread"], report["bind"] = threading.get_ident(), session.get_bind()
+        return real_recent(session, **kwargs)
+
+    monkeypatch.setattr(api_routes, "recent_workers", recent)
     gate = Gate()
     monkeypatch.setattr(api_routes, "labs_of", gate.wrap(api_routes.labs_of))
     labs = f"/api/v1/courses/{world.course.slug}/labs"
@@ -176,9 +202,14 @@ async def test_health_answers_while_every_request_thread_is_busy(
         waiting = [not task.done() for task in held]
     finally:
         gate.open.set()
+        service.mark_stopped(name)
     assert health.status_code == 200
     assert all(waiting), "the requests were meant to be held while health was asked"
     assert [(await task).status_code for task in held] == [200, 200, 200]
+    # The worker report came with it, read beside the probe, off the event loop.
+    assert "NVIDIA H100 80GB HBM3" in [w["gpu_model"] for w in health.json()["workers"]]
+    assert report["thread"] != threading.get_ident()
+    assert report["bind"] is get_probe_engine()
 
 
 def _sqlite_path() -> str | None:
