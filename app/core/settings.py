@@ -101,7 +101,8 @@ class Settings(BaseSettings):
                 "KERNELGRADER_WEB_THREADS and KERNELGRADER_MAX_REQUESTS_IN_FLIGHT must be at "
                 "least 1."
             )
-        if self.db_pool_size + self.db_max_overflow < self.web_threads + 2:
+        pool = self.db_pool_size + self.db_max_overflow
+        if pool < self.web_threads + 2:
             # Each request thread holds at most one connection; the token-use writer and the
             # health probe's spare need the other two. Fewer, and threads wait on the pool.
             raise ValueError(
@@ -109,6 +110,15 @@ class Settings(BaseSettings):
                 f"({self.db_pool_size} + {self.db_max_overflow}) must be at least "
                 f"KERNELGRADER_WEB_THREADS + 2 ({self.web_threads + 2}); raise the pool or "
                 "lower the threads."
+            )
+        if pool < 2 * self.worker_concurrency + 2:
+            # A worker's job threads each hold one, and so do their heartbeats; the sweep and
+            # the registry's beat need the other two. Fewer, and a job waits on the pool.
+            raise ValueError(
+                f"KERNELGRADER_DB_POOL_SIZE + KERNELGRADER_DB_MAX_OVERFLOW "
+                f"({self.db_pool_size} + {self.db_max_overflow}) must be at least "
+                f"2 x KERNELGRADER_WORKER_CONCURRENCY + 2 ({2 * self.worker_concurrency + 2}); "
+                "raise the pool or lower the concurrency."
             )
         if self.env != "development":
             # An empty or short key is as guessable as the default: anyone could sign a login
