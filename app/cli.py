@@ -621,10 +621,6 @@ def status() -> None:
     typer.echo(render_status(snapshot, heartbeat_timeout=timeout), nl=False)
 
 
-def _exit_on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def _watch_parent(parent_pid: int) -> None:
     # The local worker of `serve` exits when serve does, even if serve was killed.
     def watch() -> None:
@@ -674,7 +670,7 @@ def worker(
     if missing is not None:
         raise _fail(cannot_compile_sentence(missing))
     from app.core.settings import get_settings
-    from app.fleet.presence import announce
+    from app.fleet.presence import Presence, announce
     from app.grading.celery_app import QUEUE, celery_app
     from app.grading.engine import prepare_engine
     from app.grading.routing import gpu_queues
@@ -699,10 +695,23 @@ def worker(
             f"This worker compiles and runs kernels on {model or 'the GPU'}"
             + (f" (CUDA_VISIBLE_DEVICES={where})." if where else ".")
         )
-    # Until Celery installs its own handler, SIGTERM (a supervisor stopping, `docker stop`)
-    # unwinds through the `finally` below, so the registry hears that this worker stopped.
-    signal.signal(signal.SIGTERM, _exit_on_signal)
-    presence = None
+    presence: Presence | None = None
+
+    def stop_on_signal(signum: int, _frame: object) -> None:
+        # Until Celery installs its own handler, SIGTERM (a supervisor stopping, `docker
+        # stop`) ends a worker that is still starting, and the registry hears that it stopped.
+        # Not by raising SystemExit here: landing in an import's clean-up callback (the
+        # startup imports a lot), it is printed and ignored, and the worker starts anyway.
+        def stop() -> None:
+            if presence is not None:
+                presence.close()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + signum)
+
+        threading.Thread(target=stop, name="kernelgrader-stop", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop_on_signal)
     try:
         try:
             presence = announce(

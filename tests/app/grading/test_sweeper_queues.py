@@ -17,7 +17,7 @@ from app.core.database import utcnow
 from app.core.settings import get_settings
 from app.grading import worker
 from app.grading.bulk import BACKGROUND_IN_FLIGHT
-from app.grading.celery_app import QUEUE, celery_app
+from app.grading.celery_app import GPU_QUEUE, QUEUE, celery_app
 from app.grading.models import GradingJob, JobState, Priority
 from app.grading.sweeper import sweep
 from app.submissions.models import Status
@@ -26,6 +26,7 @@ from tests.app.factories import make_submission
 
 H100 = "grading.gpu.h100"
 H100_GPU = "NVIDIA H100 80GB HBM3"
+QUEUES = (QUEUE, GPU_QUEUE, H100)
 
 
 def job_ids_on(queue: str) -> list[int]:
@@ -55,10 +56,10 @@ def quiet(session: Session) -> Iterator[World]:
         .values(state=JobState.failed.value, error="parked by a test")
     )
     session.commit()
-    for queue in (QUEUE, H100):
+    for queue in QUEUES:
         job_ids_on(queue)
     yield make_world(session)
-    for queue in (QUEUE, H100):
+    for queue in QUEUES:
         job_ids_on(queue)
 
 
@@ -210,20 +211,20 @@ def test_a_lab_regrades_compiled_jobs_wait_their_turn_for_the_gpu(
     # Moved off waiting_gpu onto their queue's books, but none sent while a student waits.
     assert {job.id for job in compiled} <= set(report.to_gpu)
     assert report.background == []
-    assert job_ids_on("grading.gpu") == []
+    assert job_ids_on(GPU_QUEUE) == []
     for job in compiled:
         held = _fresh(session, job)
         assert (held.state, held.sent_at, held.sent_queue) == (
             JobState.queued,
             None,
-            "grading.gpu",
+            GPU_QUEUE,
         )
     _fresh(session, upload).state = JobState.done.value
     session.commit()
     # Then a few at a time, to the GPU queue they belong on, by any worker's sweep.
     first = sweep().background
     assert len(first) == BACKGROUND_IN_FLIGHT
-    assert set(job_ids_on("grading.gpu")) == set(first)
+    assert set(job_ids_on(GPU_QUEUE)) == set(first)
     assert sweep().background == []  # the first ones are still on the broker's books
 
 
