@@ -109,10 +109,12 @@ def test_a_multi_kernel_reference_must_define_every_kernel(tmp_path: Path) -> No
     report = check_lab(folder, arch=ARCH)
     assert report.ok, report.lines()
     (folder / "stub.cu").write_text(DEVICE_STUB.splitlines()[0] + "\n")  # `count` only
-    assert "reference stub.cu: No kernel named `finish` was found" in _failure(folder)
+    text = _failure(folder)
+    assert "reference stub.cu: does not compile: No kernel named `finish` was found" in text
+    assert "defines 2 kernels: count, finish" in text
     wrong = DEVICE_STUB.replace("float alpha", "double alpha")
     (folder / "stub.cu").write_text(wrong)
-    assert "The kernel `finish` takes parameters of [8, 8, 8] bytes" in _failure(folder)
+    assert "Your kernel `finish` takes 3 parameters of 8, 8, 8 bytes" in _failure(folder)
 
 
 def test_the_python_oracle_runs_on_sample_data(tmp_path: Path) -> None:
