@@ -9,8 +9,7 @@ header is well formed and the kernel compiles, or stops at the compile stage wit
 its header expects.
 
 On a GPU (`run=True`): every reference passes every case, and every faulty kernel gets the
-verdict its header expects, through today's `graders.grade.run_submission`. A lab that uses
-what the run stage cannot run yet is reported as skipped there, with the reason.
+verdict its header expects, through `graders.grade.run_submission`.
 """
 
 from __future__ import annotations

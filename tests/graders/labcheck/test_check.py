@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from graders.labcheck import check_lab
-from graders.labcheck.gpu import run_stage_gaps
-from graders.spec import builtin_labs_dir, list_builtin_labs, load_lab
+from graders.spec import builtin_labs_dir, list_builtin_labs
 from tests.graders.spec_samples import DEVICE_STUB, MULTI_SPEC, ORACLE, write_multi_lab
 
 ARCH = "sm_90"
@@ -156,15 +155,3 @@ def test_running_without_a_gpu_is_skipped_with_the_reason(tmp_path: Path) -> Non
     if gpu:  # on a GPU host the kernels run instead (tests/graders/gpu/test_lab_check_gpu.py)
         assert gpu[0].status == "skip" and "kernels were not run" in gpu[0].message
         assert report.ok and "need no GPU" in report.summary()
-
-
-def test_run_stage_gaps_name_what_phase_two_adds(tmp_path: Path) -> None:
-    lab = load_lab(write_multi_lab(tmp_path))
-    assert run_stage_gaps(lab) == [
-        'a Python oracle (oracle = "python")',
-        "2 kernels",
-        "uint64, uint8 data",
-        "the normal distribution",
-        "hand-written inputs",
-    ]
-    assert run_stage_gaps(load_lab(builtin_labs_dir() / "matmul-tiled")) == []
