@@ -149,8 +149,9 @@ def _never_written(lab: LabSpec, arrays: DeviceArrays) -> Judgement | None:
         view = arrays.arrays[p.name].view
         if not compare.knows_unwritten(view.dtype):
             continue  # a byte has no spare value: the properties judge what is there
+        xp = compare.array_module(view)
         mask = compare.sentinel_mask(view).reshape(-1)
-        count = int(mask.sum())
+        count = int(xp.count_nonzero(mask))
         if not count:
             continue
         if count == view.size:
@@ -160,7 +161,7 @@ def _never_written(lab: LabSpec, arrays: DeviceArrays) -> Judgement | None:
                 f"The kernel wrote nothing into {p.name}: every element still holds the "
                 "grader's marker.",
             )
-        first = np.unravel_index(int(mask.argmax()), view.shape)
+        first = np.unravel_index(int(xp.argmax(mask.view(xp.uint8))), view.shape)
         where = ", ".join(str(int(i)) for i in first)
         return Judgement(
             False,
