@@ -33,7 +33,7 @@ class CaseRead(BaseModel):
     hidden: bool
     passed: bool
     # None where a hidden case's details stay hidden from a student until the due date.
-    sizes: dict[str, int] | None
+    sizes: dict[str, int | float] | None  # whole numbers, and floats (alpha = 0.01)
     verdict: str | None
     message: str | None
     points: float | None
