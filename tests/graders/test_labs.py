@@ -192,6 +192,19 @@ def test_page_states_the_cases_and_points(lab_id: str) -> None:
 
 
 @pytest.mark.parametrize("lab_id", LAB_IDS)
+def test_lab_md_holds_only_prose_and_leaves_the_spec_to_the_generated_part(lab_id: str) -> None:
+    # What lab.toml says is shown once, from lab.toml, so it cannot drift from what the
+    # grader does (issue 12): no signature, launch, case table, tolerance or points in lab.md.
+    prose = load_builtin_lab(lab_id).page_markdown
+    for heading in ("## What you submit", "## How the grader launches it", "## Test cases",
+                    "## How answers are checked", "## Points"):  # fmt: skip
+        assert heading not in prose, f"{lab_id}/lab.md repeats the generated {heading!r}"
+    assert 'extern "C" __global__ void' not in prose
+    assert "| case |" not in prose and "<<<" not in prose
+    assert not re.search(r"<= [0-9.e-]+ \*", prose), f"{lab_id}/lab.md states a tolerance"
+
+
+@pytest.mark.parametrize("lab_id", LAB_IDS)
 def test_tiled_labs_run_the_sanitizer(lab_id: str) -> None:
     lab = load_builtin_lab(lab_id)
     tiled = lab_id.startswith("matmul-") and lab_id != "matmul-naive"

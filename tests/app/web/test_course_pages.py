@@ -271,3 +271,16 @@ async def test_staff_see_which_lab_version_a_submission_was_graded_against(
     assert 'id="lab-version"' not in (await client.get(url)).text
     api = await client.get(f"/api/v1/submissions/{submission.id}", headers=world.student.auth)
     assert api.json()["lab_version"] is None
+
+
+async def test_the_lab_page_shows_the_spec_generated_from_lab_toml_after_the_prose(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    await login(client, world.student)
+    page = (await client.get(f"/courses/{world.course.slug}/labs/{world.lab.slug}")).text
+    prose, generated = page.split('id="lab-spec"')
+    assert "Scale a vector" in prose  # lab.md comes first
+    assert "<h2>How the grader launches it</h2>" in generated
+    assert "extern &quot;C&quot; __global__ void scale(const float* src, float* dst" in generated
+    assert "<td>n-1000</td>" in generated and "n-1048579" not in generated  # hidden: a count
+    assert "also 1 hidden case" in generated and "Correctness: 10 points" in generated
