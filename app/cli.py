@@ -247,11 +247,12 @@ def lab_update(
         str | None, typer.Option("--score-policy", help="which submission counts: best or last")
     ] = None,
 ) -> None:
-    """Change a lab's dates and policies; late flags follow a new due date. Points come from
-    the lab's lab.toml."""
+    """Re-read the lab's folder (checked first where it changed: points, title and version come
+    from its lab.toml), and change the lab's dates and policies; late flags follow a new due
+    date."""
     from app.core.database import session_scope
     from app.courses.models import LatePolicy, ScorePolicy
-    from app.courses.service import update_lab
+    from app.courses.service import reread_lab, update_lab
 
     try:
         late_value = LatePolicy(late_policy) if late_policy else None
@@ -263,7 +264,8 @@ def lab_update(
     try:
         with session_scope() as session:
             _, row = _lab_in(session, course, lab)
-            changes = update_lab(
+            changes = reread_lab(session, lab=row)
+            changes += update_lab(
                 session,
                 lab=row,
                 release_at=_when_or_none(release),
@@ -424,6 +426,7 @@ def regrade(
     typer.echo(
         f"Queued {result.queued} submission{'s' if result.queued != 1 else ''} of {lab} for a "
         f"regrade{skipped}. Running workers send them a few at a time, behind new uploads."
+        + (f" {result.versions()}" if result.versions() else "")
     )
 
 

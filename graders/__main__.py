@@ -1,6 +1,11 @@
-"""`python -m graders grade LAB FILE.cu`: grade one file on this machine and print the report.
+"""The engine's own command line, for a GPU host without the web service (NumPy and CuPy only).
 
-LAB is a built-in lab id or a lab folder. Useful on a GPU host that has no web service.
+    python -m graders grade LAB FILE.cu [--sanitizer]   grade one file, print the report
+    python -m graders check FOLDER [--no-gpu]           check a lab folder, as `kernelgrader
+                                                         lab check` does
+    python -m graders labs                              list the built-in labs
+
+LAB is a built-in lab id or a lab folder.
 """
 
 from __future__ import annotations
@@ -46,6 +51,23 @@ def _print_report(report: GradeReport) -> None:
         print("    " + report.stdout.strip()[-3000:].replace("\n", "\n    "))
 
 
+def _check(folder: Path, *, run: bool, arch: str | None, secret: str) -> int:
+    """`lab check` without the service: one line per check, exit status 1 when one fails."""
+    from graders.labcheck import CheckItem, check_lab
+
+    if not folder.is_dir():
+        print(f"{folder} is not a folder; give the lab's folder, the one holding lab.toml.")
+        return 2
+
+    def show(item: CheckItem) -> None:
+        print(f"  {item.status:<4}  {item.subject}: {item.message}", flush=True)
+
+    print(f"Checking the lab folder {folder}:")
+    report = check_lab(folder, run=run, secret=secret, arch=arch, progress=show)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m graders")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -55,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--secret", default=os.environ.get("KERNELGRADER_SECRET_KEY", "dev-secret"))
     g.add_argument("--sanitizer", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--json", action="store_true", help="print the report as JSON")
+    c = sub.add_parser("check", help="check a lab folder before students meet it")
+    c.add_argument("folder", type=Path, help="the lab folder (holding lab.toml)")
+    c.add_argument("--no-gpu", action="store_true", help="only the checks that need no GPU")
+    c.add_argument("--arch", default=None, help="compile for this sm_XX")
+    c.add_argument("--secret", default=os.environ.get("KERNELGRADER_GRADING_SECRET", "lab-check"))
     sub.add_parser("labs", help="list the built-in labs")
     args = parser.parse_args(argv)
 
@@ -63,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "labs":
         print("\n".join(list_builtin_labs()))
         return 0
+    if args.command == "check":
+        return _check(args.folder, run=not args.no_gpu, arch=args.arch, secret=args.secret)
     from graders.grade import grade_source
 
     lab = load_lab(args.lab) if Path(args.lab).is_dir() else load_builtin_lab(args.lab)

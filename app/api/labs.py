@@ -33,6 +33,7 @@ from app.courses.service import (
     require_instructor,
     require_member,
     require_staff,
+    reread_lab,
     restore_lab,
     update_lab,
 )
@@ -65,6 +66,8 @@ class LabSettingsRead(BaseModel):
     score_policy: str
     max_score: float
     archived_at: datetime | None
+    # The content digest of the lab folder as last checked and read (graders LabSpec.digest).
+    digest: str = ""
     changes: list[str] = []
 
 
@@ -104,6 +107,11 @@ class StudentRowRead(BaseModel):
 class BulkRegradeRead(BaseModel):
     queued: int
     skipped: int
+    # Of the queued: last graded against another version of the lab, or before versions were
+    # recorded; and the lab's version (content digest) they are graded against now.
+    older_version: int = 0
+    unrecorded_version: int = 0
+    lab_digest: str = ""
 
 
 class LeaderboardPlace(BaseModel):
@@ -145,6 +153,7 @@ def _settings_read(lab: Lab, changes: list[str] | None = None) -> LabSettingsRea
         score_policy=lab.score_policy,
         max_score=lab.max_score,
         archived_at=lab.archived_at,
+        digest=lab.digest,
         changes=changes or [],
     )
 
@@ -152,13 +161,16 @@ def _settings_read(lab: Lab, changes: list[str] | None = None) -> LabSettingsRea
 @router.patch("/courses/{course}/labs/{lab}", tags=["labs"])
 async def patch_lab(course: str, lab: str, body: LabSettings, api: ApiDb) -> LabSettingsRead:
     """Instructors: change a lab's dates and policies (late flags follow a new due date), or
-    restore a removed lab with `"archived": false`. Points come from the lab's lab.toml."""
+    restore a removed lab with `"archived": false`. The lab's folder is read again first: where
+    it changed, it is checked (422 with the failed checks, nothing saved) and its points, title
+    and version recorded."""
 
     def work(session: Session, user: User) -> LabSettingsRead:
         found, row = _lab(session, course, lab)
         require_instructor(session, user=user, course=found)
         given = body.model_fields_set
-        changes = update_lab(
+        changes = reread_lab(session, lab=row)
+        changes += update_lab(
             session,
             lab=row,
             release_at=_aware(body.release_at) if "release_at" in given else KEEP,
@@ -352,7 +364,13 @@ async def regrade_whole_lab(
         result = regrade_lab(
             session, lab=row, requested_by=user.email, now=utcnow(), counted_only=counted_only
         )
-        return BulkRegradeRead(queued=result.queued, skipped=result.skipped)
+        return BulkRegradeRead(
+            queued=result.queued,
+            skipped=result.skipped,
+            older_version=result.older,
+            unrecorded_version=result.unrecorded,
+            lab_digest=result.digest,
+        )
 
     return await api.run(work)
 

@@ -70,6 +70,9 @@ class Lab(Base):
     max_score: Mapped[float] = mapped_column(default=0.0)
     # The GPU model its timings belong to, overriding the spec's timing.gpu_model; "" keeps it.
     gpu_model: Mapped[str] = mapped_column(String(200), default="")
+    # The content digest (graders LabSpec.digest) of the lab folder as last checked and read,
+    # by `lab add` or `lab update` (or the settings page); "" before it was recorded.
+    digest: Mapped[str] = mapped_column(String(64), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # Removed by the staff: hidden from students' lists and the gradebook, closed for
     # submissions; its submissions stay, and restoring it brings everything back.

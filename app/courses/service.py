@@ -166,6 +166,7 @@ def add_lab(
         late_policy=late_policy.value,
         max_score=float(spec.max_score),
         gpu_model=gpu_model.strip(),
+        digest=spec.digest,
     )
     session.add(lab)
     session.flush()
@@ -239,6 +240,48 @@ def update_lab(
         )
     if not isinstance(due_at, Keep):
         refresh_late_flags(session, lab=lab)
+    session.flush()
+    return changes
+
+
+def reread_lab(session: Session, *, lab: Lab) -> list[str]:
+    """Read the lab's folder again; where its content changed (a new digest), check it (the
+    checks of `lab check` that need no GPU) and record its title, max score and digest. Return
+    a sentence per change; raise Invalid with the failed checks, changing nothing, when the
+    changed folder fails them."""
+    from app.courses.specs import folder_of, read_spec
+
+    spec = read_spec(lab)
+    folder = folder_of(lab)
+    if spec.id != lab.slug:
+        raise Invalid(
+            f"The lab folder {folder} now holds the lab {spec.id}, not {lab.slug}; put its id "
+            "back, or add it as a new lab."
+        )
+    if spec.digest == lab.digest:
+        return []
+    from graders.labcheck import check_lab
+
+    report = check_lab(folder, run=False)
+    if not report.ok:
+        problems = "; ".join(
+            f"{item.subject}: {item.message.splitlines()[0]}" for item in report.failures
+        )
+        raise Invalid(
+            f"The lab folder {folder} changed and fails its checks, so nothing was saved: "
+            f"{problems}. Fix the folder (`kernelgrader lab check {folder}` shows every check) "
+            "and save again."
+        )
+    changes = []
+    if spec.title != lab.title:
+        changes.append(f"is titled {spec.title!r}")
+        lab.title = spec.title
+    if float(spec.max_score) != lab.max_score:
+        changes.append(f"is worth {spec.max_score:g} points (was {lab.max_score:g})")
+        lab.max_score = float(spec.max_score)
+    was = f" (was {lab.digest[:12]})" if lab.digest else ""
+    changes.append(f"grades against lab version {spec.digest[:12]}{was}")
+    lab.digest = spec.digest
     session.flush()
     return changes
 

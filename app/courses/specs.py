@@ -20,7 +20,9 @@ def list_builtin_labs() -> list[str]:
 
 
 @functools.cache
-def _load(builtin_id: str | None, folder: str | None) -> LabSpec:
+def _load(builtin_id: str | None, folder: str | None, digest: str = "") -> LabSpec:
+    """Loaded once per process for each recorded digest: `lab update` records a new digest when
+    it re-reads a changed folder, and every process then loads it afresh."""
     from graders.spec import LabSpecError, load_builtin_lab, load_lab
 
     try:
@@ -53,7 +55,21 @@ def resolve_lab_ref(ref: str) -> tuple[str | None, str | None, LabSpec]:
 
 
 def spec_for(lab: Lab) -> LabSpec:
-    return _load(lab.builtin_id, lab.folder)
+    return _load(lab.builtin_id, lab.folder, lab.digest or "")
+
+
+def read_spec(lab: Lab) -> LabSpec:
+    """The lab's spec read from its folder now (not the copy this process keeps)."""
+    return _load.__wrapped__(lab.builtin_id, lab.folder)
+
+
+def folder_of(lab: Lab) -> Path:
+    """The lab's folder: its own, or the built-in lab's in reference_kernels/."""
+    if lab.folder:
+        return Path(lab.folder)
+    from graders.spec import builtin_labs_dir
+
+    return builtin_labs_dir() / str(lab.builtin_id)
 
 
 def forget_cached_specs() -> None:

@@ -35,6 +35,36 @@ REGRADE_ALL_MESSAGE = (
 class BulkRegrade:
     queued: int
     skipped: int  # already waiting or being graded
+    # Of the queued: last graded against another version of the lab (its content digest), and
+    # last graded before versions were recorded.
+    older: int = 0
+    unrecorded: int = 0
+    digest: str = ""  # the lab's version they are graded against now
+
+    def versions(self) -> str:
+        """A sentence on the lab versions they were last graded against ("" when all current)."""
+        parts = []
+        if self.older:
+            was = "was" if self.older == 1 else "were"
+            parts.append(f"{self.older} {was} last graded against an older version of the lab")
+        if self.unrecorded:
+            parts.append(f"{self.unrecorded} before lab versions were recorded")
+        if not parts:
+            return ""
+        return f"Of these, {' and '.join(parts)}; the lab is now at version {self.digest[:12]}."
+
+
+def _last_digests(session: Session, submission_ids: list[int]) -> dict[int, str]:
+    """Each submission's latest finished grading job's lab digest ("" where not recorded)."""
+    rows = session.execute(
+        select(GradingJob.submission_id, GradingJob.lab_digest)
+        .where(
+            GradingJob.submission_id.in_(submission_ids),
+            GradingJob.state.in_([JobState.done.value, JobState.failed.value]),
+        )
+        .order_by(GradingJob.id)
+    ).all()
+    return {sub_id: digest for sub_id, digest in rows}  # the last row of each wins
 
 
 def regrade_lab(
@@ -70,6 +100,12 @@ def regrade_lab(
             )
         )
     )
+    from app.courses.specs import spec_for
+
+    digest = spec_for(lab).digest
+    last = _last_digests(session, [s.id for s in submissions if s.id not in busy])
+    older = sum(1 for d in last.values() if d and d != digest)
+    unrecorded = sum(1 for d in last.values() if not d)
     queued = 0
     for sub in sorted(submissions, key=lambda s: s.id):
         if sub.id in busy:
@@ -89,7 +125,9 @@ def regrade_lab(
         set_status(session, sub, Status.queued, REGRADE_ALL_MESSAGE.format(who=requested_by))
         queued += 1
     session.flush()
-    return BulkRegrade(queued=queued, skipped=len(busy))
+    return BulkRegrade(
+        queued=queued, skipped=len(busy), older=older, unrecorded=unrecorded, digest=digest
+    )
 
 
 def background_jobs_to_send(

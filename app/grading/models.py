@@ -62,6 +62,9 @@ class GradingJob(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     # The GPU model (routing key, see app.grading.routing) its run needs; "" for any GPU.
     gpu_model: Mapped[str] = mapped_column(String(200), default="")
+    # The content digest of the lab this job was graded against (graders LabSpec.digest), set
+    # when a worker compiles it; "" for jobs graded before it was recorded.
+    lab_digest: Mapped[str] = mapped_column(String(64), default="", server_default="")
     # Seconds in the queue before a worker took it, compiling, and running (for /metrics).
     wait_seconds: Mapped[float | None] = mapped_column(default=None)
     compile_seconds: Mapped[float | None] = mapped_column(default=None)

@@ -192,6 +192,7 @@ def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) ->
                 if not _hold(session, job_id, me):
                     return Outcome.lost
                 job = session.get_one(GradingJob, job_id)
+                job.lab_digest = spec.digest  # the version of the lab this job is graded against
                 submission = session.get_one(Submission, submission_id)
                 record_compile(session, submission=submission, job=job, result=compiled)
                 if not compiled.ok:

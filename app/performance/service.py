@@ -152,7 +152,7 @@ class Performance:
     """What the submission page draws for the timed case."""
 
     case: str
-    sizes: dict[str, int]
+    sizes: dict[str, int | float]
     median_ms: float
     gpu_name: str
     gpu_model: str

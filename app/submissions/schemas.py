@@ -33,7 +33,7 @@ class CaseRead(BaseModel):
     hidden: bool
     passed: bool
     # None where a hidden case's details stay hidden from a student until the due date.
-    sizes: dict[str, int] | None
+    sizes: dict[str, int | float] | None  # whole numbers, and floats (alpha = 0.01)
     verdict: str | None
     message: str | None
     points: float | None
@@ -85,6 +85,10 @@ class SubmissionRead(BaseModel):
     references_timed: list[dict[str, Any]] = []
     # For staff only (None for students): why this grading deserves a look.
     review_flag: str | None = None
+    # For staff only: the lab version (content digest) the shown result was graded against,
+    # "" when it predates the record; and the version the lab is at now.
+    lab_version: str | None = None
+    lab_version_now: str | None = None
     attempts: int
     cases: list[CaseRead]
     history: list[StatusChange]
@@ -195,6 +199,16 @@ def _references_timed(cases: list[CaseRead]) -> list[dict[str, Any]]:
     return []
 
 
+def _lab_version_now(lab: Lab) -> str | None:
+    from app.core.errors import DomainError
+    from app.courses.specs import spec_for
+
+    try:
+        return spec_for(lab).digest
+    except DomainError:  # the folder no longer loads: its page says so elsewhere
+        return None
+
+
 def submission_read(
     session: Session, *, submission: Submission, viewer_is_staff: bool
 ) -> SubmissionRead:
@@ -270,6 +284,8 @@ def submission_read(
         stdout=stdout,
         references_timed=_references_timed(cases),
         review_flag=submission.review_flag if viewer_is_staff else None,
+        lab_version=(job.lab_digest if job else None) if viewer_is_staff else None,
+        lab_version_now=_lab_version_now(lab) if viewer_is_staff else None,
         attempts=attempts,
         cases=cases,
         history=[

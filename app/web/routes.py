@@ -200,12 +200,21 @@ def _lab_context(session: Session, user: User, course: str, lab: str) -> dict[st
         "state": lab_state(lab_row, deadline, now=now, staff=role.is_staff),
         "entry": my_entry(session, lab=lab_row, user=user),
         "spec": spec_for(lab_row),
+        "spec_page": _spec_page(spec_for(lab_row)),
         "submissions": submissions_of(session, lab_ids=[lab_row.id], user_id=user.id, limit=50),
         "max_upload_bytes": get_settings().max_upload_bytes,
         "now": utcnow(),
         "error": None,
         "sanitizer_rule": _sanitizer_rule(spec_for(lab_row)),
     }
+
+
+def _spec_page(spec: LabSpec) -> str:
+    """The part of the lab page generated from lab.toml (graders.spec.page): after lab.md's
+    prose, the kernels, launches, data, visible cases, checks and points."""
+    from graders.spec.page import spec_markdown
+
+    return spec_markdown(spec)
 
 
 def _sanitizer_rule(spec: LabSpec) -> str:

@@ -29,6 +29,7 @@ from app.courses.service import (
     require_instructor,
     require_member,
     require_staff,
+    reread_lab,
     restore_lab,
     update_lab,
 )
@@ -132,10 +133,11 @@ async def regrade_lab_form(
             counted_only=scope == "counted",
         )
         skipped = f" ({result.skipped} were already waiting or grading)" if result.skipped else ""
+        versions = f" {result.versions()}" if result.versions() else ""
         return _back(
             f"/courses/{found.slug}/labs/{row.slug}/students",
             f"Queued {result.queued} submissions for a regrade{skipped}; they run behind new "
-            "uploads, a few at a time.",
+            f"uploads, a few at a time.{versions}",
         )
 
     return await web.run(work)
@@ -180,7 +182,9 @@ async def lab_settings_form(
         found, row = _lab(session, course, lab)
         require_instructor(session, user=user, course=found)
         try:
-            changes = update_lab(
+            # A changed lab folder is checked and read again first; if it fails, nothing is saved.
+            changes = reread_lab(session, lab=row)
+            changes += update_lab(
                 session,
                 lab=row,
                 release_at=_form_time(release_at, "Opens"),

@@ -5,8 +5,9 @@ Stages, each a `CompileResult` with ok=False, a `reason` and one sentence when i
 2. NVRTC under the lab's wall-clock and memory limits (`compile_error`, `timeout`,
    `resource_limit`, `internal`), its log cleaned of anything not about the student's file;
    a compiled kernel larger than `MAX_CUBIN_BYTES` is `resource_limit`;
-3. the cubin's own tables: the lab's kernel exists as an `extern "C"` entry (`missing_kernel`)
-   with the parameter sizes the grader will pass (`wrong_signature`);
+3. the cubin's own tables: every kernel the lab names exists as an `extern "C"` entry
+   (`missing_kernel`, naming which) with the parameter sizes the grader will pass
+   (`wrong_signature`);
 4. the declarations the launch depends on (`bad_declaration`), then the lab's requirements
    (`missing_requirement`: `__shared__` from the kernel's shared memory in the cubin, other
    tokens from the text outside comments) and dynamic shared memory the lab does not give
@@ -98,11 +99,23 @@ def compile_payload(
         "filename": safe_filename(filename),
         "options": nvrtc_options(lab, arch, line_info=line_info),
         "headers": BUILTIN_HEADERS,
-        "kernel": lab.kernel,
-        "c_signature": lab.c_signature(),
-        "signature_sizes": lab.signature_sizes(),
+        "kernels": [
+            {
+                "name": kernel,
+                "c_signature": lab.c_signature(kernel),
+                "signature_sizes": lab.signature_sizes(kernel),
+            }
+            for kernel in lab.kernels
+        ],
         "declares": {
-            name: {"names": list(d.names), "default": d.default, "min": d.min, "max": d.max}
+            name: {
+                "names": list(d.names),
+                "default": d.default,
+                "min": d.min,
+                "max": d.max,
+                "multiple_of": d.multiple_of,
+                "power_of_two": d.power_of_two,
+            }
             for name, d in lab.declares.items()
         },
         "requires_text": [t for t in lab.requires if t != "__shared__"],
@@ -199,7 +212,7 @@ def result_from_outcome(
     # Say which declared values the launch will use, so a student sees their TILE was read.
     declared = set(value.get("declared", []))
     used = ", ".join(f"{k} = {v}" for k, v in declarations.items() if k in declared)
-    shared = dict(value.get("shared", {}))
+    shared = dict(dict(value.get("shared", {})).get(lab.kernel, {}))
     return CompileResult(
         ok=True,
         message=f"Compiled for {arch}{f' ({used})' if used else ''}{note}.",
@@ -243,26 +256,36 @@ def _sandbox_failure(
 def _requirement_problem(
     lab: LabSpec, value: dict[str, Any], declarations: dict[str, int]
 ) -> tuple[str, str] | None:
-    """The lab's rules on what the compiled kernel does: it uses shared memory where the lab
-    requires it, and dynamic shared memory only where the lab launches it with some."""
-    shared = dict(value.get("shared", {}))
-    uses, static_bytes = bool(shared.get("uses")), int(shared.get("static_bytes", 0))
-    dynamic = _least_dynamic_shared(lab, declarations)
-    if uses and not static_bytes and dynamic == 0:
-        return (
-            "no_dynamic_shared_memory",
-            f"Your kernel `{lab.kernel}` uses dynamic shared memory (`extern __shared__`), but "
-            "this lab launches it with none, so every access to it would be out of bounds. "
-            "Declare the array with a fixed size instead, e.g. "
-            "`__shared__ float tile[TILE_WIDTH][TILE_WIDTH];`.",
+    """The lab's rules on what the compiled kernels do: shared memory where the lab requires it
+    (in any of its kernels), and dynamic shared memory only where the lab launches a kernel
+    with some."""
+    by_kernel = dict(value.get("shared", {}))
+    uses_shared = False
+    for kernel in lab.kernels:
+        shared = dict(by_kernel.get(kernel, {}))
+        uses, static_bytes = bool(shared.get("uses")), int(shared.get("static_bytes", 0))
+        dynamic = _least_dynamic_shared(lab, declarations, kernel)
+        if uses and not static_bytes and dynamic == 0:
+            return (
+                "no_dynamic_shared_memory",
+                f"Your kernel `{kernel}` uses dynamic shared memory (`extern __shared__`), but "
+                "this lab launches it with none, so every access to it would be out of bounds. "
+                "Declare the array with a fixed size instead, e.g. "
+                "`__shared__ float tile[TILE_WIDTH][TILE_WIDTH];`.",
+            )
+        uses_shared = uses_shared or bool(static_bytes or (uses and dynamic))
+    if "__shared__" in lab.requires and not uses_shared:
+        which = (
+            f"your kernel `{lab.kernel}`"
+            if len(lab.kernels) == 1
+            else f"one of your kernels ({', '.join(lab.kernels)})"
         )
-    if "__shared__" in lab.requires and not (static_bytes or (uses and dynamic)):
         return (
             "missing_requirement",
-            f"This lab requires your kernel `{lab.kernel}` to use shared memory (`__shared__`), "
-            "but the compiled kernel uses none: an array the kernel never reads or writes is "
-            "removed by the compiler, and code in a comment or under `#if 0` does not count. "
-            "Load the tiles into `__shared__` arrays as the lab page describes.",
+            f"This lab requires {which} to use shared memory (`__shared__`), but the compiled "
+            "code uses none: an array the kernel never reads or writes is removed by the "
+            "compiler, and code in a comment or under `#if 0` does not count. Load the tiles "
+            "into `__shared__` arrays as the lab page describes.",
         )
     for token in value.get("missing_tokens", []):
         return (
@@ -273,14 +296,15 @@ def _requirement_problem(
     return None
 
 
-def _least_dynamic_shared(lab: LabSpec, declarations: dict[str, int]) -> int | None:
-    """The fewest bytes of dynamic shared memory any launch of any case gets; None when the
-    lab's expressions cannot say (the check is then left out)."""
+def _least_dynamic_shared(lab: LabSpec, declarations: dict[str, int], kernel: str) -> int | None:
+    """The fewest bytes of dynamic shared memory any launch of `kernel` gets in any case; None
+    when the lab's expressions cannot say (the check is then left out)."""
     try:
         values = [
             launch.geometry(lab.sizes_for(case, declarations))[2]
             for case in lab.cases
             for launch in lab.launches
+            if (launch.kernel or lab.kernel) == kernel
         ]
     except Exception:  # an expression this lab cannot evaluate here: not the student's fault
         log.warning("lab %s: dynamic shared memory could not be evaluated", lab.id, exc_info=True)

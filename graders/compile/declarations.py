@@ -211,7 +211,8 @@ def near_misses_in(constants: list[Constant], declares: Mapping[str, DeclareSpec
 
 def resolve_declarations(source: str, declares: Mapping[str, DeclareSpec]) -> dict[str, int]:
     """The value of every declared name (the lab's default where absent); raise
-    DeclarationError with a sentence when a value is not a whole number or out of bounds."""
+    DeclarationError with a sentence when a value is not a whole number, out of bounds, or
+    breaks the lab's `multiple_of` or `power_of_two` (DeclareSpec.problem)."""
     return resolve(find_declarations(source, declares), declares)
 
 
@@ -227,10 +228,11 @@ def resolve(declarations: list[Declaration], declares: Mapping[str, DeclareSpec]
                 f"read as a whole number; write it as a plain number, e.g. "
                 f"`#define {decl.spelling} {spec.default}`."
             )
-        if not spec.min <= decl.value <= spec.max:
+        problem = spec.problem(decl.value)
+        if problem:
             raise DeclarationError(
-                f"Line {decl.line} sets {decl.spelling} to {decl.value}, but this lab accepts "
-                f"{decl.name} from {spec.min} to {spec.max}; change it and resubmit."
+                f"Line {decl.line} sets {decl.spelling} to {decl.value}, but {problem}; change "
+                "it and resubmit."
             )
         values[decl.name] = decl.value
     return values

@@ -136,13 +136,22 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
             "tables in the kernel, or keep them small.",
             **common,
         )
-    kernel: str = payload["kernel"]
-    verdict = _check_kernel(payload, cubin)
-    if verdict:
-        return _verdict(*verdict, **common)
+    kernels = _kernels(payload)
+    for kernel in kernels:
+        verdict = _check_kernel(kernel, [k["name"] for k in kernels], cubin)
+        if verdict:
+            return _verdict(*verdict, **common)
 
     declares = {
-        key: DeclareSpec(key, tuple(d["names"]), d["default"], d["min"], d["max"])
+        key: DeclareSpec(
+            key,
+            tuple(d["names"]),
+            d["default"],
+            d["min"],
+            d["max"],
+            d.get("multiple_of"),
+            bool(d.get("power_of_two", False)),
+        )
         for key, d in payload.get("declares", {}).items()
     }
     constants = defined_constants(source)
@@ -157,7 +166,13 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
     if warning_count > MAX_WARNINGS:
         more = warning_count - MAX_WARNINGS
         warnings = [*warnings[:MAX_WARNINGS], f"... and {more} more warnings like these."]
-    section = shared_section_size(cubin, kernel)
+    shared = {}
+    for kernel in kernels:
+        section = shared_section_size(cubin, kernel["name"])
+        shared[kernel["name"]] = {
+            "uses": section is not None,
+            "static_bytes": shared_by_kernel.get(kernel["name"], 0) if section is not None else 0,
+        }
     return {
         "ok": True,
         "reason": "",
@@ -168,10 +183,7 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
         "declared": sorted({d.name for d in found}),
         "warnings": warnings,
         "warning_count": warning_count,
-        "shared": {
-            "uses": section is not None,
-            "static_bytes": shared_by_kernel.get(kernel, 0) if section is not None else 0,
-        },
+        "shared": shared,
         "missing_tokens": _missing_tokens(source, payload.get("requires_text", [])),
     }
 
@@ -244,24 +256,36 @@ def _previous_code_line(source: str, line: int) -> int | None:
     return views.line_at(end)
 
 
-def _check_kernel(payload: dict[str, Any], cubin: bytes) -> tuple[str, str] | None:
-    kernel: str = payload["kernel"]
-    expected: str = payload["c_signature"]
+def _kernels(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every kernel the lab names, in its order: name, C signature and parameter sizes."""
+    return list(payload["kernels"])
+
+
+def _check_kernel(kernel: dict[str, Any], names: list[str], cubin: bytes) -> tuple[str, str] | None:
+    """The kernel exists as an `extern "C"` entry, with the parameter sizes the grader passes."""
+    name: str = kernel["name"]
+    expected: str = kernel["c_signature"]
     try:
         found = kernel_names(cubin)
     except CubinError as exc:
         return "internal", f"The compiler's output could not be read ({exc}); please resubmit."
-    if kernel not in found:
-        return "missing_kernel", _missing_kernel_sentence(kernel, found, expected)
-    params = kernel_params(cubin, kernel)
+    if name not in found:
+        sentence = _missing_kernel_sentence(name, found, expected)
+        if len(names) > 1:
+            sentence += (
+                f" This lab's file defines {len(names)} kernels: {', '.join(names)} (see the "
+                "lab page for each one's signature)."
+            )
+        return "missing_kernel", sentence
+    params = kernel_params(cubin, name)
     if params is None:  # an unknown table layout: leave the check to the run stage
         return None
     got = [p.size for p in params]
-    want = list(payload["signature_sizes"])
+    want = list(kernel["signature_sizes"])
     if got != want:
         return (
             "wrong_signature",
-            f"Your kernel `{kernel}` takes {len(got)} parameter"
+            f"Your kernel `{name}` takes {len(got)} parameter"
             f"{'s' if len(got) != 1 else ''} of {_sizes(got)} bytes, but the grader calls it "
             f"as `{expected}` ({_sizes(want)} bytes); change the parameters to match, in "
             "that order.",

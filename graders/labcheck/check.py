@@ -3,13 +3,13 @@ students submit to it.
 
 Without a GPU: the spec loads; its page renders; the Python oracle (if any) runs on sample
 data and answers in the outputs' shapes, and its check() accepts that answer; every reference
-compiles and defines every kernel the lab names with the right parameter sizes (a static
-warning on one is reported, not failed); every faulty kernel's header is well formed and the
-kernel compiles, or stops at the compile stage with the verdict its header expects.
+compiles (the compile stage checks that it defines every kernel the lab names with the right
+parameter sizes; a static warning on one is reported, not failed); every faulty kernel's
+header is well formed and the kernel compiles, or stops at the compile stage with the verdict
+its header expects.
 
 On a GPU (`run=True`): every reference passes every case, and every faulty kernel gets the
-verdict its header expects, through today's `graders.grade.run_submission`. A lab that uses
-what the run stage cannot run yet is reported as skipped there, with the reason.
+verdict its header expects, through `graders.grade.run_submission`.
 """
 
 from __future__ import annotations
@@ -199,33 +199,6 @@ def _compile(lab: LabSpec, source: str, filename: str, arch: str | None) -> Comp
     return compile_cached(lab, source, filename, arch)
 
 
-def _other_kernels_problem(lab: LabSpec, cubin: bytes | None) -> tuple[str, str] | None:
-    """The compile stage checks the first kernel; a lab with several needs each of them."""
-    if len(lab.kernels) < 2 or not cubin:
-        return None
-    from graders.compile.cubin import CubinError, kernel_names, kernel_params
-
-    try:
-        found = kernel_names(cubin)
-    except CubinError as exc:
-        return "internal", f"the compiler's output could not be read ({exc})"
-    for kernel in lab.kernels[1:]:
-        if kernel not in found:
-            return (
-                "missing_kernel",
-                f"No kernel named `{kernel}` was found; this lab expects "
-                f"`{lab.c_signature(kernel)}` too.",
-            )
-        params = kernel_params(cubin, kernel)
-        if params is not None and [p.size for p in params] != lab.signature_sizes(kernel):
-            return (
-                "wrong_signature",
-                f"The kernel `{kernel}` takes parameters of {[p.size for p in params]} bytes, but "
-                f"the grader calls it as `{lab.c_signature(kernel)}`.",
-            )
-    return None
-
-
 def _compile_references(
     lab: LabSpec, report: LabCheckReport, arch: str | None
 ) -> dict[str, CompileResult]:
@@ -241,10 +214,6 @@ def _compile_references(
             log = f"\n{result.log}" if result.log else ""
             report.add(FAIL, subject, f"does not compile: {result.message}{log}")
             continue
-        problem = _other_kernels_problem(lab, result.cubin)
-        if problem:
-            report.add(FAIL, subject, problem[1])
-            continue
         out[ref.name] = result
         for warning in result.warnings:
             report.add(WARN, subject, f"students would be warned about their copy of it: {warning}")
@@ -252,15 +221,11 @@ def _compile_references(
     return out
 
 
-def outcome_of_compile(lab: LabSpec, result: CompileResult) -> Outcome:
-    """A compile result as a faulty kernel's header speaks of it: every kernel of a lab with
-    several is looked for (the compile stage itself looks for the first)."""
+def outcome_of_compile(result: CompileResult) -> Outcome:
+    """A compile result as a faulty kernel's header speaks of it."""
     warnings = tuple(result.warnings)
     if not result.ok:
         return Outcome(result.reason, f"{result.message}\n{result.log}".strip(), warnings)
-    other = _other_kernels_problem(lab, result.cubin)
-    if other:
-        return Outcome(other[0], other[1], warnings)
     return Outcome("", "", warnings)
 
 
@@ -275,7 +240,7 @@ def _compile_faulty(
     for exp in expectations:
         source = exp.path.read_text(encoding="utf-8")
         result = _compile(lab, source, exp.path.name, arch)
-        outcome = outcome_of_compile(lab, result)
+        outcome = outcome_of_compile(result)
         problem = compile_problem(exp, outcome)
         if problem:
             report.add(FAIL, exp.label, problem)

@@ -3,7 +3,9 @@
 A lab's `faulty/` folder holds kernels with a known mistake. Each starts with `// key: value`
 lines (the format the repository's own faulty kernels use):
 
-    // expect-verdict: wrong_answer          a case verdict, or the compile stage's reason
+    // expect-verdict: wrong_answer          a case verdict (also the sanitizer's: data_race,
+                                             memory_error, divergent_barrier), or the compile
+                                             stage's reason
     // expect-fail-case: n-1048579           optional: the case that must fail that way
     // expect-pass-case: n-1000              optional: a case that must still pass
     // expect-finding: shared_memory_race    optional: a sanitizer or static finding
@@ -24,9 +26,11 @@ HEADER_KEYS = (
     "expect-verdict", "expect-fail-case", "expect-pass-case", "expect-finding", "expect-message",
     "why",
 )  # fmt: skip
+# The verdicts compute-sanitizer gives the lab's sanitizer case (graders.sanitizer.verdicts).
+SANITIZER_VERDICTS = ("data_race", "memory_error", "divergent_barrier")
 CASE_VERDICTS = (
     "wrong_answer", "no_output", "out_of_bounds_write", "input_modified", "timeout",
-    "kernel_error", "launch_error",
+    "kernel_error", "launch_error", *SANITIZER_VERDICTS,
 )  # fmt: skip
 # CompileResult.reason values a faulty kernel may expect (it then runs no case).
 COMPILE_VERDICTS = (
@@ -60,7 +64,7 @@ class FaultExpectation:
 
     @property
     def needs_sanitizer(self) -> bool:
-        return self.finding is not None
+        return self.finding is not None or self.verdict in SANITIZER_VERDICTS
 
     def describe(self) -> str:
         where = f" on case {self.fail_case}" if self.fail_case else ""
@@ -109,6 +113,11 @@ def read_fault_header(path: Path, case_names: set[str], *, sanitizer: bool) -> F
         raise FaultHeaderError(
             f"{label}: {verdict} stops at the compile stage, so no case runs; drop "
             "expect-fail-case."
+        )
+    if verdict in SANITIZER_VERDICTS and not sanitizer:
+        raise FaultHeaderError(
+            f"{label}: {verdict} is compute-sanitizer's verdict, which this lab does not run "
+            "(set lab.sanitizer = true)."
         )
     finding = fields.get("expect-finding")
     if finding is not None:

@@ -1,8 +1,8 @@
 """The part of `lab check` that runs kernels: references pass, faulty kernels get their verdicts.
 
-It grades through today's `graders.grade.run_submission` exactly as a submission is graded
-(correctness only: no timing). What the run stage cannot run yet is listed by
-`run_stage_gaps`; phase 2 of issue 12 removes each entry as the run stage learns it.
+It grades through `graders.grade.run_submission` exactly as a submission is graded
+(correctness only: no timing); the sanitizer runs for a faulty kernel whose header expects a
+finding or the sanitizer's verdict.
 """
 
 from __future__ import annotations
@@ -11,28 +11,6 @@ from graders.labcheck.faults import FaultExpectation, Outcome, run_problem
 from graders.labcheck.report import FAIL, OK, SKIP, LabCheckReport
 from graders.results import CompileResult, GradeReport
 from graders.spec import LabSpec
-
-# Dtypes the run stage cannot generate, pass or compare yet.
-NEW_DTYPES = frozenset({"uint8", "float16", "bfloat16", "uint64"})
-
-
-def run_stage_gaps(lab: LabSpec) -> list[str]:
-    """What this lab uses that graders/run/ cannot run yet (empty: it can run the lab)."""
-    gaps = []
-    if lab.python_oracle is not None:
-        gaps.append('a Python oracle (oracle = "python")')
-    if len(lab.kernels) > 1:
-        gaps.append(f"{len(lab.kernels)} kernels")
-    dtypes = sorted({p.dtype for p in lab.params} & NEW_DTYPES)
-    if dtypes:
-        gaps.append(f"{', '.join(dtypes)} data")
-    if any(p.init is not None and p.init.dist == "normal" for p in lab.params):
-        gaps.append("the normal distribution")
-    if any(case.inputs for case in lab.cases):
-        gaps.append("hand-written inputs")
-    if any(p.is_output and (p.properties or p.check == "none") for p in lab.params):
-        gaps.append("property or Python checks on outputs")
-    return gaps
 
 
 def _failed_cases(report: GradeReport) -> list[str]:
@@ -52,15 +30,6 @@ def run_on_gpu(
     reason = gpu_unavailable_reason()
     if reason:
         report.add(SKIP, "GPU", f"kernels were not run: {reason}")
-        return
-    gaps = run_stage_gaps(lab)
-    if gaps:
-        report.add(
-            SKIP,
-            "GPU",
-            f"kernels were not run: the run stage cannot run {', '.join(gaps)} yet (phase 2 of "
-            "issue 12)",
-        )
         return
     from graders.grade import run_submission
 

@@ -8,20 +8,26 @@ a whole tile past the last row stays inside it.
 
 Inputs are never kept in a second device copy while a student's kernel runs (it could find and
 change that copy too): to check that an input is unchanged, or to compute the expected answer,
-the generator makes the input again from its key.
+the generator makes the input again from its key (a hand-written input is uploaded again from
+the child's host memory, which no kernel reaches).
+
+Scratch arrays with an `init` get that data before every run (timed repetitions too); outputs,
+and scratch arrays without one, get the sentinel.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from graders.run import compare
-from graders.run.generate import device_fill, stream_key
-from graders.run.inputs import DTYPES, init_of, input_params
+from graders.run.generate import device_fill
+from graders.run.inputs import DTYPES, Source, init_of, input_sources, literal_array
+from graders.run.normal import STD_REACH
 from graders.spec import LabSpec, ParamSpec, expr
 
 MIN_GUARD_BYTES = 64 * 1024
@@ -37,15 +43,29 @@ def guard_bytes(shape: tuple[int, ...], itemsize: int) -> int:
     return (wanted + 255) // 256 * 256
 
 
-def _taken_range(param: ParamSpec, names: dict[str, Any]) -> tuple[float, float] | None:
-    """The values an input's data can take, so an integer guard can lie outside them."""
+def _taken_range(
+    param: ParamSpec, names: dict[str, Any], literal: np.ndarray | None
+) -> tuple[float, float] | None:
+    """The values an input's data can take (generated, or written by hand), so an integer
+    guard can lie outside them."""
+    ranges = []
+    if literal is not None and literal.size:
+        ranges.append((float(literal.min()), float(literal.max())))
     init = param.init
-    if init is None:
+    if init is not None:
+        e = {k: float(expr.evaluate(v, names)) for k, v in init.expressions.items()}
+        if init.dist == "zeros":
+            ranges.append((0.0, 0.0))
+        elif init.dist == "constant":
+            ranges.append((e["value"], e["value"]))
+        elif init.dist == "normal":
+            reach = STD_REACH * abs(e["std"])
+            ranges.append((e["mean"] - reach, e["mean"] + reach))
+        else:
+            ranges.append((e["low"], e["high"]))
+    if not ranges:
         return None
-    if init.dist == "constant":
-        value = float(expr.evaluate(init.value, names))
-        return value, value
-    return float(expr.evaluate(init.low, names)), float(expr.evaluate(init.high, names))
+    return min(r[0] for r in ranges), max(r[1] for r in ranges)
 
 
 @dataclass
@@ -84,19 +104,28 @@ def _sentinel_bits(dtype: np.dtype) -> Any:
 
 @dataclass
 class DeviceArrays:
-    """All of one case's arrays on the device, and the generator keys of its inputs."""
+    """All of one case's arrays on the device, and where each input's data comes from."""
 
     lab: LabSpec
     names: dict[str, Any]
     arrays: dict[str, DeviceArray] = field(default_factory=dict)
-    keys: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, Source] = field(default_factory=dict)
+    literals: dict[str, Any] = field(default_factory=dict)  # the case's hand-written inputs
 
     @classmethod
-    def allocate(cls, lab: LabSpec, names: dict[str, Any], *, guards: bool = True) -> DeviceArrays:
-        """Fresh arrays with poisoned guards (or none, for the sanitizer's exact allocations)."""
+    def allocate(
+        cls,
+        lab: LabSpec,
+        names: dict[str, Any],
+        *,
+        guards: bool = True,
+        literals: Mapping[str, Any] | None = None,
+    ) -> DeviceArrays:
+        """Fresh arrays with poisoned guards (or none, for the sanitizer's exact allocations).
+        `literals` are the case's hand-written inputs (CaseSpec.inputs)."""
         import cupy as cp
 
-        out = cls(lab, dict(names))
+        out = cls(lab, dict(names), literals=dict(literals or {}))
         for param in lab.params:
             if not param.is_array:
                 continue
@@ -106,7 +135,9 @@ class DeviceArrays:
             guard = guard_bytes(shape, dtype.itemsize) if guards else 0
             raw = cp.empty(guard + nbytes + guard, dtype=cp.uint8)
             view = cp.ndarray(shape, dtype=dtype, memptr=raw.data + guard)
-            bits = compare.guard_value(dtype, _taken_range(param, names))
+            literal = out.literals.get(param.name)
+            data = None if literal is None else literal_array(param, literal, shape)
+            bits = compare.guard_value(dtype, _taken_range(param, names, data))
             arr = DeviceArray(param, dtype, shape, raw, view, guard, bits)
             if guard:
                 unsigned = _unsigned(dtype)
@@ -117,35 +148,47 @@ class DeviceArrays:
 
     def generate(self, seed: int, *, nonce: int = 0, rep: int = -1) -> None:
         """Write every input's data: the case's own (rep -1), or a timed repetition's."""
-        keys = {
-            p.name: stream_key(seed, p.name, nonce=nonce, rep=rep)
-            for p in input_params(self.lab.params)
-        }
-        self.fill_from(keys)
+        sources = input_sources(
+            self.lab.params, self.names, seed, literals=self.literals, nonce=nonce, rep=rep
+        )
+        self.fill_from(sources)
 
-    def fill_from(self, keys: dict[str, int]) -> None:
-        """Write every input's data from the generator keys given, then prepare the outputs."""
-        self.keys = dict(keys)
-        for param in input_params(self.lab.params):
-            device_fill(self.arrays[param.name].view, init_of(param), self.names, keys[param.name])
-        self.prepare()
-
-    def prepare(self) -> None:
-        """Before a launch: outputs and scratch get the sentinel, in-out arrays their data."""
+    def fill_from(self, sources: Mapping[str, Source]) -> None:
+        """Before a launch: every input (and scratch array with an init) gets its data from its
+        source, outputs and the other scratch arrays the sentinel."""
+        self.sources = dict(sources)
         for arr in self.arrays.values():
-            if arr.kind == "inout" and arr.name in self.keys:
-                device_fill(arr.view, init_of(arr.param), self.names, self.keys[arr.name])
+            source = self.sources.get(arr.name)
+            if source is not None:
+                self._write(arr.view, arr.param, source)
             elif arr.kind in ("out", "scratch"):
                 arr.view.view(_unsigned(arr.dtype)).fill(_sentinel_bits(arr.dtype))
 
+    def _write(self, target: Any, param: ParamSpec, source: Source) -> None:
+        if isinstance(source, np.ndarray):
+            target.set(source)
+        else:
+            device_fill(target, init_of(param), self.names, source, dtype=param.dtype)
+
     def fresh_input(self, name: str) -> Any:
-        """A new device array holding the input's original data, made again from its key."""
+        """A new device array holding the input's original data, made again from its source."""
         import cupy as cp
 
         arr = self.arrays[name]
         fresh = cp.empty(arr.shape, dtype=arr.dtype)
-        device_fill(fresh, init_of(arr.param), self.names, self.keys[name])
+        self._write(fresh, arr.param, self.sources[name])
         return fresh
+
+    def host_input(self, name: str) -> np.ndarray:
+        """The input's original data on the host (for a Python oracle), made again."""
+        source = self.sources[name]
+        if isinstance(source, np.ndarray):
+            return source.copy()
+        fresh = self.fresh_input(name)
+        try:
+            return np.asarray(fresh.get())
+        finally:
+            fresh.fill(0)
 
     def guard_violations(self) -> list[str]:
         """Sentences naming each array whose guard bands were written."""
@@ -174,10 +217,10 @@ class DeviceArrays:
         return found
 
     def modified_inputs(self) -> list[str]:
-        """Names of the read-only inputs whose data differs from what the generator made."""
+        """Names of the read-only inputs whose data differs from what they were given."""
         changed = []
         for arr in self.arrays.values():
-            if arr.kind != "in" or arr.name not in self.keys:
+            if arr.kind != "in" or arr.name not in self.sources:
                 continue
             fresh = self.fresh_input(arr.name)
             unsigned = _unsigned(arr.dtype)

@@ -21,9 +21,11 @@ from typing import Any
 from graders.gpu import gpu_lock
 from graders.results import CaseResult
 from graders.run import output
-from graders.run.cases import Context, Kernel, grade_case, load, new_result, not_run
+from graders.run.cases import grade_case, new_result, not_run
+from graders.run.context import Context, Kernel, load
 from graders.run.harness import KernelFailure, classify_cuda_error, cuda_error_name
-from graders.run.timed import time_case
+from graders.run.python_oracle import OracleCodeError
+from graders.run.timed import TimedCase, time_case
 from graders.run.warmup import exercise
 from graders.sandbox import progress
 from graders.spec import LabSpec, load_lab
@@ -82,7 +84,7 @@ def _one_case(ctx: Context, lab: LabSpec, name: str, seed: int, lock: GpuLock) -
     with lock.shared(*progress.lock_callbacks(f"case {name}")), output.withheld_output(case):
         try:
             return grade_case(ctx, case, seed)
-        except KernelFailure:
+        except (KernelFailure, OracleCodeError):
             raise
         except Exception as exc:
             ctx.log.append(f"case {name}: {traceback.format_exc()}")
@@ -108,7 +110,7 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     seeds: dict[str, int] = payload["seeds"]
     lock = _lock(payload.get("lock_dir"))
     try:
-        submission = load({"name": "submission", **payload["submission"]}, lab.kernel)
+        submission = load({"name": "submission", **payload["submission"]}, lab)
     except Exception as exc:  # the driver refused the student's module: their verdict, not ours
         message = _load_failure_message(exc)
         refused = [
@@ -117,16 +119,22 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
         ]
         return {"cases": refused, "stopped": "", "gpu": None, "log": [str(exc)]}
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    refs: dict[str, Kernel] = {
-        r["name"]: load(r, lab.kernel) for r in payload.get("references", [])
-    }
+    refs: dict[str, Kernel] = {r["name"]: load(r, lab) for r in payload.get("references", [])}
     ctx = Context(lab, submission, refs, int(props.get("sharedMemPerBlock", 0)))
     results: list[CaseResult] = []
     stopped = ""
+    lab_fault = ""
     names = list(payload["cases"])
     for i, name in enumerate(names):
         try:
             result = _one_case(ctx, lab, name, seeds[name], lock)
+        except OracleCodeError as exc:
+            # The lab's own code failed: no verdict on the student, and no case after it runs.
+            lab_fault = str(exc)
+            ctx.log.append(f"case {name}: {traceback.format_exc()}")
+            message = "Not run: the lab's own Python oracle failed; this is not your fault."
+            results += [not_run(lab.case(n), seeds[n], message) for n in names[i:]]
+            break
         except KernelFailure as exc:
             result = new_result(lab.case(name), seeds[name], exc.verdict, exc.message)
             if exc.sticky:
@@ -148,24 +156,29 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     measured: dict[str, Any] = {}
     timed_name = lab.timing.case if lab.timing else None
     timed = next((r for r in results if r.name == timed_name and r.passed), None)
-    if payload.get("timing") and timed is not None and not stopped:
+    if payload.get("timing") and timed is not None and not stopped and not lab_fault:
         progress.report({"phase": "timing", "cases": [r.to_dict() for r in results]})
         progress.step("timing", _timing_limit(lab, len(refs)))
-        with lock.exclusive(*progress.lock_callbacks("timing")):
-            found = time_case(
-                ctx,
-                lab.case(timed.name),
-                seeds[timed.name],
-                nonce=int(payload.get("nonce", 0)),
-                cached=payload.get("cached_references") or {},
-                flusher=L2Flusher(),
-            )
+        try:
+            with lock.exclusive(*progress.lock_callbacks("timing")):
+                found = time_case(
+                    ctx,
+                    lab.case(timed.name),
+                    seeds[timed.name],
+                    nonce=int(payload.get("nonce", 0)),
+                    cached=payload.get("cached_references") or {},
+                    flusher=L2Flusher(),
+                )
+        except OracleCodeError as exc:
+            lab_fault = str(exc)
+            ctx.log.append(f"timing: {traceback.format_exc()}")
+            found = TimedCase(failure="", verdict="")
         gpu = found.gpu
         if found.failure:
             timed.passed, timed.points = False, 0.0
             timed.verdict, timed.message = found.verdict, found.failure
             stopped = found.verdict if found.sticky else ""
-        else:
+        elif not lab_fault:  # with one, the timed case keeps its verdict, without a time
             timed.timing = found.stats
             timed.reference_timings = found.references
             measured = {k: v.to_dict() for k, v in found.measured.items()}
@@ -176,6 +189,7 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
         "gpu": gpu,
         "log": ctx.log,
         "measured_references": measured,
+        "lab_fault": lab_fault,
     }
 
 

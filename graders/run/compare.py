@@ -13,29 +13,59 @@ from typing import Any
 import numpy as np
 
 # Sentinels written into outputs before each launch. Floats get a quiet NaN with a payload
-# no arithmetic produces, so "never written" is told apart from "computed a NaN".
+# no arithmetic produces, so "never written" is told apart from "computed a NaN". bfloat16 lives
+# in uint16 arrays (graders.run.host_dtypes: no lab has uint16 data).
 SENTINEL_BITS: dict[np.dtype, np.unsignedinteger] = {
     np.dtype(np.float32): np.uint32(0x7FC0DEAD),
     np.dtype(np.float64): np.uint64(0x7FF8DEADBEEFDEAD),
+    np.dtype(np.float16): np.uint16(0x7EAD),
+    np.dtype(np.uint16): np.uint16(0x7FED),  # bfloat16
 }
 SENTINEL_INTS: dict[np.dtype, np.integer] = {
     np.dtype(np.int32): np.int32(-559038737),  # 0xDEADBEEF
     np.dtype(np.uint32): np.uint32(0xDEADBEEF),
     np.dtype(np.int64): np.int64(-2401053088876216593),  # 0xDEADBEEFDEADBEEF
+    # A byte has no value to spare: where the answer is 0xDE itself, an element never written
+    # cannot be told from one written right (and is right).
+    np.dtype(np.uint8): np.uint8(0xDE),
 }
 # Guard bands around every buffer hold a poison value of the array's dtype: a NaN (with a
 # payload other than the sentinel's) for floats, so that reading past an input spoils the result
 # instead of adding a tiny number; for integers a value the lab's inputs never take (see
-# `guard_value`). Anything else there after a launch means the kernel wrote outside its array.
+# `guard_value`; bytes whose data take every value get one they take too). Anything else there
+# after a launch means the kernel wrote outside its array.
 GUARD_BITS: dict[np.dtype, np.unsignedinteger] = {
     np.dtype(np.float32): np.uint32(0x7FC0A5A5),
     np.dtype(np.float64): np.uint64(0x7FF8A5A5A5A5A5A5),
+    np.dtype(np.float16): np.uint16(0x7EA5),
+    np.dtype(np.uint16): np.uint16(0x7FE5),  # bfloat16
 }
 _GUARD_CANDIDATES: dict[np.dtype, tuple[int, ...]] = {
     np.dtype(np.int32): (0x5A5A5A5A, -0x5A5A5A5B, 0x7FFFFFF5),
     np.dtype(np.uint32): (0xA5A5A5A5, 0x5A5A5A5A, 0xFFFFFFF5),
     np.dtype(np.int64): (0x5A5A5A5A5A5A5A5A, -0x5A5A5A5A5A5A5A5B, 0x7FFFFFFFFFFFFFF5),
+    np.dtype(np.uint8): (0xA5, 0x5A, 0xF5),
 }
+
+
+def is_float_data(dtype: Any) -> bool:
+    """Float data: float16/32/64, and bfloat16 (uint16 bits)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype == np.uint16
+
+
+def widen(a: Any) -> Any:
+    """An array as the values it holds, in float64 (floats, bfloat16 bits read as their
+    values) or int64 (integers): what comparisons and properties work in."""
+    xp = array_module(a)
+    if np.dtype(a.dtype) == np.uint16:
+        return (a.astype(xp.uint32) << xp.uint32(16)).view(xp.float32).astype(xp.float64)
+    return a.astype(xp.float64 if is_float_data(a.dtype) else xp.int64)
+
+
+def knows_unwritten(dtype: Any) -> bool:
+    """Whether the sentinel tells an element never written from every value a kernel writes."""
+    return np.dtype(dtype) != np.uint8
 
 
 def guard_value(dtype: np.dtype, taken: tuple[float, float] | None = None) -> Any:
@@ -99,17 +129,20 @@ def _to_host(xp: Any, values: list[Any]) -> list[float]:
 
 
 def compare_elementwise(got: Any, expected: Any, *, atol: float, rtol: float) -> Comparison:
-    """|got - expected| <= atol + rtol * |expected| everywhere; integers must be equal."""
+    """|got - expected| <= atol + rtol * |expected| everywhere; integers must be equal.
+    float16 and bfloat16 (uint16 bits) are compared as the float64 values they hold."""
     xp = array_module(got)
     if got.shape != expected.shape:
         got = got.reshape(expected.shape)
     unwritten = sentinel_mask(got)
-    if np.issubdtype(got.dtype, np.integer):
+    if not knows_unwritten(got.dtype):  # a byte equal to the sentinel where that is right
+        unwritten &= expected != SENTINEL_INTS[np.dtype(got.dtype)]
+    if not is_float_data(got.dtype):
         wrong = (got.astype(xp.int64) != expected.astype(xp.int64)) | unwritten
         diff = xp.abs(got.astype(xp.float64) - expected.astype(xp.float64))
         e = expected.astype(xp.float64)
     else:
-        g = got.astype(xp.float64)
+        g = widen(got)
         e = expected.astype(xp.float64)
         with np.errstate(invalid="ignore", over="ignore"):
             diff = xp.abs(g - e)
@@ -140,7 +173,7 @@ def compare_elementwise(got: Any, expected: Any, *, atol: float, rtol: float) ->
             xp.where(rel_finite, rel, -np.inf).max(),
             first,
             xp.take(expected.reshape(-1), first).astype(xp.float64),
-            xp.take(got.reshape(-1), first).astype(xp.float64),
+            widen(xp.take(got.reshape(-1), first)).astype(xp.float64),
             xp.take(unwritten.reshape(-1), first),
         ],
     )
@@ -166,7 +199,7 @@ def compare_sum(got: Any, expected: float, *, atol: float, rtol: float) -> Compa
         [
             xp.count_nonzero(unwritten),
             xp.argmax(unwritten.view(xp.uint8)),
-            got.astype(xp.float64).sum(),
+            widen(got).astype(xp.float64).sum(),
         ],
     )
     result = Comparison(ok=False, total=1, unwritten_count=int(count))

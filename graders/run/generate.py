@@ -13,6 +13,10 @@ Floats: `u = (bits >> 11) / 2**53` (exact), then `low + u * (high - low)` in flo
 separate roundings (`__dmul_rn`, `__dadd_rn` on the device, which the compiler never fuses into
 an FMA; separate ufuncs in NumPy), then rounded to the dtype. The value lies in [low, high].
 Integers: `low + ((bits >> 32) * range >> 32)` with range = high - low + 1 (at most 2**32).
+Normal: `mean + std * z` in float64, z from the word by graders.run.normal (exact on both
+sides); an integer dtype takes it rounded to nearest (ties to even) and clipped to its range.
+float16 and bfloat16 take the float64 value rounded to float32, then to the dtype (nearest
+even, both steps); bfloat16 is held as uint16 bits (graders.run.host_dtypes).
 """
 
 from __future__ import annotations
@@ -24,25 +28,70 @@ from typing import Any
 
 import numpy as np
 
+from graders.run import normal
+from graders.run.host_dtypes import host_dtype, narrow, spec_dtype
+from graders.run.normal import whole_bounds
 from graders.spec import expr
+from graders.spec.dtypes import INT_RANGES
 
 GOLDEN = 0x9E3779B97F4A7C15
 _MASK = (1 << 64) - 1
 MAX_INT_RANGE = 1 << 32
 _THREADS = 256
 _MAX_BLOCKS = 8192
+_FLOATS = ("float32", "float64", "float16", "bfloat16")
 
-# dtype name -> the suffix of the device kernels that write it.
-_SUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "uint32": "u32", "int64": "i64"}
-_C_TYPE = {
-    "f32": "float",
-    "f64": "double",
-    "i32": "int",
-    "u32": "unsigned int",
-    "i64": "long long",
+# spec dtype -> (suffix of its device kernels, the C type stored, how a double `v` is stored,
+# how a whole number `x` (long long) is stored).
+_STORES: dict[str, tuple[str, str, str, str]] = {
+    "float32": ("f32", "float", "(float)v", "(float)x"),
+    "float64": ("f64", "double", "v", "(double)x"),
+    "float16": ("f16", "unsigned short", "kg_to_f16(v)", "kg_to_f16((double)x)"),
+    "bfloat16": ("bf16", "unsigned short", "kg_to_bf16(v)", "kg_to_bf16((double)x)"),
+    "int32": ("i32", "int", "(int)v", "(int)x"),
+    "uint32": ("u32", "unsigned int", "(unsigned int)v", "(unsigned int)x"),
+    "int64": ("i64", "long long", "(long long)v", "(long long)x"),
+    "uint8": ("u8", "unsigned char", "(unsigned char)v", "(unsigned char)x"),
 }
+_LOOP = """    for (kg_u64 i = blockIdx.x * (kg_u64)blockDim.x + threadIdx.x; i < n;
+         i += (kg_u64)gridDim.x * blockDim.x) {{"""
 
-KERNEL_SOURCE = r"""
+
+def _kernels(s: str, t: str, store: str, store_whole: str, floats: bool) -> str:
+    uniform = f"""
+extern "C" __global__ void kg_uniform_{s}({t}* out, kg_u64 n, kg_u64 key, double lo, double span) {{
+{_LOOP.format()}
+        double u = (double)(kg_bits(key, i) >> 11) / 9007199254740992.0;
+        double v = __dadd_rn(lo, __dmul_rn(u, span));
+        out[i] = {store};
+    }}
+}}"""
+    clip = "" if floats else "v = fmin(fmax(rint(v), lo), hi);"
+    return (
+        (uniform if floats else "")
+        + f"""
+extern "C" __global__ void kg_integers_{s}({t}* out, kg_u64 n, kg_u64 key, long long low,
+                                           kg_u64 range) {{
+{_LOOP.format()}
+        kg_u64 off = ((kg_bits(key, i) >> 32) * range) >> 32;
+        long long x = low + (long long)off;
+        out[i] = {store_whole};
+    }}
+}}
+extern "C" __global__ void kg_normal_{s}({t}* out, kg_u64 n, kg_u64 key, double mean,
+                                         double std, double lo, double hi) {{
+{_LOOP.format()}
+        double v = __dadd_rn(mean, __dmul_rn(std, kg_normal_deviate(kg_bits(key, i))));
+        {clip}
+        out[i] = {store};
+    }}
+}}
+"""
+    )
+
+
+KERNEL_SOURCE = (
+    r"""
 typedef unsigned long long kg_u64;
 __device__ __forceinline__ kg_u64 kg_bits(kg_u64 key, kg_u64 i) {
     kg_u64 z = key + (i + 1ULL) * 0x9E3779B97F4A7C15ULL;
@@ -50,25 +99,22 @@ __device__ __forceinline__ kg_u64 kg_bits(kg_u64 key, kg_u64 i) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
 }
-""" + "".join(
-    f"""
-extern "C" __global__ void kg_uniform_{s}({t}* out, kg_u64 n, kg_u64 key, double lo, double span) {{
-    for (kg_u64 i = blockIdx.x * (kg_u64)blockDim.x + threadIdx.x; i < n;
-         i += (kg_u64)gridDim.x * blockDim.x) {{
-        double u = (double)(kg_bits(key, i) >> 11) / 9007199254740992.0;
-        out[i] = ({t})__dadd_rn(lo, __dmul_rn(u, span));
-    }}
-}}
-extern "C" __global__ void kg_integers_{s}({t}* out, kg_u64 n, kg_u64 key, long long low,
-                                           kg_u64 range) {{
-    for (kg_u64 i = blockIdx.x * (kg_u64)blockDim.x + threadIdx.x; i < n;
-         i += (kg_u64)gridDim.x * blockDim.x) {{
-        kg_u64 off = ((kg_bits(key, i) >> 32) * range) >> 32;
-        out[i] = ({t})(low + (long long)off);
-    }}
-}}
+__device__ __forceinline__ unsigned short kg_to_f16(double v) {
+    unsigned short h;
+    float f = (float)v;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ unsigned short kg_to_bf16(double v) {
+    unsigned int b = __float_as_uint((float)v);
+    return (unsigned short)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
 """
-    for s, t in _C_TYPE.items()
+    + normal.KERNEL_SOURCE
+    + "".join(
+        _kernels(suffix, c_type, store, whole, dtype in _FLOATS)
+        for dtype, (suffix, c_type, store, whole) in _STORES.items()
+    )
 )
 
 
@@ -93,17 +139,24 @@ def host_bits(key: int, n: int) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def _rule(init: Any, dtype: np.dtype, names: Mapping[str, Any]) -> tuple[str, Any, Any]:
-    """('uniform', lo, span) | ('integers', low, range) | ('constant', value, None)."""
+def _rule(init: Any, dtype: str, names: Mapping[str, Any]) -> tuple[str, Any, Any]:
+    """('uniform', lo, span) | ('integers', low, range) | ('normal', mean, std) |
+    ('constant', value, None), for the spec dtype `dtype`."""
     dist = str(_field(init, "dist", "uniform"))
     if dist in ("constant", "zeros"):
         value = 0 if dist == "zeros" else expr.evaluate(_field(init, "value", 0), names)
         return "constant", value, None
+    if dist == "normal":
+        mean = float(expr.evaluate(_field(init, "mean", 0), names))
+        return "normal", mean, float(expr.evaluate(_field(init, "std", 1), names))
     low = expr.evaluate(_field(init, "low", 0), names)
     high = expr.evaluate(_field(init, "high", 1), names)
     if dist not in ("uniform", "integers"):
-        raise ValueError(f"Unknown input distribution {dist!r}; use uniform, integers or constant.")
-    if dist == "integers" or np.issubdtype(dtype, np.integer):
+        raise ValueError(
+            f"Unknown input distribution {dist!r}; use uniform, integers, normal, constant or "
+            "zeros."
+        )
+    if dist == "integers" or dtype not in _FLOATS:
         span = int(high) - int(low) + 1
         if not 1 <= span <= MAX_INT_RANGE:
             raise ValueError(
@@ -114,21 +167,43 @@ def _rule(init: Any, dtype: np.dtype, names: Mapping[str, Any]) -> tuple[str, An
     return "uniform", float(low), float(high) - float(low)
 
 
+def _as_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Float64 or int64 values as the host data of `dtype`, as the device stores them."""
+    if dtype in _FLOATS:
+        return narrow(values, dtype)
+    return np.asarray(values).astype(host_dtype(dtype))
+
+
+def _whole(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Normal values for an integer dtype: rounded to nearest (ties to even), then clipped."""
+    lo, hi = whole_bounds(*INT_RANGES[dtype], dtype)
+    return np.clip(np.rint(values), lo, hi)
+
+
 def host_values(
-    init: Any, dtype: np.dtype | str, shape: tuple[int, ...], names: Mapping[str, Any], key: int
-) -> np.ndarray:
-    """The NumPy twin: exactly the values the device writes for this key and shape."""
-    dtype = np.dtype(dtype)
-    kind, a, b = _rule(init, dtype, names)
+    init: Any, dtype: np.dtype | str | type, shape: tuple[int, ...], names: Mapping[str, Any],
+    key: int,
+) -> np.ndarray:  # fmt: skip
+    """The NumPy twin: exactly the values the device writes for this key and shape, in the
+    host representation of `dtype` (a spec dtype name, or a NumPy dtype; bfloat16 as bits)."""
+    name = spec_dtype(dtype)
+    kind, a, b = _rule(init, name, names)
     n = int(np.prod(shape, dtype=np.int64))
     if kind == "constant":
-        return np.full(shape, a, dtype=dtype)
+        return _as_dtype(np.full(shape, a), name)
     bits = host_bits(key, n)
     if kind == "integers":
         off = ((bits >> np.uint64(32)) * np.uint64(b)) >> np.uint64(32)
-        return (off.astype(np.int64) + np.int64(a)).astype(dtype).reshape(shape)
+        if name == "uint64":  # low may be past int64's range
+            return (off + np.uint64(a)).reshape(shape)
+        return _as_dtype(off.astype(np.int64) + np.int64(a), name).reshape(shape)
+    if kind == "normal":
+        values = np.add(a, np.multiply(b, normal.normal_deviates(bits)))
+        if name not in _FLOATS:
+            values = _whole(values, name)
+        return _as_dtype(values, name).reshape(shape)
     u = (bits >> np.uint64(11)).astype(np.float64) / 9007199254740992.0
-    return (np.float64(a) + u * np.float64(b)).astype(dtype).reshape(shape)
+    return _as_dtype(np.float64(a) + u * np.float64(b), name).reshape(shape)
 
 
 @functools.cache
@@ -139,29 +214,43 @@ def _module() -> Any:
     return cp.RawModule(code=KERNEL_SOURCE, options=("-std=c++17", "--fmad=false"))
 
 
-def device_fill(out: Any, init: Any, names: Mapping[str, Any], key: int) -> None:
-    """Write the generator's values for `key` into the contiguous CuPy array `out`."""
+def device_fill(
+    out: Any, init: Any, names: Mapping[str, Any], key: int, *, dtype: str | None = None
+) -> None:
+    """Write the generator's values for `key` into the contiguous CuPy array `out`, whose spec
+    dtype is `dtype` (by default read from the array: uint16 is bfloat16 bits)."""
     import cupy as cp
 
-    dtype = np.dtype(out.dtype)
-    kind, a, b = _rule(init, dtype, names)
+    name = dtype or spec_dtype(out.dtype)
+    kind, a, b = _rule(init, name, names)
+    unsigned = np.dtype(f"u{np.dtype(out.dtype).itemsize}")
     if kind == "constant":
-        out.fill(dtype.type(a))
+        value = host_values(init, name, (1,), names, key)  # the twin's bits, so both agree
+        out.view(unsigned).fill(value.view(unsigned)[0])
         return
     n = int(out.size)
     if n == 0:
         return
-    suffix = _SUFFIX[dtype.name]
+    suffix = _STORES[name][0]
     blocks = min((n + _THREADS - 1) // _THREADS, _MAX_BLOCKS)
     func = _module().get_function(f"kg_{kind}_{suffix}")
     flat = out.reshape(-1)
+    args: tuple[Any, ...]
     if kind == "integers":
         args = (flat, cp.uint64(n), cp.uint64(key), cp.int64(a), cp.uint64(b))
+    elif kind == "normal":
+        lo, hi = (0.0, 0.0) if name in _FLOATS else whole_bounds(*INT_RANGES[name], name)
+        args = (
+            flat, cp.uint64(n), cp.uint64(key), cp.float64(a), cp.float64(b), cp.float64(lo),
+            cp.float64(hi),
+        )  # fmt: skip
     else:
         args = (flat, cp.uint64(n), cp.uint64(key), cp.float64(a), cp.float64(b))
     func((blocks,), (_THREADS,), args)
 
 
-def scalar_value(init: Any, dtype: np.dtype | str, names: Mapping[str, Any], key: int) -> Any:
+def scalar_value(
+    init: Any, dtype: np.dtype | str | type, names: Mapping[str, Any], key: int
+) -> Any:
     """A generated scalar: element 0 of the twin, as a NumPy scalar of its dtype."""
     return host_values(init, dtype, (1,), names, key)[0]

@@ -119,13 +119,14 @@ def classify_cuda_error(exc: BaseException, *, threads: int = 0, shared: int = 0
 _MODULES: list[Any] = []  # loaded modules stay alive as long as the process: a child grades one
 
 
-def load_kernel(cubin: bytes, kernel: str) -> Any:
+def load_kernels(cubin: bytes, kernels: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """Every kernel the lab names, from one module: name -> function."""
     from cupy.cuda import function
 
     module = function.Module()
     module.load(cubin)
     _MODULES.append(module)  # a Function does not keep its module alive by itself
-    return module.get_function(kernel)
+    return {name: module.get_function(name) for name in kernels}
 
 
 def kernel_attributes(func: Any) -> dict[str, int]:
@@ -145,10 +146,25 @@ def kernel_attributes(func: Any) -> dict[str, int]:
 
 
 @dataclass
-class LaunchPlan:
-    """One case's launches, resolved: geometry and the argument list of each."""
+class LaunchStep:
+    """One launch of a case: which kernel, its geometry and its arguments."""
 
-    steps: list[tuple[tuple[int, int, int], tuple[int, int, int], int, list[Any]]]
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    args: list[Any]
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+@dataclass
+class LaunchPlan:
+    """One case's launches, resolved, in order."""
+
+    steps: list[LaunchStep]
 
     @classmethod
     def build(
@@ -165,43 +181,50 @@ class LaunchPlan:
                     args.append(scalars[bound.param.name])
                 else:
                     args.append(np.dtype(DTYPES[bound.dtype]).type(bound.value))
-            steps.append((grid, block, shared, args))
+            steps.append(LaunchStep(launch.kernel or lab.kernel, grid, block, shared, args))
         return cls(steps)
 
 
-def check_launchable(func: Any, plan: LaunchPlan, *, max_shared: int) -> None:
+Functions = dict[str, Any]  # kernel name -> loaded function (load_kernels)
+
+
+def check_launchable(funcs: Functions, plan: LaunchPlan, *, max_shared: int) -> None:
     """Refuse, with a plain reason, a launch the driver would refuse with a cryptic one."""
-    attrs = kernel_attributes(func)
-    for grid, block, shared, _ in plan.steps:
-        threads = block[0] * block[1] * block[2]
-        if attrs["max_threads"] and threads > attrs["max_threads"]:
+    attrs = {name: kernel_attributes(func) for name, func in funcs.items()}
+    several = len(funcs) > 1
+    for step in plan.steps:
+        a = attrs[step.kernel]
+        which = f" `{step.kernel}`" if several else ""
+        threads = step.threads
+        if a["max_threads"] and threads > a["max_threads"]:
             raise KernelFailure(
                 "launch_error",
-                f"Too many resources requested for launch: the kernel uses "
-                f"{attrs['registers']} registers per thread, so a block can have at most "
-                f"{attrs['max_threads']} threads, but the lab launches {threads}. Use fewer "
+                f"Too many resources requested for launch: the kernel{which} uses "
+                f"{a['registers']} registers per thread, so a block can have at most "
+                f"{a['max_threads']} threads, but the lab launches {threads}. Use fewer "
                 f"registers (__launch_bounds__({threads})) or declare a smaller tile.",
             )
-        total = attrs["static_shared"] + shared
+        total = a["static_shared"] + step.shared
         if max_shared and total > max_shared:
             raise KernelFailure(
                 "launch_error",
-                f"Too much shared memory: a block needs {total} bytes "
-                f"({attrs['static_shared']} declared in the kernel, {shared} dynamic), and this "
-                f"GPU allows {max_shared} per block. Use a smaller tile.",
+                f"Too much shared memory: a block of the kernel{which} needs {total} bytes "
+                f"({a['static_shared']} declared in the kernel, {step.shared} dynamic), and "
+                f"this GPU allows {max_shared} per block. Use a smaller tile.",
             )
-        if min(grid) < 1:
-            raise KernelFailure("launch_error", f"The lab's grid {grid} is empty for this case.")
+        if min(step.grid) < 1:
+            raise KernelFailure(
+                "launch_error", f"The lab's grid {step.grid} is empty for this case."
+            )
 
 
-def launch_all(func: Any, plan: LaunchPlan) -> None:
-    """Queue every launch of the case on the current stream (no waiting)."""
-    for grid, block, shared, args in plan.steps:
+def launch_all(funcs: Functions, plan: LaunchPlan) -> None:
+    """Queue every launch of the case on the current stream, each with its kernel (no waiting)."""
+    for step in plan.steps:
         try:
-            func(grid, block, tuple(args), shared_mem=shared)
+            funcs[step.kernel](step.grid, step.block, tuple(step.args), shared_mem=step.shared)
         except Exception as exc:
-            threads = block[0] * block[1] * block[2]
-            raise classify_cuda_error(exc, threads=threads, shared=shared) from exc
+            raise classify_cuda_error(exc, threads=step.threads, shared=step.shared) from exc
 
 
 def hang_failure(timeout_s: float) -> KernelFailure:
@@ -222,12 +245,12 @@ def as_failure(exc: BaseException, timeout_s: float) -> KernelFailure:
     return classify_cuda_error(exc)
 
 
-def run_and_wait(func: Any, plan: LaunchPlan, timeout_s: float) -> float:
+def run_and_wait(funcs: Functions, plan: LaunchPlan, timeout_s: float) -> float:
     """Launch and wait at most `timeout_s`; returns wall seconds; raises KernelFailure."""
     import cupy as cp
 
     began = time.monotonic()
-    launch_all(func, plan)
+    launch_all(funcs, plan)
     done = cp.cuda.Event()
     try:
         done.record()

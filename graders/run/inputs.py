@@ -5,6 +5,10 @@ submission, so every student is graded on the same data and a result can be repr
 its stored seed. Hidden cases also mix in a per-deployment secret, so their data cannot be
 computed ahead from the public repository. The data itself is made on the GPU by
 `graders.run.generate`; `generate_arrays` here is its exact NumPy twin, for staff and tests.
+
+An input a case writes by hand (`cases[].inputs`) is uploaded as written. A timed repetition
+needs data no kernel has seen, so there such an input is generated from its `init` with the
+repetition's key (the loader refuses a timed case that writes by hand an input without one).
 """
 
 from __future__ import annotations
@@ -18,18 +22,17 @@ from typing import Any
 import numpy as np
 
 from graders.run.generate import host_values, scalar_value, stream_key
+from graders.run.host_dtypes import host_dtype, narrow
 from graders.spec import expr
+from graders.spec.dtypes import DTYPE_BYTES, FLOAT_DTYPES
 
 # Changing this changes every visible case's data; keep it fixed for a course's lifetime.
 DEFAULT_BASE_SEED = 20261121
 ARRAY_KINDS = ("in", "out", "inout", "scratch")
-DTYPES = {
-    "float32": np.float32,
-    "float64": np.float64,
-    "int32": np.int32,
-    "uint32": np.uint32,
-    "int64": np.int64,
-}
+# spec dtype -> the NumPy type that holds its data (bfloat16 as uint16 bits).
+DTYPES: dict[str, type] = {name: host_dtype(name).type for name in DTYPE_BYTES}
+# What a source of an input's data is: a generator key, or the hand-written values.
+Source = int | np.ndarray
 
 
 def field(obj: Any, name: str, default: Any = None) -> Any:
@@ -88,18 +91,61 @@ def init_of(param: Any) -> Any:
     return init if init is not None else {"dist": "uniform", "low": -1.0, "high": 1.0}
 
 
-def generate_arrays(
-    params: list[Any], names: Mapping[str, float], seed: int, *, nonce: int = 0, rep: int = -1
-) -> dict[str, np.ndarray]:
-    """Host data for every array that starts with data: what the device makes, bit for bit."""
-    arrays: dict[str, np.ndarray] = {}
+def literal_array(param: Any, literal: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """Hand-written values (a LiteralInput's, row-major) as the input's host data."""
+    dtype = str(field(param, "dtype"))
+    values = field(literal, "values")
+    if dtype in FLOAT_DTYPES:
+        data = narrow(np.asarray(values, dtype=np.float64), dtype)
+    else:
+        data = np.asarray(values).astype(host_dtype(dtype))
+    return np.ascontiguousarray(data.reshape(shape))
+
+
+def input_sources(
+    params: list[Any],
+    names: Mapping[str, float],
+    seed: int,
+    *,
+    literals: Mapping[str, Any] | None = None,
+    nonce: int = 0,
+    rep: int = -1,
+) -> dict[str, Source]:
+    """Where each input's data comes from: the hand-written values of the case (`literals`,
+    CaseSpec.inputs), or the generator's key for the case (rep -1) or a timed repetition."""
+    out: dict[str, Source] = {}
     for param in input_params(params):
         name = field(param, "name")
-        key = stream_key(seed, name, nonce=nonce, rep=rep)
-        arrays[name] = host_values(
-            init_of(param), dtype_of(param), shape_of(param, names), names, key
-        )
-    return arrays
+        literal = (literals or {}).get(name)
+        if literal is not None and (rep < 0 or field(param, "init") is None):
+            out[name] = literal_array(param, literal, shape_of(param, names))
+        else:
+            out[name] = stream_key(seed, name, nonce=nonce, rep=rep)
+    return out
+
+
+def host_data(param: Any, source: Source, names: Mapping[str, float]) -> np.ndarray:
+    """One input's data on the host, from its source: exactly what the device holds."""
+    if isinstance(source, np.ndarray):
+        return source.copy()
+    return host_values(
+        init_of(param), str(field(param, "dtype")), shape_of(param, names), names, source
+    )
+
+
+def generate_arrays(
+    params: list[Any],
+    names: Mapping[str, float],
+    seed: int,
+    *,
+    literals: Mapping[str, Any] | None = None,
+    nonce: int = 0,
+    rep: int = -1,
+) -> dict[str, np.ndarray]:
+    """Host data for every array that starts with data: what the device makes, bit for bit."""
+    sources = input_sources(params, names, seed, literals=literals, nonce=nonce, rep=rep)
+    by_name = {field(p, "name"): p for p in params}
+    return {name: host_data(by_name[name], src, names) for name, src in sources.items()}
 
 
 def scalar_values(params: list[Any], names: Mapping[str, float], seed: int) -> dict[str, Any]:

@@ -29,7 +29,9 @@ from graders.sandbox.process import register_gpu_seed
 
 log = logging.getLogger(__name__)
 BUILD_TIMEOUT_S = 600.0
-_SOURCES = ("generate.py", "warmup.py", "compare.py", "oracles.py")
+_SOURCES = (
+    "generate.py", "normal.py", "warmup.py", "compare.py", "oracles.py", "properties.py",
+)  # fmt: skip
 
 
 def _fingerprint() -> str:
@@ -70,7 +72,7 @@ def _build(final: Path) -> bool:
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     began = time.monotonic()
-    from graders.run.inputs import DTYPES
+    from graders.spec.dtypes import ARRAY_DTYPES
 
     try:
         procs = [
@@ -81,7 +83,7 @@ def _build(final: Path) -> bool:
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for dtype in DTYPES
+            for dtype in ARRAY_DTYPES
         ]
     except OSError as exc:
         log.warning("building the CuPy kernel cache failed: %s", exc)

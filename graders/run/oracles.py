@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from graders.run.compare import array_module, is_float_data, widen
+
 BUILTIN_ORACLES = ("scale", "hadamard", "sum", "dot", "matmul", "conv1d", "conv2d")
 
 
@@ -31,9 +33,8 @@ def _need(ins: list[np.ndarray], n: int, oracle: str) -> None:
 
 
 def _wide(cp, data):  # noqa: ANN001, ANN202 - cupy is imported lazily
-    """A float64 (or int64) copy of one input."""
-    target = np.int64 if np.issubdtype(data.dtype, np.integer) else np.float64
-    return data.astype(target, copy=True)
+    """A float64 (or int64) copy of one input; float16 and bfloat16 (bits) as their values."""
+    return widen(data)
 
 
 def _conv1d(cp, x, mask):  # noqa: ANN001, ANN202
@@ -66,15 +67,13 @@ def compute(
     out_dtype: np.dtype,
 ) -> Any:
     """The expected output: float64 for float outputs, int64 for integer ones."""
-    from graders.run.compare import array_module
-
     if oracle not in BUILTIN_ORACLES:
         raise OracleError(f"Unknown oracle '{oracle}'; built-ins are {', '.join(BUILTIN_ORACLES)}.")
     xp = array_module(ins[0]) if ins else np
     wide = [_wide(xp, a) for a in ins]
     try:
         result = _ORACLES[oracle](xp, wide, float_scalars, out_shape)
-        if np.issubdtype(out_dtype, np.integer):
+        if not is_float_data(out_dtype):
             # C integer arithmetic wraps; so does the expected answer.
             result = result.astype(out_dtype).astype(np.int64)
     finally:

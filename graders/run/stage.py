@@ -223,7 +223,11 @@ def run_cases(
         if case.name in results:
             out.append(results[case.name])
         else:
-            why = "Not run: earlier cases stopped the kernel too often; fix those first."
+            why = (
+                "Not run: the grader could not finish this grading (not your fault)."
+                if report.error == "internal"
+                else "Not run: earlier cases stopped the kernel too often; fix those first."
+            )
             out.append(placeholder(case, seeds[case.name], why))
     return out
 
@@ -250,6 +254,16 @@ def _take_outcome(
             report.measured_references[name] = TimingStats(**stats)
         notes = [line for line in outcome.log if line.startswith("ready:")] + value.get("log", [])
         log.info("run child for lab %s: %s", lab.id, "\n".join(notes)[-4000:])
+        if value.get("lab_fault"):
+            # The lab's own oracle.py failed: the grader's failure, never a verdict on the
+            # student; the staff read which line in the summary and the worker's log.
+            log.error("lab %s: its Python oracle failed: %s", lab.id, value["lab_fault"])
+            report.error = "internal"
+            report.summary = (
+                "The grader could not finish: this lab's own Python oracle failed (not your "
+                f"fault; the course staff must fix the lab). {value['lab_fault']}"
+            )
+            return ""
         return str(value.get("stopped", ""))
     log.warning("run child for lab %s stopped: %s", lab.id, "\n".join(outcome.log)[-8000:])
     results.update(follow.done)

@@ -17,9 +17,12 @@ from typing import Any
 from graders.gpu import gpu_info
 from graders.results import TimingStats
 from graders.run.buffers import DeviceArrays
-from graders.run.cases import EVERY_LAUNCH_HINT, Context, Kernel, judge
+from graders.run.cases import EVERY_LAUNCH_HINT
+from graders.run.context import Context, Kernel
 from graders.run.harness import LaunchPlan, as_failure, launch_all
 from graders.run.inputs import scalar_values
+from graders.run.judge import judge
+from graders.run.python_oracle import OracleCodeError
 from graders.spec import CaseSpec, LabSpec
 from graders.timing.references import remeasure_reason
 from graders.timing.repetitions import L2Flusher, TimingPlan, WrongRepetition, time_repetitions
@@ -66,16 +69,18 @@ def time_kernel(
     """Median time of one kernel on the case, every repetition fresh and checked."""
     lab = ctx.lab
     names = lab.sizes_for(case, kernel.declarations)
-    arrays = DeviceArrays.allocate(lab, names)
+    arrays = DeviceArrays.allocate(lab, names, literals=case.inputs)
     try:
         scalars = scalar_values(lab.params, names, seed)
         if kernel.builtin == "cublas":
             run = _cublas(lab, arrays)
         else:
             plan = LaunchPlan.build(lab, names, arrays, scalars)
-            run = lambda: launch_all(kernel.func, plan)  # noqa: E731
+            run = lambda: launch_all(kernel.funcs, plan)  # noqa: E731
 
         def prepare(rep: int) -> None:
+            # New inputs (a hand-written input is generated from its init), scratch data
+            # refilled, outputs back to the sentinel.
             arrays.generate(seed, nonce=nonce, rep=rep)
 
         def check(rep: int) -> str | None:
@@ -118,6 +123,8 @@ def time_case(
     out = TimedCase()
     try:
         stats = time_kernel(ctx, ctx.submission, case, seed, nonce=nonce, flusher=flusher, rng=rng)
+    except OracleCodeError:
+        raise  # the lab's oracle.py failed: the grader's failure, not the student's
     except WrongRepetition as exc:
         out.verdict = "wrong_answer"
         out.failure = (
@@ -143,6 +150,8 @@ def time_case(
         ctx.log.append(f"timing reference {name}: {why}")
         try:
             ref_stats = time_kernel(ctx, ref, case, seed, nonce=nonce, flusher=flusher, rng=rng)
+        except OracleCodeError:
+            raise
         except Exception as raw:  # a reference is trusted: its failure is ours, not the student's
             ctx.log.append(f"reference {name} failed when timed: {raw}")
             if as_failure(raw, ctx.lab.limits.case_seconds).sticky:

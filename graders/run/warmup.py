@@ -2,9 +2,10 @@
 
 CuPy compiles an elementwise or reduction kernel the first time it meets a dtype combination;
 with an empty cache that took seconds per grading. `exercise()` walks every path the run stage
-takes for the built-in labs' dtypes (generating, filling, checking guards, comparing, each
-oracle), so that after it the kernels are in CuPy's disk cache (a trusted build, see
-graders.run.kernel_cache) or loaded in this process (a prestarted child's warm-up).
+takes for every array dtype a lab may have (generating with each distribution, filling,
+checking guards, comparing, the never-written count, the properties, each oracle), so that
+after it the kernels are in CuPy's disk cache (a trusted build, see graders.run.kernel_cache)
+or loaded in this process (a prestarted child's warm-up).
 
 A reduction's kernel also depends on the size it reduces: CuPy's CUB reductions use a block of
 32 to 512 threads, a quarter of the size rounded up to a power of two (measured on an H100: 6
@@ -18,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from graders.run import compare, oracles
+from graders.run import compare, oracles, properties
 from graders.run.generate import device_fill
-from graders.run.inputs import DTYPES
+from graders.run.host_dtypes import host_dtype
+from graders.spec.dtypes import ARRAY_DTYPES
 
 # A size for each CUB block size (32, 64, 128, 256, 512 threads of 4 items each), and two
 # small ones for CuPy's own reduction kernel where CUB is not used.
@@ -29,14 +31,19 @@ REDUCTION_SIZES = (1, 40, 100, 200, 400, 800, 5000)
 _DISTS: list[dict[str, Any]] = [
     {"dist": "uniform", "low": -1.0, "high": 1.0},
     {"dist": "integers", "low": -3, "high": 3},
+    {"dist": "normal", "mean": 0.0, "std": 2.0},
     {"dist": "constant", "value": 0},
+    {"dist": "zeros"},
 ]
 
 
-def _arrays(cp: Any, dtype: np.dtype) -> Any:
+def _arrays(cp: Any, name: str) -> Any:
+    dtype = host_dtype(name)
     data = cp.empty((8, 8), dtype=dtype)
     for init in _DISTS:
-        device_fill(data, init, {}, 7)
+        if init["dist"] == "uniform" and dtype.kind in "iu" and name != "bfloat16":
+            continue  # uniform into an integer dtype draws integers
+        device_fill(data, init, {}, 7, dtype=name)
     unsigned = np.dtype(f"u{dtype.itemsize}")
     raw = cp.empty(4 * dtype.itemsize * 8, dtype=cp.uint8)
     raw.view(unsigned).fill(compare.guard_value(dtype))
@@ -47,33 +54,55 @@ def _arrays(cp: Any, dtype: np.dtype) -> Any:
     return data
 
 
-def _reductions(cp: Any, dtype: np.dtype) -> None:
-    """The comparisons and guard checks at a size for each reduction block size."""
+def _checks(cp: Any, data: Any) -> None:
+    """What judging an output runs besides the comparison: the never-written count and the
+    properties (graders.run.judge)."""
+    mask = compare.sentinel_mask(data).reshape(-1)
+    int(cp.count_nonzero(mask))
+    int(cp.argmax(mask.view(cp.uint8)))
+    floats = compare.is_float_data(data.dtype)
+    wide = compare.widen(data)
+    if floats:
+        properties.rows_sum_to_one(wide.reshape(-1, data.shape[-1]), name="w", atol=0, rtol=0)
+    got = wide if floats else data
+    properties.sorted_permutation(got, got, name="w", of="w")
+    wide.fill(0)
+
+
+def _reductions(cp: Any, name: str) -> None:
+    """The comparisons, guard checks and properties at a size for each reduction block size."""
+    dtype = host_dtype(name)
     unsigned = np.dtype(f"u{dtype.itemsize}")
+    floats = compare.is_float_data(dtype)
     for size in REDUCTION_SIZES:
         data = cp.empty(size, dtype=dtype)
-        device_fill(data, _DISTS[0 if dtype.kind == "f" else 1], {}, size)
-        wide = data.astype(np.int64 if dtype.kind in "iu" else np.float64)
+        device_fill(data, _DISTS[0 if floats else 1], {}, size, dtype=name)
+        wide = compare.widen(data)
         compare.compare_elementwise(data, wide, atol=1e-5, rtol=1e-5)
         compare.compare_sum(data, 1.0, atol=1e-6, rtol=1e-6)
         bool((data.view(unsigned) != compare.guard_value(dtype)).any())
+        _checks(cp, data.reshape(1, size))
+        if size > 1:
+            _checks(cp, data[: size // 2 * 2].reshape(size // 2, 2))
         wide.fill(0)
 
 
 def exercise(dtypes: list[str] | None = None) -> None:
-    """Run every grader kernel once (for `dtypes`, default all); safe in any GPU process."""
+    """Run every grader kernel once (for the array `dtypes`, default all); safe in any GPU
+    process."""
     import cupy as cp
 
-    for name in dtypes or list(DTYPES):
-        dtype = np.dtype(DTYPES[name])
-        _reductions(cp, dtype)
-        data = _arrays(cp, dtype)
-        wide = data.astype(np.int64 if dtype.kind in "iu" else np.float64)
+    for name in dtypes or list(ARRAY_DTYPES):
+        dtype = host_dtype(name)
+        _reductions(cp, name)
+        data = _arrays(cp, name)
+        wide = compare.widen(data)
         for got in (data, compare.sentinel_array(dtype, (8, 8))):
             got = cp.asarray(got)
             compare.compare_elementwise(got, wide, atol=1e-5, rtol=1e-5)
             compare.compare_elementwise(got.reshape(-1)[:1], wide.reshape(-1)[:1], atol=0, rtol=0)
             compare.compare_sum(got, 1.0, atol=1e-6, rtol=1e-6)
+            _checks(cp, got)
         ins = [data, data]
         for oracle in oracles.BUILTIN_ORACLES:
             shape: tuple[int, ...] = (8, 8)

@@ -35,22 +35,34 @@ def _warm() -> None:
 
     from graders.gpu import gpu_lock
     from graders.run.generate import device_fill
+    from graders.run.host_dtypes import host_dtype
     from graders.run.output import limit_printf
+    from graders.spec.dtypes import ARRAY_DTYPES
 
     with gpu_lock(os.environ.get("KERNELGRADER_LOCK_DIR") or None).shared():
         cupy.cuda.set_allocator(None)
         limit_printf()
-        for dtype in ("float32", "float64", "int32", "uint32", "int64"):
-            scratch = cupy.empty(4, dtype=dtype)
-            for dist in ("uniform", "integers"):
-                device_fill(scratch, {"dist": dist, "low": 0, "high": 1}, {}, 1)
+        for dtype in ARRAY_DTYPES:
+            scratch = cupy.empty(4, dtype=host_dtype(dtype))
+            for init in (
+                {"dist": "uniform", "low": 0, "high": 1},
+                {"dist": "integers", "low": 0, "high": 1},
+                {"dist": "normal", "mean": 0, "std": 1},
+            ):
+                device_fill(scratch, init, {}, 1, dtype=dtype)
         cupy.cuda.Device().synchronize()
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Launch the job's case once; how it ended, as a verdict and a sentence."""
     from graders.run.buffers import DeviceArrays
-    from graders.run.harness import KernelFailure, LaunchPlan, as_failure, load_kernel, run_and_wait
+    from graders.run.harness import (
+        KernelFailure,
+        LaunchPlan,
+        as_failure,
+        load_kernels,
+        run_and_wait,
+    )
     from graders.run.inputs import scalar_values
     from graders.spec import load_lab
 
@@ -59,11 +71,11 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     names = lab.sizes_for(case, job.get("declarations", {}))
     seed = int(job["seed"])
     try:
-        func = load_kernel(base64.b64decode(job["cubin_b64"]), lab.kernel)
-        arrays = DeviceArrays.allocate(lab, names, guards=False)
+        funcs = load_kernels(base64.b64decode(job["cubin_b64"]), lab.kernels)
+        arrays = DeviceArrays.allocate(lab, names, guards=False, literals=case.inputs)
         arrays.generate(seed)
         plan = LaunchPlan.build(lab, names, arrays, scalar_values(lab.params, names, seed))
-        run_and_wait(func, plan, float(job.get("timeout_s", 60)))
+        run_and_wait(funcs, plan, float(job.get("timeout_s", 60)))
     except KernelFailure as exc:
         return {"verdict": exc.verdict, "message": exc.message}
     except Exception as exc:

@@ -54,7 +54,9 @@ def rule(
     timeout_s: float,
 ) -> Ruling:
     """The ruling for one sanitizer run from its findings and how each tool ended."""
-    if any(t.get("status") == "timeout" for t in tools.values()):
+    # The tool ran out of time, or the target's own wait for the launch gave up first.
+    hung = [t.get("target", {}).get("verdict") == "timeout" for t in tools.values()]
+    if any(t.get("status") == "timeout" for t in tools.values()) or any(hung):
         return Ruling(
             "timeout",
             f"Under compute-sanitizer the kernel did not finish within {timeout_s:g} s: it hung "

@@ -126,6 +126,7 @@ def read_lab(folder: Path) -> LabSpec:
     scoring = _scoring(ctx, data.get("scoring", {}), references, timing)
 
     _check_oracle_fits(ctx, oracle, python_oracle, params, references)
+    _check_timed_inputs(ctx, params, cases, timing)
     case_names = {c.name for c in cases}
     sanitizer = ctx.boolean(lab.get("sanitizer", False), "lab.sanitizer")
     sanitizer_case = lab.get("sanitizer_case")
@@ -218,6 +219,25 @@ def _check_inputs_have_data(
                 f"params[{i}]",
                 f"'init' is missing (an {p.kind!r} array needs generated contents, or "
                 f"hand-written values in every case; case {without[0]!r} gives none)",
+            )
+
+
+def _check_timed_inputs(
+    ctx: FieldReader, params: list[ParamSpec], cases: list[CaseSpec], timing: TimingSpec | None
+) -> None:
+    """Every timed repetition gets new inputs: a hand-written input of the timed case is then
+    generated from its init, so it needs one."""
+    if timing is None:
+        return
+    case = next(c for c in cases if c.name == timing.case)
+    by_name = {p.name: p for p in params}
+    for name in case.inputs:
+        if by_name[name].init is None:
+            ctx.fail(
+                "timing.case",
+                f"case {case.name!r} writes {name!r} by hand, and {name!r} has no init: every "
+                "timed repetition runs on new data (a kernel could otherwise remember its "
+                f"answer), made from the init; give {name!r} one, or time another case",
             )
 
 

@@ -157,8 +157,14 @@ def _data(lab: LabSpec) -> list[str]:
             contents += " (written by hand in some cases)"
         lines.append(f"| `{p.name}` | {kind} | {p.dtype} | {shape} | {contents} |")
     lines.append("")
-    if any(p.dtype == "bfloat16" for p in lab.params):
-        lines += ["bfloat16 is `__nv_bfloat16` (cuda_bf16.h); float16 is `__half`.", ""]
+    if any(p.dtype in ("float16", "bfloat16") for p in lab.params):
+        lines += [
+            "float16 (`__half`) and bfloat16 (`__nv_bfloat16`) data are 16-bit patterns. The "
+            "grader serves no cuda_fp16.h or cuda_bf16.h: declare those pointers "
+            "`unsigned short*` and convert the bits (float16 with the PTX instructions "
+            "`cvt.f32.f16` and `cvt.rn.f16.f32`; a bfloat16 is the upper half of a float).",
+            "",
+        ]
     return lines
 
 

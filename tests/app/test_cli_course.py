@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -90,6 +91,32 @@ def test_lab_update_changes_dates_and_policies(course: str) -> None:
     assert "before the release date" in out
     # `lab add` on an existing lab points at `lab update`.
     assert "lab update" in fails("lab", "add", course, str(TEST_LAB))
+
+
+def test_lab_update_reads_a_changed_lab_folder_again(tmp_path: Path) -> None:
+    folder = Path(shutil.copytree(TEST_LAB, tmp_path / "scale-test"))
+    slug = unique("rr")
+    run("course", "create", slug)
+    run("lab", "add", slug, str(folder))
+    before = lab_row(slug)
+    assert len(before.digest) == 64 and before.max_score == 10
+    assert "nothing changed" in run("lab", "update", slug, "scale-test")
+    spec = folder / "lab.toml"
+    spec.write_text(spec.read_text().replace("points = 6", "points = 9"))
+    out = run("lab", "update", slug, "scale-test")
+    assert "is worth 13 points (was 10)" in out
+    assert (
+        f"grades against lab version {lab_row(slug).digest[:12]} (was {before.digest[:12]})" in out
+    )
+    assert lab_row(slug).max_score == 13 and lab_row(slug).digest != before.digest
+    # A changed folder that fails its checks is refused, with them, and nothing is saved.
+    (folder / "bad.cu").write_text('extern "C" __global__ void scale() { nope; }\n')
+    spec.write_text(spec.read_text() + '\n[[references]]\nname = "bad"\nfile = "bad.cu"\n')
+    out = fails("lab", "update", slug, "scale-test", "--due", "2031-01-01T00:00")
+    assert "changed and fails its checks, so nothing was saved: reference bad.cu:" in out
+    assert lab_row(slug).due_at is None and lab_row(slug).max_score == 13
+    spec.write_text(spec.read_text().replace('oracle = "scale"', 'oracle = "scales"'))
+    assert "expected.oracle: unknown oracle 'scales'" in fails("lab", "update", slug, "scale-test")
 
 
 def test_lab_remove_archives_and_restore_brings_it_back(course: str) -> None:

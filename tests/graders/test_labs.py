@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from graders.labcheck.check import compile_cached, outcome_of_compile
+from graders.labcheck.faults import FaultExpectation, compile_problem, read_fault_header
 from graders.results import CompileResult
 from graders.run.inputs import case_seed, generate_arrays
 from graders.spec import LabSpec, builtin_labs_dir, list_builtin_labs, load_builtin_lab
@@ -92,51 +91,7 @@ CATALOGUE_CASES: dict[str, list[str]] = {
     "prefix-sum": ["by-hand-10", "n-1", "n-1024", "n-1025", "n-1048576", "n-4194309"],
 }
 
-# Verdicts a faulty kernel may expect: a case verdict, or the reason the compile stage stopped.
-CASE_VERDICTS = {
-    "pass",
-    "wrong_answer",
-    "no_output",
-    "out_of_bounds_write",
-    "input_modified",
-    "timeout",
-    "kernel_error",
-    "launch_error",
-}
-COMPILE_VERDICTS = {"compile_error", "missing_kernel", "bad_declaration", "forbidden_include"}
-FINDING_KINDS = {"out_of_bounds", "shared_memory_race", "divergent_barrier"}
-HEADER_KEYS = {
-    "expect-verdict",
-    "expect-fail-case",
-    "expect-pass-case",
-    "expect-finding",
-    "expect-message",
-    "why",
-}
-HEADER_LINE = re.compile(r"^//\s*(?P<key>[a-z-]+):\s*(?P<value>.+?)\s*$")
 ARCH = "sm_90"
-
-
-@dataclass(frozen=True)
-class FaultHeader:
-    verdict: str
-    fields: dict[str, str]
-
-
-def read_header(path: Path) -> FaultHeader:
-    """The `// key: value` lines at the top of a faulty kernel (interfaces.md's format)."""
-    fields: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        match = HEADER_LINE.match(line)
-        if not match:
-            break
-        key = match["key"]
-        assert key in HEADER_KEYS, f"{path.name}: unknown header key {key!r}"
-        assert key not in fields, f"{path.name}: header key {key!r} appears twice"
-        fields[key] = match["value"]
-    assert "expect-verdict" in fields, f"{path.name}: the header has no expect-verdict line"
-    assert "why" in fields, f"{path.name}: the header has no why line"
-    return FaultHeader(fields["expect-verdict"], fields)
 
 
 def reference_files(lab_id: str) -> list[tuple[str, str]]:
@@ -237,6 +192,19 @@ def test_page_states_the_cases_and_points(lab_id: str) -> None:
 
 
 @pytest.mark.parametrize("lab_id", LAB_IDS)
+def test_lab_md_holds_only_prose_and_leaves_the_spec_to_the_generated_part(lab_id: str) -> None:
+    # What lab.toml says is shown once, from lab.toml, so it cannot drift from what the
+    # grader does (issue 12): no signature, launch, case table, tolerance or points in lab.md.
+    prose = load_builtin_lab(lab_id).page_markdown
+    for heading in ("## What you submit", "## How the grader launches it", "## Test cases",
+                    "## How answers are checked", "## Points"):  # fmt: skip
+        assert heading not in prose, f"{lab_id}/lab.md repeats the generated {heading!r}"
+    assert 'extern "C" __global__ void' not in prose
+    assert "| case |" not in prose and "<<<" not in prose
+    assert not re.search(r"<= [0-9.e-]+ \*", prose), f"{lab_id}/lab.md states a tolerance"
+
+
+@pytest.mark.parametrize("lab_id", LAB_IDS)
 def test_tiled_labs_run_the_sanitizer(lab_id: str) -> None:
     lab = load_builtin_lab(lab_id)
     tiled = lab_id.startswith("matmul-") and lab_id != "matmul-naive"
@@ -271,41 +239,26 @@ def test_reference_compiles(lab_id: str, file: str) -> None:
         assert spec.min <= result.declarations.get(name, spec.default) <= spec.max
 
 
+def _header(lab: LabSpec, file: str) -> FaultExpectation:
+    """The header as `lab check` reads it (graders.labcheck.faults: the one reader)."""
+    names = {c.name for c in lab.cases}
+    return read_fault_header(lab.folder / "faulty" / file, names, sanitizer=lab.sanitizer)
+
+
 @pytest.mark.parametrize(("lab_id", "file"), ALL_FAULTY)
 def test_faulty_header_is_well_formed(lab_id: str, file: str) -> None:
-    lab = load_builtin_lab(lab_id)
-    header = read_header(lab.folder / "faulty" / file)
-    assert header.verdict in CASE_VERDICTS | COMPILE_VERDICTS, header.verdict
-    assert header.verdict != "pass", "a faulty kernel must fail somewhere"
-    case_names = {c.name for c in lab.cases}
-    for key in ("expect-fail-case", "expect-pass-case"):
-        if key in header.fields:
-            assert header.fields[key] in case_names, f"{file}: {key} names no case of {lab_id}"
-    if "expect-finding" in header.fields:
-        assert header.fields["expect-finding"] in FINDING_KINDS
-        # Sanitizer findings need the sanitizer to run on this lab by default.
-        assert lab.sanitizer or header.fields["expect-finding"] == "divergent_barrier"
-    if header.verdict in COMPILE_VERDICTS:
-        assert "expect-fail-case" not in header.fields, "a compile-stage fault runs no case"
+    _header(load_builtin_lab(lab_id), file)  # raises FaultHeaderError with a sentence
 
 
 @pytest.mark.parametrize(("lab_id", "file"), ALL_FAULTY)
 def test_faulty_kernel_compiles_or_gets_its_compile_verdict(lab_id: str, file: str) -> None:
     lab = load_builtin_lab(lab_id)
-    path = lab.folder / "faulty" / file
-    header = read_header(path)
-    result = compile_for_test(lab, path.read_text(encoding="utf-8"), file)
-    if header.verdict in COMPILE_VERDICTS:
-        # Every kernel of a lab with several is looked for (the compile stage looks for the first).
-        outcome = outcome_of_compile(lab, result)
-        assert outcome.compile_reason == header.verdict, outcome.compile_text
-        if "expect-message" in header.fields:
-            assert header.fields["expect-message"] in outcome.compile_text
-    else:
-        assert result.ok, f"{lab_id}/faulty/{file} must compile: {result.message}\n{result.log}"
-    if header.fields.get("expect-finding") == "divergent_barrier":
-        # The compile stage names the barrier problem before anything runs.
-        assert any("__syncthreads()" in w for w in result.warnings), result.warnings
+    header = _header(lab, file)
+    result = compile_for_test(lab, header.path.read_text(encoding="utf-8"), file)
+    # Every kernel of a lab with several is looked for, by the compile stage itself; a kernel
+    # that must run compiles, and one whose header expects the barrier warning gets it.
+    problem = compile_problem(header, outcome_of_compile(result))
+    assert problem is None, f"{lab_id}/faulty/{file}: {problem}\n{result.log}"
 
 
 def test_every_lab_has_a_faulty_kernel() -> None:

@@ -53,7 +53,8 @@ async def test_instructors_update_a_lab_and_late_flags_follow(
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["late_policy"] == "refuse" and out["score_policy"] == "last"
-    assert len(out["changes"]) == 3
+    assert len(out["changes"]) == 3  # the lab's folder is unchanged: only the settings
+    assert out["digest"] == world.lab.digest and len(out["digest"]) == 64
     session.expire_all()
     assert session.get_one(Submission, late_one.id).late  # submitted after the new due date
     # Now closed for the student, who is told when it closed.
@@ -211,17 +212,26 @@ async def test_regrade_all_queues_behind_new_uploads(
     client: httpx.AsyncClient, session: Session
 ) -> None:
     world = make_world(session)
-    graded = [
-        make_submission(session, user=m.user, lab=world.lab, score=5)[0]
+    made = [
+        make_submission(session, user=m.user, lab=world.lab, score=5)
         for m in (world.student, world.other_student)
     ]
+    graded = [submission for submission, _ in made]
+    made[0][1].lab_digest = "0" * 64  # graded against another version; the other unrecorded
     session.commit()
     url = f"{lab_url(world)}/regrade"
     assert (await client.post(url, headers=world.student.auth)).status_code == 403
     r = await client.post(url, headers=world.ta.auth)
-    assert r.status_code == 202 and r.json() == {"queued": 2, "skipped": 0}
+    assert r.status_code == 202 and r.json() == {
+        "queued": 2,
+        "skipped": 0,
+        "older_version": 1,
+        "unrecorded_version": 1,
+        "lab_digest": world.lab.digest,
+    }
     # Again at once: both are already waiting.
-    assert (await client.post(url, headers=world.ta.auth)).json() == {"queued": 0, "skipped": 2}
+    again = (await client.post(url, headers=world.ta.auth)).json()
+    assert (again["queued"], again["skipped"], again["older_version"]) == (0, 2, 0)
     jobs = session.scalars(
         select(GradingJob).where(
             GradingJob.submission_id.in_([s.id for s in graded]),

@@ -68,3 +68,20 @@ def test_the_sweep_does_not_send_held_back_jobs_as_unsent(session: Session) -> N
     session.expire_all()
     assert session.get_one(GradingJob, job.id).state == JobState.queued.value
     assert submission.status == Status.queued.value
+
+
+def test_a_regrade_says_which_were_graded_against_an_older_lab_version(session: Session) -> None:
+    world = make_world(session)
+    versions = ["0" * 64, "1" * 64, "", world.lab.digest]
+    for digest in versions:
+        _, job = make_submission(session, user=world.student.user, lab=world.lab, score=3)
+        job.lab_digest = digest
+    session.flush()
+    result = regrade_lab(session, lab=world.lab, requested_by="a test", now=utcnow())
+    assert (result.queued, result.older, result.unrecorded) == (4, 2, 1)
+    assert result.digest == world.lab.digest
+    assert result.versions() == (
+        "Of these, 2 were last graded against an older version of the lab and 1 before lab "
+        f"versions were recorded; the lab is now at version {world.lab.digest[:12]}."
+    )
+    session.rollback()

@@ -58,6 +58,7 @@ async def test_a_good_kernel_compiles_and_waits_for_a_gpu_worker(
     job = session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id)).one()
     assert job.state == JobState.waiting_gpu.value and job.attempt == 1
     assert job.started_at and job.compiled_at and job.heartbeat_at
+    assert job.lab_digest == world.lab.digest and len(job.lab_digest) == 64  # graded against
     page = await client.get(f"/api/v1/submissions/{submission.id}", headers=world.student.auth)
     assert page.json()["status"] == "compiled"
 

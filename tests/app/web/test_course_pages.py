@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import html
 import re
+import shutil
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,7 +17,7 @@ from app.core.database import utcnow
 from app.courses.models import LatePolicy
 from app.submissions.models import Status
 from app.users.service import authenticate
-from tests.app.conftest import PASSWORD, World, make_world
+from tests.app.conftest import PASSWORD, TEST_LAB, World, make_world
 from tests.app.factories import make_submission, make_timed_submission
 from tests.app.web.test_routes import csrf_of, login
 
@@ -217,3 +219,68 @@ async def test_docs_are_served_without_a_cdn(client: httpx.AsyncClient) -> None:
         r = await client.get(asset)
         assert r.status_code == 200, asset
         assert len(r.content) > 1000, asset
+
+
+async def test_saving_settings_reads_a_changed_lab_folder_again(
+    client: httpx.AsyncClient, session: Session, tmp_path: Path
+) -> None:
+    world = make_world(session)
+    folder = Path(shutil.copytree(TEST_LAB, tmp_path / "scale-test"))
+    world.lab.folder = str(folder.resolve())  # this course's copy of the lab lives here
+    session.commit()
+    url = f"/courses/{world.course.slug}/labs/{world.lab.slug}/settings"
+    await login(client, world.instructor)
+    page = (await client.get(url)).text
+    assert f'<code id="lab-digest">{world.lab.digest[:12]}</code>' in page
+    form = {"release_at": "", "due_at": "", "late_policy": "accept", "score_policy": "best"}
+    spec = folder / "lab.toml"
+    spec.write_text(spec.read_text().replace("points = 6", "points = 9"))
+    r = await client.post(url, data={"csrf_token": csrf_of(page), **form})
+    assert r.status_code == 303
+    page = (await client.get(r.headers["location"])).text
+    assert "is worth 13 points (was 10)" in html.unescape(page)
+    session.refresh(world.lab)
+    assert world.lab.max_score == 13
+    # A change that breaks the lab: refused with the failed check, nothing saved.
+    spec.write_text(spec.read_text() + '\n[[references]]\nname = "bad"\nfile = "bad.cu"\n')
+    (folder / "bad.cu").write_text('extern "C" __global__ void scale() { nope; }\n')
+    r = await client.post(url, data={"csrf_token": csrf_of(page), **form, "late_policy": "refuse"})
+    assert r.status_code == 422
+    assert "fails its checks, so nothing was saved: reference bad.cu" in html.unescape(r.text)
+    session.refresh(world.lab)
+    assert world.lab.late_policy == "accept" and world.lab.max_score == 13
+
+
+async def test_staff_see_which_lab_version_a_submission_was_graded_against(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session)
+    submission, job = make_submission(session, user=world.student.user, lab=world.lab, score=4)
+    job.lab_digest = "ab" * 32
+    session.commit()
+    url = f"/submissions/{submission.id}"
+    await login(client, world.ta)
+    page = (await client.get(url)).text
+    assert 'id="lab-version"' in page and "lab version <code>abababababab</code>" in page
+    assert f"the lab is now at <code>{world.lab.digest[:12]}</code>" in page
+    api = await client.get(f"/api/v1/submissions/{submission.id}", headers=world.ta.auth)
+    assert api.json()["lab_version"] == "ab" * 32
+    assert api.json()["lab_version_now"] == world.lab.digest
+    client.cookies.clear()
+    await login(client, world.student)
+    assert 'id="lab-version"' not in (await client.get(url)).text
+    api = await client.get(f"/api/v1/submissions/{submission.id}", headers=world.student.auth)
+    assert api.json()["lab_version"] is None
+
+
+async def test_the_lab_page_shows_the_spec_generated_from_lab_toml_after_the_prose(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    await login(client, world.student)
+    page = (await client.get(f"/courses/{world.course.slug}/labs/{world.lab.slug}")).text
+    prose, generated = page.split('id="lab-spec"')
+    assert "Scale a vector" in prose  # lab.md comes first
+    assert "<h2>How the grader launches it</h2>" in generated
+    assert "extern &quot;C&quot; __global__ void scale(const float* src, float* dst" in generated
+    assert "<td>n-1000</td>" in generated and "n-1048579" not in generated  # hidden: a count
+    assert "also 1 hidden case" in generated and "Correctness: 10 points" in generated

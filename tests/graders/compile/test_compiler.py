@@ -14,7 +14,7 @@ from graders.compile.compiler import (
 )
 from graders.compile.log import clean_log
 from graders.compile.pipeline import nvrtc_compile
-from graders.spec import LabSpec, LimitsSpec, load_lab
+from graders.spec import LabSpec, LimitsSpec, load_builtin_lab, load_lab
 from tests.graders.spec_samples import GOOD_SPEC, NAIVE, write_lab
 
 ARCH = "sm_90"
@@ -186,6 +186,35 @@ def test_declaration_out_of_bounds_is_refused(lab: LabSpec) -> None:
         "Line 3 sets TILE_WIDTH to 64, but this lab accepts TILE from 1 to 32; change it and "
         "resubmit."
     )
+
+
+def test_a_declaration_must_meet_the_labs_constraints(lab: LabSpec) -> None:
+    tile = dataclasses.replace(lab.declares["TILE"], power_of_two=True)
+    strict = dataclasses.replace(lab, declares={"TILE": tile})
+    result = compile_submission(strict, TILED.replace("TILE_WIDTH 16", "TILE_WIDTH 12"), arch=ARCH)
+    assert not result.ok and result.reason == "bad_declaration"
+    assert "TILE must be a power of two" in result.message
+    assert compile_submission(strict, TILED, arch=ARCH).ok
+
+
+def test_every_kernel_of_a_lab_with_several_is_looked_for() -> None:
+    lab = load_builtin_lab("prefix-sum")
+    source = lab.reference("shuffle").source
+    assert compile_submission(lab, source, arch=ARCH).ok
+    # Without the third kernel (renamed), and with the second's parameters in another type.
+    renamed = source.replace("void add_block_offsets(", "void add_offsets(")
+    result = compile_submission(lab, renamed, arch=ARCH)
+    assert not result.ok and result.reason == "missing_kernel"
+    assert result.message.startswith("No kernel named `add_block_offsets` was found")
+    assert "defines 3 kernels: scan_blocks, scan_block_sums, add_block_offsets" in result.message
+    wrong = source.replace(
+        "scan_block_sums(int* block_sums, unsigned int nblocks)",
+        "scan_block_sums(int* block_sums, unsigned long long nblocks)",
+    )
+    assert wrong != source
+    result = compile_submission(lab, wrong, arch=ARCH)
+    assert not result.ok and result.reason == "wrong_signature"
+    assert "`scan_block_sums` takes 2 parameters of 8, 8 bytes" in result.message
 
 
 def test_octal_declaration_is_read_as_c_reads_it(lab: LabSpec) -> None:

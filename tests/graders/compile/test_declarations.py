@@ -110,3 +110,16 @@ def test_a_near_miss_spelling_is_named_but_not_read(spelling: str) -> None:
 )
 def test_no_near_miss_warning(source: str) -> None:
     assert near_misses(source, DECLARES) == []
+
+
+def test_a_value_that_breaks_the_labs_constraints_is_refused() -> None:
+    block = DeclareSpec("BLOCK", ("BLOCK_SIZE",), 256, 32, 1024, multiple_of=32, power_of_two=True)
+    assert resolve_declarations("#define BLOCK_SIZE 512\n", {"BLOCK": block}) == {"BLOCK": 512}
+    with pytest.raises(DeclarationError) as info:
+        resolve_declarations("#define BLOCK_SIZE 96\n", {"BLOCK": block})
+    assert str(info.value) == (
+        "Line 1 sets BLOCK_SIZE to 96, but BLOCK must be a power of two (1, 2, 4, 8, ...); "
+        "change it and resubmit."
+    )
+    with pytest.raises(DeclarationError, match="must be a multiple of 32"):
+        resolve_declarations("constexpr int BLOCK_SIZE = 40;\n", {"BLOCK": block})

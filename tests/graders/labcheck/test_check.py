@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from graders.labcheck import check_lab
-from graders.labcheck.gpu import run_stage_gaps
-from graders.spec import builtin_labs_dir, list_builtin_labs, load_lab
+from graders.spec import builtin_labs_dir, list_builtin_labs
 from tests.graders.spec_samples import DEVICE_STUB, MULTI_SPEC, ORACLE, write_multi_lab
 
 ARCH = "sm_90"
@@ -109,10 +108,12 @@ def test_a_multi_kernel_reference_must_define_every_kernel(tmp_path: Path) -> No
     report = check_lab(folder, arch=ARCH)
     assert report.ok, report.lines()
     (folder / "stub.cu").write_text(DEVICE_STUB.splitlines()[0] + "\n")  # `count` only
-    assert "reference stub.cu: No kernel named `finish` was found" in _failure(folder)
+    text = _failure(folder)
+    assert "reference stub.cu: does not compile: No kernel named `finish` was found" in text
+    assert "defines 2 kernels: count, finish" in text
     wrong = DEVICE_STUB.replace("float alpha", "double alpha")
     (folder / "stub.cu").write_text(wrong)
-    assert "The kernel `finish` takes parameters of [8, 8, 8] bytes" in _failure(folder)
+    assert "Your kernel `finish` takes 3 parameters of 8, 8, 8 bytes" in _failure(folder)
 
 
 def test_the_python_oracle_runs_on_sample_data(tmp_path: Path) -> None:
@@ -154,15 +155,3 @@ def test_running_without_a_gpu_is_skipped_with_the_reason(tmp_path: Path) -> Non
     if gpu:  # on a GPU host the kernels run instead (tests/graders/gpu/test_lab_check_gpu.py)
         assert gpu[0].status == "skip" and "kernels were not run" in gpu[0].message
         assert report.ok and "need no GPU" in report.summary()
-
-
-def test_run_stage_gaps_name_what_phase_two_adds(tmp_path: Path) -> None:
-    lab = load_lab(write_multi_lab(tmp_path))
-    assert run_stage_gaps(lab) == [
-        'a Python oracle (oracle = "python")',
-        "2 kernels",
-        "uint64, uint8 data",
-        "the normal distribution",
-        "hand-written inputs",
-    ]
-    assert run_stage_gaps(load_lab(builtin_labs_dir() / "matmul-tiled")) == []

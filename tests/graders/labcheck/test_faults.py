@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graders.labcheck.faults import FaultExpectation, Outcome, compile_problem, run_problem
+import pytest
+
+from graders.labcheck.faults import (
+    FaultExpectation,
+    FaultHeaderError,
+    Outcome,
+    compile_problem,
+    read_fault_header,
+    run_problem,
+)
 
 PATH = Path("faulty/x.cu")
 
@@ -85,3 +94,17 @@ def test_a_race_may_pass_every_case_if_the_sanitizer_finds_it() -> None:
     assert run_problem(race, unseen) == (
         "the finding shared_memory_race was not reported (found: none)"
     )
+
+
+def test_a_header_may_expect_the_sanitizers_own_verdict(tmp_path: Path) -> None:
+    faulty = tmp_path / "racy.cu"
+    faulty.write_text(
+        "// expect-verdict: data_race\n// expect-fail-case: small\n// why: no barrier\n"
+        'extern "C" __global__ void k() {}\n'
+    )
+    exp = read_fault_header(faulty, {"small", "big"}, sanitizer=True)
+    assert exp.verdict == "data_race" and exp.needs_sanitizer
+    ruled = _run(("small", False, "data_race", "racecheck"), ("big", True, "pass", ""))
+    assert run_problem(exp, ruled) is None
+    with pytest.raises(FaultHeaderError, match="does not run"):
+        read_fault_header(faulty, {"small", "big"}, sanitizer=False)

@@ -99,3 +99,45 @@ def test_an_infinity_of_the_wrong_sign_is_wrong() -> None:
     got = np.array([np.inf, np.inf, 2.0], dtype=np.float32)
     cmp = compare.compare_elementwise(got, expected, atol=1e-3, rtol=1e-3)
     assert cmp.wrong_count == 1 and cmp.first_wrong_index == (1,)
+
+
+def test_half_width_floats_are_compared_as_their_values() -> None:
+    from graders.run.host_dtypes import bfloat16_bits
+
+    expected = np.array([1.0, -2.5, 3.0e-3, 1000.0])
+    half = expected.astype(np.float16)
+    assert compare.compare_elementwise(half, expected, atol=1e-3, rtol=1e-3).ok
+    brain = bfloat16_bits(expected.astype(np.float32))  # uint16 bits, as the run stage holds it
+    assert compare.is_float_data(brain.dtype) and not compare.is_float_data(np.uint8)
+    assert np.array_equal(compare.widen(brain), [1.0, -2.5, 0.00300598144531250, 1000.0])
+    assert compare.compare_elementwise(brain, expected, atol=1e-3, rtol=1e-2).ok
+    brain[3] = bfloat16_bits(np.array([1024.0], np.float32))[0]
+    cmp = compare.compare_elementwise(brain, expected, atol=1e-3, rtol=1e-2)
+    assert not cmp.ok and cmp.first_wrong_index == (3,) and cmp.got == 1024.0
+    assert compare.compare_sum(brain, 1022.5 + 0.0030059814453125, atol=1e-9, rtol=0).ok
+
+
+def test_half_width_sentinels_are_nans_no_arithmetic_makes() -> None:
+    for dtype in (np.dtype(np.float16), np.dtype(np.uint16)):
+        got = compare.sentinel_array(dtype, (4,))
+        assert compare.is_float_data(dtype) and np.isnan(compare.widen(got)).all()
+        got[1] = 0x7FFF if dtype == np.uint16 else np.float16(np.nan)  # a computed NaN
+        assert compare.sentinel_mask(got).tolist() == [True, False, True, True]
+        guard = compare.guard_value(dtype)
+        assert guard != compare.SENTINEL_BITS[dtype]
+        cmp = compare.compare_elementwise(got, np.ones(4), atol=0, rtol=0)
+        assert cmp.unwritten_count == 3 and cmp.wrong_count == 4
+
+
+def test_a_byte_equal_to_the_sentinel_where_that_is_the_answer_passes() -> None:
+    sentinel = int(compare.SENTINEL_INTS[np.dtype(np.uint8)])
+    expected = np.array([sentinel, 1, 2], dtype=np.int64)
+    got = np.array([sentinel, 1, 2], dtype=np.uint8)
+    assert not compare.knows_unwritten(np.uint8)
+    assert compare.compare_elementwise(got, expected, atol=0, rtol=0).ok
+    never = compare.sentinel_array(np.dtype(np.uint8), (3,))
+    cmp = compare.compare_elementwise(never, expected, atol=0, rtol=0)
+    assert cmp.wrong_count == 2 and cmp.unwritten_count == 2  # the first one cannot be told
+    # A byte guard lies outside the data where it can, and is a byte the data take otherwise.
+    assert compare.guard_value(np.dtype(np.uint8), (0, 100)) == 0xA5
+    assert compare.guard_value(np.dtype(np.uint8), (0, 255)) == 0xF5

@@ -49,6 +49,14 @@ def test_a_hang_or_a_crash_under_the_sanitizer_is_a_verdict() -> None:
     }
     ruling = verdicts.rule([], crashed, hazard_points=None, timeout_s=45)
     assert ruling.verdict == "kernel_error" and "A trap." in ruling.message
+    # The target's own limit on the launch can end the hang before the tool's does: still a
+    # hang under the sanitizer, not a crash (the H100 run of sanitizer_only_hang.cu).
+    waited = {
+        **CLEAN,
+        "racecheck": {"status": "ok", "target": {"verdict": "timeout", "message": "Killed."}},
+    }
+    ruling = verdicts.rule([], waited, hazard_points=None, timeout_s=45)
+    assert ruling.verdict == "timeout" and "under compute-sanitizer" in ruling.message.lower()
 
 
 def test_a_tool_that_never_got_the_job_is_not_the_students_fault() -> None:

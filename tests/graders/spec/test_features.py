@@ -340,3 +340,14 @@ def test_python_check_alone_judges_an_output(tmp_path: Path) -> None:
     lab = load_lab(write_multi_lab(tmp_path / "b", text, oracle))
     out = lab.param("out")
     assert out.check == "none" and out.properties == () and not out.needs_answer
+
+
+def test_a_timed_case_may_write_by_hand_only_inputs_that_have_an_init(tmp_path: Path) -> None:
+    timed = MULTI_SPEC + '\n[timing]\ncase = "tiny"\n'
+    lab = load_lab(write_multi_lab(tmp_path / "a", timed))  # data has an init: timed on new data
+    assert lab.timing is not None and lab.timing.case == "tiny"
+    one_case = timed.split('[[cases]]\nname = "big"')[0] + '\n[timing]\ncase = "tiny"\n'
+    without = one_case.replace('init = { dist = "normal", mean = 128, std = "spread" }\n', "")
+    without = without.replace("spread = 1.0, ", "")
+    with pytest.raises(LabSpecError, match="timing.case: case 'tiny' writes 'data' by hand, and"):
+        load_lab(write_multi_lab(tmp_path / "b", without))

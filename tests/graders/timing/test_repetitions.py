@@ -54,3 +54,13 @@ def test_plan_takes_two_samples_even_with_min_reps_one() -> None:
 def test_plan_stops_at_max_reps() -> None:
     plan = timing.TimingPlan(budget_seconds=100.0, target_rse=0.0, min_reps=2, max_reps=30)
     assert plan.done([1.0, 2.0] * 15, 0.0)
+
+
+def test_warm_up_ends_on_busy_time_wall_time_or_count() -> None:
+    plan = timing.TimingPlan()
+    assert not plan.warmed_up(1, 2, busy_ms=1000.0, wall_s=100.0)  # the drawn ones always run
+    assert not plan.warmed_up(3, 2, busy_ms=10.0, wall_s=0.1)  # a fast kernel: keep warming
+    assert plan.warmed_up(3, 2, busy_ms=60.0, wall_s=0.1)  # the GPU was busy 50 ms
+    # A slow check per repetition (a Python oracle): a second of wall time is enough.
+    assert plan.warmed_up(3, 2, busy_ms=1.0, wall_s=1.2)
+    assert plan.warmed_up(52, 2, busy_ms=1.0, wall_s=0.5)  # at most 50 more than drawn
