@@ -227,13 +227,32 @@ def launch_all(funcs: Functions, plan: LaunchPlan) -> None:
             raise classify_cuda_error(exc, threads=step.threads, shared=step.shared) from exc
 
 
+HANG_CAUSES = (
+    "(an endless loop, or a __syncthreads() in divergent code that some threads never reach, "
+    "can cause this)."
+)
+PRINTING_CAUSE = (
+    "It printed as it ran, and a printf in every thread is slow even where the GPU drops what "
+    "does not fit its buffer: print from a few threads only (an endless loop, or a "
+    "__syncthreads() in divergent code, also does this)."
+)
+
+
+def hang_message(timeout_s: float, *, printed: bool = False) -> str:
+    head = f"Killed after {timeout_s:g} s: the kernel did not finish"
+    return f"{head}. {PRINTING_CAUSE}" if printed else f"{head} {HANG_CAUSES}"
+
+
+def as_printing_hang(message: str) -> str:
+    """A hang's sentence told that the kernel printed as it ran (the child cannot see its own
+    output; the parent that read it can)."""
+    if not message.endswith(" " + HANG_CAUSES):
+        return message
+    return f"{message[: -len(HANG_CAUSES) - 1]}. {PRINTING_CAUSE}"
+
+
 def hang_failure(timeout_s: float) -> KernelFailure:
-    return KernelFailure(
-        "timeout",
-        f"Killed after {timeout_s:g} s: the kernel did not finish (an endless loop, or a "
-        "__syncthreads() in divergent code that some threads never reach, can cause this).",
-        sticky=True,
-    )
+    return KernelFailure("timeout", hang_message(timeout_s), sticky=True)
 
 
 def as_failure(exc: BaseException, timeout_s: float) -> KernelFailure:

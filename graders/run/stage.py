@@ -19,6 +19,7 @@ from typing import Any
 from graders.gpu import check_gpu_health, lock_dir
 from graders.results import CaseResult, CompileResult, GradeReport, TimingStats
 from graders.run.child import CASE_SLACK_S
+from graders.run.harness import as_printing_hang, hang_message
 from graders.run.kernel_cache import ensure_built
 from graders.run.references import needed_references, reference_payloads
 from graders.sandbox.limits import SandboxLimits
@@ -98,10 +99,7 @@ def killed_message(outcome: SandboxOutcome, lab: LabSpec) -> tuple[str, str]:
                 "of output and writing it out did not finish within the case's limit (a printf "
                 "with a huge field width, or from many threads, does this). Print far less."
             )
-        return "timeout", (
-            f"Killed after {limit:g} s: the kernel did not finish (an endless loop, or a "
-            "__syncthreads() in divergent code that some threads never reach, can cause this)."
-        )
+        return "timeout", hang_message(limit, printed=outcome.stdout_total > 0)
     if outcome.reason == "resource_limit":
         return "kernel_error", f"The grading process was stopped: {outcome.message}"
     return "kernel_error", (
@@ -246,6 +244,8 @@ def _take_outcome(
         for d in value["cases"]:
             if d["verdict"] != "not_run":
                 results[d["name"]] = case_from_dict(d)
+                if d["verdict"] == "timeout" and outcome.stdout_total:
+                    results[d["name"]].message = as_printing_hang(d["message"])
         if value.get("gpu"):
             from graders.results import GpuInfo
 

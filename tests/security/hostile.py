@@ -1,12 +1,13 @@
 """Hostile kernels in tests/security/kernels/: their header comments say what they must get.
 
-Header lines (interfaces.md's format, plus three lines these files need):
+Header lines (interfaces.md's format, plus the lines these files need):
     // lab: vector-scale                 the built-in lab the kernel is submitted to
     // stage: compile | run              where the defence acts
     // expect-verdict: timeout | resource_limit   one verdict, or alternatives joined by '|'
     // expect-message: did not finish    optional; a substring of the message (any case); messages
                                          show no absolute path (`/etc/passwd` reads `.../passwd`)
     // timing: on                        optional; grade with the timed repetitions
+    // case-seconds: 10                  optional; the small lab's case limit (2 s without it)
     // expect-stdout: dropped            optional; a substring of the captured kernel output
     // health-check: no                  optional; a kernel_error here need not make the worker
                                          check the GPU (the context survives it)
@@ -42,6 +43,7 @@ class HostileKernel:
     stdout: str
     health_check: bool
     sanitizer: bool
+    case_seconds: float
     why: str
     source: str
 
@@ -69,6 +71,7 @@ def load(path: Path) -> HostileKernel:
         stdout=header.get("expect-stdout", ""),
         health_check=header.get("health-check", "yes") != "no",
         sanitizer=header.get("sanitizer", "off") == "on",
+        case_seconds=float(header.get("case-seconds", "2")),
         why=header.get("why", ""),
         source=source,
     )

@@ -91,8 +91,10 @@ def test_compile_stage_defence(kernel: HostileKernel) -> None:
 def test_run_stage_defence(kernel: HostileKernel, tmp_path: Path) -> None:
     from graders.grade import grade_source
 
-    lab = small_lab(kernel.lab, tmp_path, sanitizer=kernel.sanitizer)
-    assert lab.limits.case_seconds == 2.0
+    lab = small_lab(
+        kernel.lab, tmp_path, case_seconds=kernel.case_seconds, sanitizer=kernel.sanitizer
+    )
+    assert lab.limits.case_seconds == kernel.case_seconds
     report = grade_source(
         lab, kernel.source, secret=SECRET, timing=kernel.timing, sanitizer=kernel.sanitizer
     )

@@ -2,7 +2,8 @@
 // stage: run
 // expect-verdict: pass
 // expect-stdout: [grader] output past the first
-// why: every thread prints; the grade is unchanged and the captured output is capped.
+// case-seconds: 10
+// why: every thread prints; the grade is unchanged and the captured output is capped. (100,000 printing threads take about 0.5 s a launch on an H100 and a case launches several times: 2 s is too tight for a passing kernel.)
 extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, float factor)
 {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
