@@ -133,7 +133,7 @@ def no_runner_note(session: Session, *, required_key: str, model: str) -> str:
     for worker in live_workers(session):
         if worker.can_run and serves(worker.gpu_model, required_key):
             return ""
-    shown = f" (an {model} GPU)" if model else ""
+    shown = f" on {model} GPUs" if model else ""
     return NO_RUNNER.format(model=shown, seconds=get_settings().heartbeat_timeout_seconds)
 
 

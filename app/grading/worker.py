@@ -206,7 +206,7 @@ def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) ->
                         session,
                         submission,
                         Status.compiled,
-                        f"{compiled.message} Running it waits for a GPU worker: {reason}"
+                        f"{compiled.message} Running it waits for a GPU worker. {reason}"
                         + (f" {note}" if note else ""),
                     )
                     return Outcome.compiled
@@ -236,9 +236,9 @@ def _cannot_run_here(model: str) -> str | None:
     reason = run_unavailable_reason()
     if reason is not None or not model or serves(worker_gpu_model(), model_key(model)):
         return reason
-    return (
-        f"This lab's timings belong to {model} GPUs, and this worker's GPU is a "
-        f"{worker_gpu_model() or 'GPU of unknown model'}."
+    here = worker_gpu_model()
+    return f"This lab's timings belong to {model} GPUs, not " + (
+        f"this worker's {here}." if here else "this worker's GPU, whose model is unknown."
     )
 
 

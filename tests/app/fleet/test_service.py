@@ -69,7 +69,7 @@ def test_a_job_for_a_gpu_model_nobody_serves_gets_a_note_for_staff(session: Sess
     assert service.no_runner_note(session, required_key="h200", model="H200") == ""
     assert service.no_runner_note(session, required_key="", model="") == ""
     note = service.no_runner_note(session, required_key="b200", model="B200")
-    assert "(an B200 GPU)" in note and "--gpus all" in note
+    assert "run it on B200 GPUs" in note and "--gpus all" in note
     service.mark_stopped(name)
 
 

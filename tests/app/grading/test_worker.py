@@ -153,7 +153,7 @@ async def test_a_lab_that_names_a_gpu_model_waits_for_a_worker_of_that_model(
     assert job.wait_seconds is not None and job.compile_seconds is not None
     assert "waits for a GPU worker" in submission.status_message
     # No H100 worker runs in the tests: the message says so, for staff to act on.
-    assert "No worker that can run it (an H100 PCIe GPU)" in submission.status_message
+    assert "No worker that can run it on H100 PCIe GPUs" in submission.status_message
 
 
 async def test_a_database_away_while_recording_is_no_error_and_the_worker_takes_its_job_back(
