@@ -23,9 +23,11 @@ from app.core.settings import Settings, get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
 from app.fleet.service import no_runner_note, note_timing
+from app.grading.celery_app import QUEUE
 from app.grading.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu, worker_gpu_model
 from app.grading.heartbeat import Heartbeat
-from app.grading.models import GradingJob, JobState
+from app.grading.models import GradingJob, JobState, Priority
+from app.grading.queue import send_job, stamp_send
 from app.grading.record import NOT_YOUR_FAULT, record_compile, record_progress, record_report
 from app.grading.reference_cache import keep_timings, kept_timings
 from app.grading.routing import model_key, serves
@@ -302,12 +304,37 @@ def _compile_name(filename: str) -> str:
 
 
 def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
+    """The grader failed, never the student's code: the job is queued again while attempts
+    remain (a passing fault, such as a child that could not start a thread, then costs the
+    student nothing), and only the last attempt ends in `error`."""
+    settings = get_settings()
+    send: tuple[str, datetime] | None = None
     with session_scope() as session:
         if not _hold(session, job_id, me):
             return
         job = session.get_one(GradingJob, job_id)
-        job.state = JobState.failed.value
-        job.finished_at = utcnow()
         job.error = error
         submission = session.get_one(Submission, submission_id)
-        set_status(session, submission, Status.error, NOT_YOUR_FAULT)
+        if job.attempt >= settings.max_attempts:
+            job.state = JobState.failed.value
+            job.finished_at = utcnow()
+            set_status(session, submission, Status.error, NOT_YOUR_FAULT)
+            return
+        job.state = JobState.queued.value
+        job.queued_at = utcnow()
+        job.worker_id = None
+        queue = job.taken_queue or job.sent_queue or QUEUE
+        if job.priority == Priority.normal.value:
+            send = (queue, stamp_send(job, queue=queue))
+        else:  # a lab regrade's job goes out in its turn, with the rest of the regrade
+            job.sent_at, job.sent_queue = None, queue
+        set_status(
+            session,
+            submission,
+            Status.queued,
+            "A problem on our side stopped its grading, not your code; it is queued to be graded "
+            f"again (attempt {job.attempt + 1} of {settings.max_attempts}).",
+        )
+    if send is not None:
+        # Lost if the broker refuses it: the sweeper then finds it unsent and sends it.
+        send_job(submission_id=submission_id, job_id=job_id, queue=send[0], stamped_at=send[1])

@@ -28,6 +28,8 @@ _GPU_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "CUPY_", "NCCL_")
 _LIBRARY_ENV = ("LD_LIBRARY_PATH", "CUDA_PATH", "CUDA_HOME")
 # Who a CPU-only child (the compiler) runs as when the worker is root; "" turns this off.
 SANDBOX_USER_ENV = "KERNELGRADER_SANDBOX_USER"
+_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+BLAS_THREADS_GPU = 4
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -146,6 +148,14 @@ def child_env(workdir: str, gpu: bool) -> dict[str, str]:
                 env[name] = value
     # The child's compile cache must stay inside its private directory, not in a shared HOME.
     env["CUPY_CACHE_DIR"] = os.path.join(workdir, ".cupy")
+    # NumPy's BLAS starts a thread per core when imported (32 on a 32-core host). A CPU-only
+    # child runs as the shared sandbox user under RLIMIT_NPROC, where the threads of every
+    # worker's children count together, and OpenBLAS raises SIGINT in the child when it cannot
+    # start one: seen on a two-GPU host, as a reference "crashed (SIGINT)" while compiling.
+    # The compiler needs no BLAS threads; a GPU child (a Python oracle's NumPy) gets a few.
+    threads = str(min(BLAS_THREADS_GPU, os.cpu_count() or 1)) if gpu else "1"
+    for name in _THREAD_ENV:
+        env[name] = threads
     return env
 
 

@@ -24,7 +24,8 @@ from another private pipe. The child gets:
 - a scrubbed environment: PATH, HOME, TMPDIR, LANG, PYTHONPATH (so `graders` imports) and the
   library paths NVRTC needs; CUDA_VISIBLE_DEVICES and the other CUDA/NVIDIA variables only
   for `gpu=True`. Nothing else of the worker's environment (database URL, secret key, broker
-  credentials) reaches it.
+  credentials) reaches it. BLAS and OpenMP get one thread (a few for `gpu=True`), so NumPy
+  does not start a thread per core under the sandbox user's shared process limit.
 - no network: as root, a new network namespace (`unshare(CLONE_NEWNET)`), in which even the
   loopback interface is down. Not as root, a new user namespace with a network namespace
   inside it where the kernel allows unprivileged user namespaces. Where neither works the

@@ -114,6 +114,15 @@ def environment(payload: dict[str, Any]) -> dict[str, Any]:
     return {"env": dict(os.environ)}
 
 
+def numpy_threads(payload: dict[str, Any]) -> dict[str, Any]:
+    """Import NumPy (its BLAS starts its threads then) and report this process's thread count."""
+    import numpy
+
+    with open("/proc/self/status", encoding="ascii") as status:
+        threads = next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+    return {"threads": threads, "numpy": numpy.__version__}
+
+
 def workdir_info(payload: dict[str, Any]) -> dict[str, Any]:
     """Report the working directory: path, contents, permissions; then write a file in it."""
     cwd = os.getcwd()

@@ -211,3 +211,56 @@ async def test_a_second_delivery_while_this_process_runs_the_job_is_a_duplicate(
         worker._release(job_id)
     # Once the first run has ended (here: it stopped without recording), the retry may.
     assert grade_job(sid, job_id, me="test-worker:9") is Outcome.compiled
+
+
+async def test_a_grader_fault_queues_the_job_again_until_its_attempts_are_spent(
+    client: httpx.AsyncClient, world: World, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen on a two-GPU host: a sandboxed child that could not start its threads crashed while
+    # compiling a reference. Not the student's code, and gone on the next try.
+    from app.core.settings import get_settings
+    from app.grading import worker
+
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        headers=world.student.auth,
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+    )
+    sid = r.json()["id"]
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    real_record = worker.record_compile
+
+    def grader_fault(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the compiler stopped unexpectedly (SIGINT)")
+
+    monkeypatch.setattr(worker, "record_compile", grader_fault)
+    attempts = get_settings().max_attempts
+    for attempt in range(1, attempts):
+        assert grade_job(sid, job_id, me="test-worker:8") is Outcome.error
+        session.expire_all()
+        job, submission = session.get_one(GradingJob, job_id), session.get_one(Submission, sid)
+        assert (job.state, job.attempt, job.worker_id) == (JobState.queued.value, attempt, None)
+        assert "the compiler stopped unexpectedly" in job.error  # for staff
+        assert job.sent_at is not None  # sent again at once, not left to the sweeper
+        assert submission.status == Status.queued.value
+        assert f"attempt {attempt + 1} of {attempts}" in submission.status_message
+        assert "not your code" in submission.status_message
+    # The next try goes through: the fault cost the student nothing.
+    monkeypatch.setattr(worker, "record_compile", real_record)
+    assert grade_job(sid, job_id, me="test-worker:8") is Outcome.compiled
+    session.expire_all()
+    assert session.get_one(Submission, sid).status == Status.compiled.value
+    # A fault on every attempt ends in `error` with the sentence, and nothing is sent again.
+    r = await client.post(f"/api/v1/submissions/{sid}/regrade", headers=world.ta.auth)
+    assert r.status_code == 202, r.text
+    session.expire_all()
+    again = session.scalars(
+        select(GradingJob.id).where(GradingJob.submission_id == sid, GradingJob.id != job_id)
+    ).one()
+    monkeypatch.setattr(worker, "record_compile", grader_fault)
+    for _ in range(attempts):
+        assert grade_job(sid, again, me="test-worker:8") is Outcome.error
+    session.expire_all()
+    assert session.get_one(GradingJob, again).state == JobState.failed.value
+    assert session.get_one(Submission, sid).status == Status.error.value
+    assert grade_job(sid, again, me="test-worker:8") is not Outcome.compiled

@@ -157,6 +157,17 @@ def test_environment_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "CUDA_VISIBLE_DEVICES" not in env  # only gpu=True children see the GPU settings
     assert env["LANG"] == "C.UTF-8"
     assert env["HOME"] != os.environ.get("HOME")
+    # No BLAS thread per core: the sandbox user's process limit counts every child's threads.
+    assert env["OPENBLAS_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1"
+
+
+def test_a_cpu_child_importing_numpy_starts_no_blas_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "64")  # the worker's own setting stays its own
+    outcome = run("numpy_threads")
+    assert outcome.ok, outcome
+    assert outcome.value["threads"] == 1, outcome.value
 
 
 def test_gpu_children_see_the_cuda_settings_but_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
