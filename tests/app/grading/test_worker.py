@@ -35,6 +35,19 @@ async def submit_and_grade(
     return session.get_one(Submission, sid), outcome
 
 
+async def upload(client: httpx.AsyncClient, world: World, session: Session) -> tuple[int, int]:
+    """Upload the good kernel; its submission's id and its job's, not yet graded."""
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        headers=world.student.auth,
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+    )
+    assert r.status_code == 202, r.text
+    sid = int(r.json()["id"])
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    return sid, job_id
+
+
 def history(session: Session, submission: Submission) -> list[str]:
     return list(
         session.scalars(
@@ -165,13 +178,7 @@ async def test_a_database_away_while_recording_is_no_error_and_the_worker_takes_
 
     from app.grading import worker
 
-    r = await client.post(
-        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
-        headers=world.student.auth,
-        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
-    )
-    sid = r.json()["id"]
-    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    sid, job_id = await upload(client, world, session)
     real_record = worker.record_compile
 
     def database_away(*args: object, **kwargs: object) -> None:
@@ -196,13 +203,7 @@ async def test_a_second_delivery_while_this_process_runs_the_job_is_a_duplicate(
 ) -> None:
     from app.grading import worker
 
-    r = await client.post(
-        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
-        headers=world.student.auth,
-        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
-    )
-    sid = r.json()["id"]
-    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    sid, job_id = await upload(client, world, session)
     assert worker._claim(sid, job_id, "test-worker:9")  # the first delivery, still running
     try:
         # A second copy reaches the same worker process: not "its own job to take back".
@@ -221,13 +222,7 @@ async def test_a_grader_fault_queues_the_job_again_until_its_attempts_are_spent(
     from app.core.settings import get_settings
     from app.grading import worker
 
-    r = await client.post(
-        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
-        headers=world.student.auth,
-        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
-    )
-    sid = r.json()["id"]
-    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    sid, job_id = await upload(client, world, session)
     real_record = worker.record_compile
 
     def grader_fault(*args: object, **kwargs: object) -> None:
