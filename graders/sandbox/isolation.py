@@ -30,6 +30,7 @@ _LIBRARY_ENV = ("LD_LIBRARY_PATH", "CUDA_PATH", "CUDA_HOME")
 SANDBOX_USER_ENV = "KERNELGRADER_SANDBOX_USER"
 _THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 BLAS_THREADS_GPU = 4
+CPU_CHILD_NICE = 10  # added to a CPU-only child's nice value
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -188,6 +189,25 @@ def make_preexec(
             if hard != resource.RLIM_INFINITY:
                 new_hard = min(new_hard, hard)
             resource.setrlimit(kind, (value, new_hard))
+        if not gpu:
+            # The compiler yields the CPU to the web server and the worker: where they share a
+            # host (the embedded default), a deadline's compiles would otherwise starve the
+            # requests. GPU children keep their priority, so a timed section is not preempted.
+            os.nice(CPU_CHILD_NICE)
+            # The child leads a session of its own, and so (where the kernel groups tasks by
+            # session, sched_autogroup) a scheduling group of its own that shares the CPU
+            # equally with the web server's whatever the nice value above: lower the group's.
+            try:
+                fd = os.open("/proc/self/autogroup", os.O_WRONLY)
+            except OSError:
+                fd = -1  # no autogroups here: the nice value above is what counts
+            if fd >= 0:
+                try:
+                    os.write(fd, b"%d" % CPU_CHILD_NICE)
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
         if unshare is not None:
             unshare(unshare_flags)  # needs root's capabilities: before dropping them
         if creds is not None:

@@ -207,7 +207,22 @@ def identity(payload: dict[str, Any]) -> dict[str, Any]:
         shadow = "readable"
     except OSError as exc:
         shadow = type(exc).__name__
-    return {"uid": os.geteuid(), "gid": os.getegid(), "groups": os.getgroups(), "shadow": shadow}
+    return {
+        "uid": os.geteuid(),
+        "gid": os.getegid(),
+        "groups": os.getgroups(),
+        "shadow": shadow,
+        "nice": os.nice(0),
+        "autogroup": _read_or_empty("/proc/self/autogroup"),
+    }
+
+
+def _read_or_empty(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 # --- the progress channel and prestarted children ---------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from graders.sandbox.isolation import SANDBOX_USER_ENV, unprivileged_user
+from graders.sandbox.isolation import CPU_CHILD_NICE, SANDBOX_USER_ENV, unprivileged_user
 from graders.sandbox.runner import SandboxLimits, network_isolation, run_sandboxed
 
 TARGETS = "graders.sandbox.selftest_targets"
@@ -231,6 +231,17 @@ def test_gpu_children_keep_the_workers_user() -> None:
     outcome = run_sandboxed(f"{TARGETS}:identity", {}, limits=LIMITS, gpu=True)
     assert outcome.ok, outcome
     assert outcome.value["uid"] == os.geteuid()
+    assert outcome.value["nice"] == os.nice(0)  # a timed section is not preempted
+
+
+def test_cpu_children_yield_the_cpu_to_the_web_server_and_worker() -> None:
+    # Compiles at a deadline must not starve requests where web and worker share a host.
+    outcome = run("identity")
+    assert outcome.ok, outcome
+    assert outcome.value["nice"] == min(19, os.nice(0) + CPU_CHILD_NICE)
+    # Its own session is its own scheduling group where the kernel has them; the group yields.
+    if os.path.exists("/proc/self/autogroup"):
+        assert outcome.value["autogroup"].endswith(f"nice {CPU_CHILD_NICE}"), outcome.value
 
 
 def test_the_privilege_drop_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
