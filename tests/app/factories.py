@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import httpx
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
@@ -12,7 +14,7 @@ from app.grading.models import GradingJob, JobState
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 from app.users.models import User
-from tests.app.conftest import GOOD_KERNEL
+from tests.app.conftest import GOOD_KERNEL, World
 
 
 def make_submission(
@@ -115,3 +117,16 @@ def make_timed_submission(
     record_report(session, submission=submission, job=job, report=report)
     session.flush()
     return submission
+
+
+async def upload(client: httpx.AsyncClient, world: World, session: Session) -> tuple[int, int]:
+    """The student uploads the good kernel: its submission's id and its job's, not yet graded."""
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
+        headers=world.student.auth,
+        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
+    )
+    assert r.status_code == 202, r.text
+    sid = int(r.json()["id"])
+    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
+    return sid, job_id

@@ -11,6 +11,7 @@ from app.grading.models import CaseResult, GradingJob, JobState
 from app.grading.worker import Outcome, grade_job
 from app.submissions.models import Status, Submission, SubmissionEvent
 from tests.app.conftest import GOOD_KERNEL, World
+from tests.app.factories import upload
 
 pytestmark = pytest.mark.anyio
 
@@ -33,19 +34,6 @@ async def submit_and_grade(
     outcome = grade_job(sid, job_id, me="test-worker:1")
     session.expire_all()
     return session.get_one(Submission, sid), outcome
-
-
-async def upload(client: httpx.AsyncClient, world: World, session: Session) -> tuple[int, int]:
-    """Upload the good kernel; its submission's id and its job's, not yet graded."""
-    r = await client.post(
-        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
-        headers=world.student.auth,
-        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
-    )
-    assert r.status_code == 202, r.text
-    sid = int(r.json()["id"])
-    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
-    return sid, job_id
 
 
 def history(session: Session, submission: Submission) -> list[str]:

@@ -18,28 +18,16 @@ from app.grading.models import GradingJob, JobState
 from app.grading.sweeper import sweep
 from app.grading.worker import Outcome, grade_job
 from app.submissions.models import Status, Submission
-from tests.app.conftest import GOOD_KERNEL, World, make_world
-from tests.app.factories import make_submission
+from tests.app.conftest import World, make_world
+from tests.app.factories import make_submission, upload
 
 pytestmark = pytest.mark.anyio
-
-
-async def _submit(client: httpx.AsyncClient, world: World, session: Session) -> tuple[int, int]:
-    r = await client.post(
-        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/submissions",
-        headers=world.student.auth,
-        files={"file": ("scale.cu", GOOD_KERNEL.encode(), "text/plain")},
-    )
-    assert r.status_code == 202, r.text
-    sid = r.json()["id"]
-    job_id = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
-    return sid, job_id
 
 
 async def test_a_takeover_while_a_worker_records_leaves_one_holder(
     client: httpx.AsyncClient, world: World, session: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sid, job_id = await _submit(client, world, session)
+    sid, job_id = await upload(client, world, session)
     real_record = worker.record_compile
     taken: list[int] = []
 
@@ -103,7 +91,7 @@ def test_a_stale_job_out_of_attempts_is_not_claimed_again(session: Session) -> N
 async def test_a_regrade_replaces_a_job_still_waiting_for_a_gpu(
     client: httpx.AsyncClient, world: World, session: Session
 ) -> None:
-    sid, first = await _submit(client, world, session)
+    sid, first = await upload(client, world, session)
     assert grade_job(sid, first, me="cpu-host:1") is Outcome.compiled
     r = await client.post(f"/api/v1/submissions/{sid}/regrade", headers=world.ta.auth)
     assert r.status_code == 202, r.text
@@ -123,7 +111,7 @@ async def test_a_grader_failure_while_compiling_is_not_the_students_compile_erro
 ) -> None:
     from app.grading.worker import NOT_YOUR_FAULT
 
-    sid, first = await _submit(client, world, session)
+    sid, first = await upload(client, world, session)
     assert grade_job(sid, first, me="cpu-host:1") is Outcome.compiled
     # A graded verdict the regrade must not take away.
     submission = session.get_one(Submission, sid)
@@ -151,7 +139,7 @@ async def test_two_regrades_at_once_queue_one_job(
     from app.submissions import service
     from app.users.models import User
 
-    sid, first = await _submit(client, world, session)
+    sid, first = await upload(client, world, session)
     assert grade_job(sid, first, me="cpu-host:1") is Outcome.compiled
     real_latest = service.latest_job
     outcomes: list[str] = []
