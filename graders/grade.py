@@ -28,7 +28,7 @@ from graders.gpu import gpu_unavailable_reason
 from graders.results import CaseResult, CompileResult, Finding, GradeReport
 from graders.run.inputs import case_seed
 from graders.run.references import compile_reference, reference_payloads
-from graders.run.stage import placeholder, run_cases
+from graders.run.stage import run_cases
 from graders.sanitizer.stage import run_sanitizer
 from graders.scoring import points as scoring
 from graders.spec import LabSpec
@@ -95,13 +95,15 @@ def run_submission(
     if not compiled.ok or not compiled.cubin:
         report.error = "compile_error"
         why = "Not run: the submission did not compile."
-        report.cases = [placeholder(c, seeds[c.name], why) for c in lab.cases]
+        report.cases = [CaseResult.unjudged(c, seeds[c.name], why) for c in lab.cases]
         report.summary = compiled.message
         return report
     reason = gpu_unavailable_reason()
     if reason:
         report.error = "no_gpu"
-        report.cases = [placeholder(c, seeds[c.name], f"Not run: {reason}") for c in lab.cases]
+        report.cases = [
+            CaseResult.unjudged(c, seeds[c.name], f"Not run: {reason}") for c in lab.cases
+        ]
         report.summary = f"Compiled; running waits for a GPU worker. {reason}"
         return report
 

@@ -7,7 +7,10 @@ fields and the pages show them. Keep it free of NumPy/CuPy types.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from graders.spec import CaseSpec
 
 # The line the run stage prints in place of what a kernel printed during a hidden case. The
 # service shows a grading's output to students at once only where every hidden case that ran
@@ -120,6 +123,23 @@ class CaseResult:
     max_rel_error: float | None = None
     timing: TimingStats | None = None
     reference_timings: dict[str, TimingStats] = field(default_factory=dict)
+
+    @classmethod
+    def unjudged(
+        cls, case: CaseSpec, seed: int, message: str = "", verdict: str = "not_run"
+    ) -> CaseResult:
+        """A case's result before its judgement, or instead of one: its name, sizes and points,
+        not passed."""
+        return cls(
+            name=case.name,
+            sizes=dict(case.sizes),
+            hidden=case.hidden,
+            passed=False,
+            verdict=verdict,
+            message=message,
+            max_points=float(case.points),
+            seed=seed,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -22,7 +22,7 @@ from graders.spec import CaseSpec
 
 __all__ = [
     "EVERY_LAUNCH_HINT", "Context", "Judgement", "Kernel", "fill_comparison", "grade_case",
-    "judge", "load", "new_result", "not_run",
+    "judge", "load",
 ]  # fmt: skip
 
 EVERY_LAUNCH_HINT = (
@@ -50,27 +50,10 @@ def fill_comparison(result: CaseResult, j: Judgement) -> None:
     result.max_rel_error = _finite(cmp.max_rel_error)
 
 
-def new_result(case: CaseSpec, seed: int, verdict: str = "", message: str = "") -> CaseResult:
-    return CaseResult(
-        name=case.name,
-        sizes=dict(case.sizes),
-        hidden=case.hidden,
-        passed=False,
-        verdict=verdict,
-        message=message,
-        max_points=float(case.points),
-        seed=seed,
-    )
-
-
-def not_run(case: CaseSpec, seed: int, message: str) -> CaseResult:
-    return new_result(case, seed, "not_run", message)
-
-
 def grade_case(ctx: Context, case: CaseSpec, seed: int) -> CaseResult:
     """One case: the kernels' first run on the case's own data, judged on the device."""
     lab = ctx.lab
-    result = new_result(case, seed)
+    result = CaseResult.unjudged(case, seed, verdict="")
     names = lab.sizes_for(case, ctx.submission.declarations)
     arrays = DeviceArrays.allocate(lab, names, literals=case.inputs)
     try:

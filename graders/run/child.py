@@ -21,7 +21,7 @@ from typing import Any
 from graders.gpu import gpu_lock
 from graders.results import CaseResult
 from graders.run import output
-from graders.run.cases import grade_case, new_result, not_run
+from graders.run.cases import grade_case
 from graders.run.context import Context, Kernel, load
 from graders.run.harness import KernelFailure, classify_cuda_error, cuda_error_name
 from graders.run.python_oracle import OracleCodeError
@@ -114,7 +114,7 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # the driver refused the student's module: their verdict, not ours
         message = _load_failure_message(exc)
         refused = [
-            new_result(lab.case(n), seeds[n], "launch_error", message).to_dict()
+            CaseResult.unjudged(lab.case(n), seeds[n], message, "launch_error").to_dict()
             for n in payload["cases"]
         ]
         return {"cases": refused, "stopped": "", "gpu": None, "log": [str(exc)]}
@@ -133,17 +133,19 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
             lab_fault = str(exc)
             ctx.log.append(f"case {name}: {traceback.format_exc()}")
             message = "Not run: the lab's own Python oracle failed; this is not your fault."
-            results += [not_run(lab.case(n), seeds[n], message) for n in names[i:]]
+            results += [CaseResult.unjudged(lab.case(n), seeds[n], message) for n in names[i:]]
             break
         except KernelFailure as exc:
-            result = new_result(lab.case(name), seeds[name], exc.verdict, exc.message)
+            result = CaseResult.unjudged(lab.case(name), seeds[name], exc.message, exc.verdict)
             if exc.sticky:
                 stopped = exc.verdict
                 results.append(result)
                 progress.report({"done": result.to_dict()})
                 why = "it did not finish" if exc.verdict == "timeout" else "its error"
                 message = f"Not run in this process: case {name} stopped the kernel ({why})."
-                results += [not_run(lab.case(n), seeds[n], message) for n in names[i + 1 :]]
+                results += [
+                    CaseResult.unjudged(lab.case(n), seeds[n], message) for n in names[i + 1 :]
+                ]
                 break
         results.append(result)
         progress.report({"done": result.to_dict()})

@@ -24,7 +24,7 @@ from graders.run.kernel_cache import ensure_built
 from graders.run.references import needed_references, reference_payloads
 from graders.sandbox.limits import SandboxLimits
 from graders.sandbox.runner import SandboxOutcome, run_sandboxed
-from graders.spec import CaseSpec, LabSpec
+from graders.spec import LabSpec
 from graders.text import visible_text
 
 log = logging.getLogger(__name__)
@@ -47,19 +47,6 @@ def case_from_dict(d: dict[str, Any]) -> CaseResult:
         **fields,
         timing=TimingStats(**timing) if timing else None,
         reference_timings={k: TimingStats(**v) for k, v in refs.items()},
-    )
-
-
-def placeholder(case: CaseSpec, seed: int, message: str, verdict: str = "not_run") -> CaseResult:
-    return CaseResult(
-        name=case.name,
-        sizes=dict(case.sizes),
-        hidden=case.hidden,
-        passed=False,
-        verdict=verdict,
-        message=message,
-        max_points=float(case.points),
-        seed=seed,
     )
 
 
@@ -226,7 +213,7 @@ def run_cases(
                 if report.error == "internal"
                 else "Not run: earlier cases stopped the kernel too often; fix those first."
             )
-            out.append(placeholder(case, seeds[case.name], why))
+            out.append(CaseResult.unjudged(case, seeds[case.name], why))
     return out
 
 
@@ -280,5 +267,5 @@ def _take_outcome(
         if running is None:
             return ""
     verdict, message = killed_message(outcome, lab)
-    results[running] = placeholder(lab.case(running), seeds[running], message, verdict)
+    results[running] = CaseResult.unjudged(lab.case(running), seeds[running], message, verdict)
     return verdict
