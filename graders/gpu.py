@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from graders.nvml import nvml as _nvml
+from graders.nvml import visible_index as _visible_index
 from graders.results import GpuInfo
 from graders.timing.lock import GpuLock
 
@@ -53,19 +55,6 @@ except Exception as exc:
     out["error"] = "the GPU did not answer a simple request (%s)" % exc
 print(json.dumps(out))
 """
-
-
-def _nvml() -> Any | None:
-    """The initialised `pynvml` module, or None when NVML or the package is missing."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return None
-    return pynvml
 
 
 def _probe(health: bool = False) -> dict[str, Any]:
@@ -127,12 +116,6 @@ def detect_arch() -> str | None:
         return None
     arch = _cached_probe().get("arch")
     return str(arch) if arch else None
-
-
-def _visible_index() -> int:
-    """NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES may renumber them for CUDA."""
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    return int(first) if first.isdigit() else 0
 
 
 def _nvidia_smi_info() -> GpuInfo | None:

@@ -33,6 +33,7 @@ from graders.sanitizer.stage import run_sanitizer
 from graders.scoring import points as scoring
 from graders.spec import LabSpec
 from graders.text import VISIBLE_LIMIT_BYTES, visible_text
+from graders.timing.peaks import floor_ms, peak_for
 from graders.timing.references import speed_flag
 
 __all__ = ["compile_reference", "grade_source", "reference_payloads", "run_submission"]
@@ -141,10 +142,29 @@ def run_submission(
     return report
 
 
+def physics_floor_ms(lab: LabSpec, case: CaseResult, gpu_name: str) -> float | None:
+    """The least time a correct run of the timed case could take on this GPU (None where the
+    GPU or the lab's work is unknown); see graders.timing.peaks."""
+    peak = peak_for(gpu_name)
+    if peak is None:
+        return None
+    launches = len(lab.launches)
+    if lab.work is None:
+        return floor_ms(peak, flops=0.0, nbytes=0.0, launches=launches, dtype="float32")
+    flops, nbytes = lab.work.for_case(case.sizes)
+    dtype = next((p.dtype for p in lab.params if p.is_output), "float32")
+    return floor_ms(peak, flops=flops, nbytes=nbytes, launches=launches, dtype=dtype)
+
+
 def _score(lab: LabSpec, report: GradeReport) -> None:
     report.correctness_points = scoring.correctness_points(report.cases)
     timed = next((c for c in report.cases if c.timing is not None), None)
     ref_ms = {k: v.median_ms for k, v in timed.reference_timings.items()} if timed else {}
+    floor = None
+    if timed and timed.timing:
+        floor = physics_floor_ms(
+            lab, timed, timed.timing.gpu or (report.gpu.name if report.gpu else "")
+        )
     perf = scoring.performance_score(
         max_points=float(lab.scoring.performance_points),
         all_passed=all(c.passed for c in report.cases),
@@ -152,13 +172,34 @@ def _score(lab: LabSpec, report: GradeReport) -> None:
         reference_ms=ref_ms,
         baseline=lab.scoring.baseline or "",
         target=lab.scoring.target or "",
+        contended=bool(report.timing_contended),
+        floor_ms=floor,
     )
     report.performance_points = perf.points
+    report.performance_pending = perf.pending
+    if perf.pending:
+        report.flags.append(
+            "Performance points held back: " + report.timing_contended + ". The worker times "
+            "it again when the GPU is quiet; a regrade does the same."
+        )
+    if perf.impossible and timed and timed.timing:
+        report.flags.append(
+            f"The timed median, {timed.timing.median_ms:.4g} ms, is under the physics floor of "
+            f"{floor:.4g} ms for {timed.timing.gpu or 'this GPU'} (the lab's bytes over the "
+            "memory bandwidth, its arithmetic over the fastest unit, its launches): the timing "
+            "was likely gamed. No performance points were given."
+        )
     earned = report.correctness_points + perf.points
     report.score = round(max(0.0, earned - report.sanitizer_penalty), 2)
     speed = ""
     if timed and timed.timing and lab.scoring.baseline:
-        speed = scoring.speedup_phrase(timed.timing.median_ms, ref_ms, lab.scoring.baseline)
+        base = timed.reference_timings.get(lab.scoring.baseline)
+        spread = None
+        if base is not None and base.ratio and base.ratio_spread is not None:
+            spread = base.ratio_spread / base.ratio
+        speed = scoring.speedup_phrase(
+            timed.timing.median_ms, ref_ms, lab.scoring.baseline, spread=spread
+        )
     summary = scoring.summary_sentence(report.cases, perf, speed)
     if perf.sentence and lab.scoring.performance_points:
         summary += " " + perf.sentence

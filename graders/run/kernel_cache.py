@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 BUILD_TIMEOUT_S = 600.0
 _SOURCES = (
     "generate.py", "normal.py", "warmup.py", "compare.py", "oracles.py", "properties.py",
+    "quick.py",
 )  # fmt: skip
 
 
