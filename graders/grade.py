@@ -24,8 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from graders.gpu import gpu_unavailable_reason
+from graders.gpu import gpu_key, gpu_unavailable_reason, lock_dir
 from graders.results import CaseResult, CompileResult, Finding, GradeReport
+from graders.run import memory
+from graders.run.budget import GpuBudget
 from graders.run.inputs import case_seed
 from graders.run.references import compile_reference, reference_payloads
 from graders.run.stage import run_cases
@@ -77,11 +79,13 @@ def run_submission(
     timing: bool = True,
     cached_references: dict[str, dict[str, Any]] | None = None,
     on_phase: PhaseCallback | None = None,
+    memory_reserve_mb: int | None = None,
 ) -> GradeReport:
     """The stages after compiling; never raises for anything the student did.
 
     `timing=False` skips the timed repetitions (and so performance points): for tests that
-    only check correctness.
+    only check correctness. The GPU stages start once the grading fits in the GPU's memory
+    beside the others (graders.run.memory; `memory_reserve_mb` is the worker's reserve).
     """
     report = GradeReport(
         lab=lab.id,
@@ -108,7 +112,53 @@ def run_submission(
         report.summary = f"Compiled; running waits for a GPU worker. {reason}"
         return report
 
+    with_sanitizer = bool(lab.sanitizer if sanitizer is None else sanitizer)
+    need = memory.need_bytes(
+        lab,
+        timing=timing,
+        global_bytes=int(getattr(compiled, "global_bytes", 0) or 0),
+        sanitizer=with_sanitizer,
+    )
+    ticket = memory.Ledger(lock_dir(), gpu_key()).admit(
+        need, reserve=memory.reserve_bytes(memory_reserve_mb), on_wait=log.info
+    )
+    try:
+        _run_stages(
+            lab,
+            compiled,
+            seeds,
+            report,
+            ticket,
+            timing,
+            with_sanitizer,
+            cached_references,
+            on_phase,
+        )
+    finally:
+        ticket.release()
+    _score(lab, report)
+    # Each child's output was cleaned and capped where it was read; this bounds the whole
+    # (up to MAX_CHILDREN children and the grader's notes) once more.
+    report.stdout = visible_text(report.stdout, limit=3 * VISIBLE_LIMIT_BYTES)
+    return report
+
+
+def _run_stages(
+    lab: LabSpec,
+    compiled: CompileResult,
+    seeds: dict[str, int],
+    report: GradeReport,
+    ticket: memory.Ticket,
+    timing: bool,
+    with_sanitizer: bool,
+    cached_references: dict[str, dict[str, Any]] | None,
+    on_phase: PhaseCallback | None,
+) -> None:
+    """The cases (and the timed section), then the sanitizer, within the submission's budget."""
+    if ticket.waited_s >= 1 or ticket.alone:
+        log.info("lab %s: %s after %.1f s", lab.id, memory.describe(ticket), ticket.waited_s)
     began = time.monotonic()
+    budget = GpuBudget(lab.limits.gpu_seconds)
 
     def cases_known(cases: list[CaseResult]) -> None:
         report.cases = cases
@@ -123,23 +173,20 @@ def run_submission(
         timing=timing,
         cached_references=cached_references,
         on_cases=cases_known,
+        budget=budget,
+        alone=ticket.alone,
     )
     total = round(time.monotonic() - began, 3)
     ran = report.stage_seconds.setdefault("run", total)
     if ran != total:
         report.stage_seconds["timing"] = round(total - ran, 3)
-    if (lab.sanitizer if sanitizer is None else sanitizer) and not report.error:
+    if with_sanitizer and not report.error:
         _announce(on_phase, "sanitizer", report)
         began = time.monotonic()
-        note = run_sanitizer(lab, compiled, seeds, report)
+        note = run_sanitizer(lab, compiled, seeds, report, budget)
         if note:
             log.info("sanitizer for lab %s: %s", lab.id, note)
         report.stage_seconds["sanitizer"] = round(time.monotonic() - began, 3)
-    _score(lab, report)
-    # Each child's output was cleaned and capped where it was read; this bounds the whole
-    # (up to MAX_CHILDREN children and the grader's notes) once more.
-    report.stdout = visible_text(report.stdout, limit=3 * VISIBLE_LIMIT_BYTES)
-    return report
 
 
 def physics_floor_ms(lab: LabSpec, case: CaseResult, gpu_name: str) -> float | None:
@@ -208,6 +255,8 @@ def _score(lab: LabSpec, report: GradeReport) -> None:
             f" compute-sanitizer found a race or barrier error: {report.sanitizer_penalty:g} "
             "points off, as the lab sets."
         )
+    if report.budget_spent:
+        summary += f" The grading stopped at the lab's GPU time of {lab.limits.gpu_seconds:g} s."
     if report.error == "gpu_unhealthy":
         summary += " The GPU was not healthy after the kernel stopped; an administrator was told."
     report.summary = summary if not report.summary else report.summary + " " + summary

@@ -182,6 +182,8 @@ class GradeReport:
     # (which processes); "" when none did. Its performance points are then held back.
     timing_contended: str = ""
     performance_pending: bool = False
+    # The submission used the GPU time one grading may take (the lab's limits.gpu_seconds).
+    budget_spent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     prestart: bool = True
     # A kept reference timing older than this is measured again (seconds; 0: always measure).
     reference_timing_max_age_seconds: float = Field(default=7 * 24 * 3600, ge=0)
+    # GPU memory a worker leaves free when it admits gradings (graders.run.memory).
+    gpu_memory_reserve_mb: int = Field(default=2048, ge=0)
+    # Gradings whose timed section other work overlapped are timed again at most this often.
+    contended_retimes: int = Field(default=3, ge=0, le=20)
     session_max_age_seconds: int = 14 * 24 * 3600
     # Submissions one student may make to one lab per window (0: no limit); staff are exempt.
     submission_rate_limit: int = 30

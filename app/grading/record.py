@@ -135,6 +135,9 @@ def record_report(
         "max_performance_points": report.max_performance_points,
         "sanitizer_penalty": report.sanitizer_penalty,
         "flags": list(report.flags),
+        "performance_pending": report.performance_pending,
+        "timing_contended": report.timing_contended,
+        "budget_spent": report.budget_spent,
     }
     job.state = JobState.done.value
     job.finished_at = utcnow()

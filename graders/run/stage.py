@@ -17,12 +17,14 @@ from __future__ import annotations
 import base64
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from graders.gpu import check_gpu_health, lock_dir
 from graders.results import CaseResult, CompileResult, GradeReport, TimingStats
+from graders.run.budget import GpuBudget
 from graders.run.child import CASE_SLACK_S
 from graders.run.harness import as_printing_hang, hang_message
 from graders.run.kernel_cache import ensure_built
@@ -39,6 +41,9 @@ TARGET = "graders.run.child:run_in_child"
 # Fresh children a grading may start after one stops on a crash or a hang.
 MAX_CHILDREN = 3
 CHILD_STARTUP_S = 60.0
+# A child's wall clock may run this far past what is left of the submission's GPU time (its
+# start and its answer), before it is stopped for the budget.
+BUDGET_SLACK_S = 5.0
 # A kernel that printed more than this much before it was killed is told its output was why.
 FLOOD_BYTES = 1 << 20
 
@@ -120,8 +125,15 @@ class _Follow:
     announced: bool = False
     done: dict[str, CaseResult] = field(default_factory=dict)
     timed: dict[str, Any] | None = None  # the timed section's result, as soon as it is known
+    waited: float = 0.0  # seconds the child waited for the GPU's lock
+    _wait_began: float | None = None
 
     def __call__(self, record: dict[str, Any]) -> None:
+        if record.get("lock") == "wait":
+            self._wait_began = time.monotonic()
+        elif record.get("lock") == "held" and self._wait_began is not None:
+            self.waited += time.monotonic() - self._wait_began
+            self._wait_began = None
         if "start" in record:
             self.running = str(record["start"])
         elif "done" in record:
@@ -177,8 +189,11 @@ def run_cases(
     timing: bool = True,
     cached_references: dict[str, dict[str, Any]] | None = None,
     on_cases: CasesCallback | None = None,
+    budget: GpuBudget | None = None,
+    alone: bool = False,
 ) -> list[CaseResult]:
     """Every case (and the timed section), in children; see the module docstring."""
+    budget = budget or GpuBudget(lab.limits.gpu_seconds)
     ensure_built()
     order = [c for c in case_order(lab)]
     timing_wanted = timing and lab.timing is not None
@@ -186,12 +201,17 @@ def run_cases(
     nonce = secrets.randbits(62)  # never leaves the worker: timed inputs cannot be predicted
     results: dict[str, CaseResult] = {}
     remaining = list(order)
-    alone = False
     children = 0
     while remaining and children < MAX_CHILDREN + 1:
+        if budget.spent_out:
+            for name in remaining:
+                results[name] = CaseResult.unjudged(lab.case(name), seeds[name], budget.not_run())
+            report.budget_spent = True
+            break
         children += 1
         follow = _Follow(order, results, on_cases)
-        wall = wall_limit(lab, len(remaining), len(refs), timing_wanted)
+        own = wall_limit(lab, len(remaining), len(refs), timing_wanted)
+        wall = min(own, budget.remaining() + BUDGET_SLACK_S)
         payload = _payload(
             lab,
             compiled,
@@ -206,12 +226,24 @@ def run_cases(
         outcome = run_sandboxed(
             TARGET, payload, limits=_limits(lab, wall), gpu=True, pool="run", on_progress=follow
         )
+        budget.spend(outcome.seconds - follow.waited)
+        spent_here = outcome.timed_out and not outcome.stopped_step and wall < own
         # The kernel's own bytes, made fit to show, before the grader's notes go after them.
         report.stdout += visible_text(outcome.stdout)
         if outcome.stdout_truncated:
             kept = len(outcome.stdout.encode())
             report.stdout += f"\n[grader] output past the first {kept} bytes was dropped."
-        stopped = _take_outcome(lab, outcome, follow, results, report, seeds)
+        stopped = _take_outcome(
+            lab, outcome, follow, results, report, seeds, budget.message() if spent_here else ""
+        )
+        if spent_here:
+            report.budget_spent = True
+            for name in remaining:
+                if name not in results:
+                    results[name] = CaseResult.unjudged(
+                        lab.case(name), seeds[name], budget.not_run()
+                    )
+            break
         oom = (outcome.value or {}).get("out_of_memory") or [] if outcome.ok else []
         if oom and not alone:
             # Out of memory beside other gradings: run those cases again alone before any
@@ -258,8 +290,10 @@ def _take_outcome(
     results: dict[str, CaseResult],
     report: GradeReport,
     seeds: dict[str, int],
+    budget_message: str = "",
 ) -> str:
-    """Fold one child's outcome into `results`; returns why it stopped early ("" if it did not)."""
+    """Fold one child's outcome into `results`; returns why it stopped early ("" if it did not).
+    `budget_message`: the child was stopped because the submission's GPU time ran out."""
     if outcome.ok and outcome.value is not None:
         value = outcome.value
         for d in value["cases"]:
@@ -304,14 +338,17 @@ def _take_outcome(
         if running is None:
             return ""
     verdict, message = killed_message(outcome, lab)
-    if follow.running == "timing" and outcome.stopped_step.startswith("timing"):
+    if budget_message:
+        verdict, message = "timeout", budget_message
+    elif follow.running == "timing" and outcome.stopped_step.startswith("timing"):
+        budget_s = lab.timing.budget_seconds if lab.timing else 0.0
         verdict, message = (
             "timeout",
             (
-                f"The timed launches did not finish within the timed section's budget of "
-                f"{section_limit(lab, 0):g} s (every timed launch of a correct kernel fits in it "
-                "many times over); a kernel that is fast only on its first launch, or prints in "
-                "every launch, does this."
+                "The timed launches did not finish within the timed section's budget (about "
+                f"{budget_s:g} s for each kernel timed; a correct kernel's launches fit in it many "
+                "times over): a kernel that is fast only on its first launch, or prints in every "
+                "launch, does this."
             ),
         )
     results[running] = CaseResult.unjudged(lab.case(running), seeds[running], message, verdict)

@@ -421,15 +421,27 @@ def _tolerance(ctx: FieldReader, value: Any, params: list[ParamSpec]) -> dict[st
 
 
 def _limits(ctx: FieldReader, value: Any) -> LimitsSpec:
-    t = ctx.table(value, "limits", optional={"compile_seconds", "case_seconds", "memory_mb"})
+    t = ctx.table(
+        value,
+        "limits",
+        optional={"compile_seconds", "case_seconds", "memory_mb", "gpu_seconds"},
+    )
     d = LimitsSpec()
-    return LimitsSpec(
+    limits = LimitsSpec(
         ctx.number(
             t.get("compile_seconds", d.compile_seconds), "limits.compile_seconds", positive=True
         ),
         ctx.number(t.get("case_seconds", d.case_seconds), "limits.case_seconds", positive=True),
         ctx.integer(t.get("memory_mb", d.memory_mb), "limits.memory_mb", minimum=256),
+        ctx.number(t.get("gpu_seconds", d.gpu_seconds), "limits.gpu_seconds", positive=True),
     )
+    if limits.gpu_seconds < limits.case_seconds:
+        ctx.fail(
+            "limits.gpu_seconds",
+            f"{limits.gpu_seconds:g} is less than limits.case_seconds "
+            f"({limits.case_seconds:g}): one case could spend the whole submission's GPU time",
+        )
+    return limits
 
 
 def _timing(ctx: FieldReader, value: Any, cases: list[CaseSpec]) -> TimingSpec:

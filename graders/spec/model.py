@@ -245,6 +245,9 @@ class LimitsSpec:
     compile_seconds: float = 20.0
     case_seconds: float = 10.0
     memory_mb: int = 4096
+    # The GPU time one submission may take in all: its cases, the timed section and the
+    # sanitizer (time spent waiting for the GPU's lock or memory does not count).
+    gpu_seconds: float = 60.0
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,8 @@ class TimingPlan:
             return False
         now = statistics.median(checked)
         spread = math.hypot(kept.rse, _finite(relative_standard_error(checked)))
-        return abs(now / kept.median_ms - 1.0) <= max(self.agree_within, 3.0 * spread)
+        # The epsilon keeps a ratio of exactly agree_within (2.04 / 2.0) on the standing side.
+        return abs(now / kept.median_ms - 1.0) <= max(self.agree_within, 3.0 * spread) + 1e-12
 
     def section_seconds(self, timed_arms: int, checked_arms: int) -> float:
         """The longest a timed section of these arms may hold the GPU alone: each timed arm

@@ -12,6 +12,8 @@ Header lines (interfaces.md's format, plus the lines these files need):
     // health-check: no                  optional; a kernel_error here need not make the worker
                                          check the GPU (the context survives it)
     // sanitizer: on                     optional; run compute-sanitizer on the lab's small case
+    // test: dedicated (tests/...py)     optional; a test of its own grades it (with a lab made
+                                         for it), not the generic run-stage test
     // why: ...                          what the kernel tries
 """
 
@@ -46,6 +48,7 @@ class HostileKernel:
     case_seconds: float
     why: str
     source: str
+    dedicated: str = ""  # the test that grades it, where a generic run would not show the class
 
     @property
     def name(self) -> str:
@@ -74,6 +77,7 @@ def load(path: Path) -> HostileKernel:
         case_seconds=float(header.get("case-seconds", "2")),
         why=header.get("why", ""),
         source=source,
+        dedicated=header.get("test", "").removeprefix("dedicated").strip(" ()"),
     )
 
 

@@ -16,7 +16,7 @@ from tests.security.hostile import HostileKernel, all_kernels, leaked_host_text,
 
 KERNELS = all_kernels()
 COMPILE_STAGE = [k for k in KERNELS if k.stage == "compile"]
-RUN_STAGE = [k for k in KERNELS if k.stage == "run"]
+RUN_STAGE = [k for k in KERNELS if k.stage == "run" and not k.dedicated]
 COMPILE_REASONS = {
     "compile_error",
     "missing_kernel",
@@ -52,6 +52,10 @@ def test_the_collection_is_complete_and_every_header_is_well_formed() -> None:
         allowed = COMPILE_REASONS if kernel.stage == "compile" else CASE_VERDICTS
         assert kernel.verdicts and set(kernel.verdicts) <= allowed, kernel.name
         assert kernel.why, f"{kernel.name}: say what it tries in a `why:` line"
+        if kernel.dedicated:
+            test = Path(__file__).resolve().parents[2] / kernel.dedicated
+            assert test.is_file(), f"{kernel.name}: its test {kernel.dedicated} is missing"
+            assert kernel.path.name in test.read_text(encoding="utf-8"), kernel.name
 
 
 def _reference_source(lab_id: str) -> str:
