@@ -303,6 +303,7 @@ class _Attempt:
     retimed: dict[str, Arm]
     busy: dict[int, int]
     full_checks: int
+    kept: dict[str, TimingStats]
 
 
 def _one_attempt(
@@ -311,15 +312,32 @@ def _one_attempt(
     seed: int,
     *,
     nonce: int,
-    kept: dict[str, TimingStats],
+    cached: dict[str, dict[str, Any]],
     flusher: L2Flusher,
     rng: random.Random,
+    lock: GpuLock,
 ) -> _Attempt:
     """One timed section (call with the lock held alone); raises what the submission did."""
     lab = ctx.lab
     plan = timing_plan(lab)
     timeout = lab.limits.case_seconds
     prepared: list[_Prepared] = []
+    kept: dict[str, TimingStats] = {}
+
+    def judge_kept(arms: list[Arm]) -> None:
+        """With the GPU warm: which kept figures may stand, to be checked beside the
+        submission (graders.timing.references), and which are timed anew."""
+        now = {**gpu_info().to_dict()}
+        now["gpu"] = now.get("name")
+        for arm in arms:
+            k = cached.get(arm.name) if arm.role == TIMED else None
+            why = remeasure_reason(k, now) if k else "no timing was kept"
+            if k and why is None:
+                kept[arm.name] = TimingStats(**{**k, "reused": True})
+                arm.role = CHECKED
+            elif arm.role == TIMED:
+                ctx.log.append(f"timing reference {arm.name}: {why}")
+
     try:
         sub = _Prepared(ctx, ctx.submission, case, seed, guards=True)
         prepared.append(sub)
@@ -335,10 +353,9 @@ def _one_attempt(
         for name, kernel in ctx.references.items():
             refs[name] = _Prepared(ctx, kernel, case, seed, guards=False)
             prepared.append(refs[name])
-            role = CHECKED if name in kept else TIMED
-            arms.append(Arm(name, role, _reference_measure(refs[name], flusher, nonce, timeout)))
-        window = contention.Window.open()
-        rep = interleave(arms, plan=plan, rng=rng)
+            arms.append(Arm(name, TIMED, _reference_measure(refs[name], flusher, nonce, timeout)))
+        window = contention.Window.open(users=lock.users)
+        rep = interleave(arms, plan=plan, rng=rng, after_warm_up=judge_kept)
         by_name = {a.name: a for a in arms}
         disagree = [
             n for n in kept if n in by_name and not plan.agrees(kept[n], by_name[n].samples)
@@ -362,6 +379,7 @@ def _one_attempt(
             retimed=retimed,
             busy=busy,
             full_checks=arms[0].full_checks,
+            kept=kept,
         )
     finally:
         for p in prepared:
@@ -382,16 +400,6 @@ def time_case(
     lab = ctx.lab
     rng = random.Random(nonce)
     out = TimedCase()
-    now = {**gpu_info().to_dict()}
-    now["gpu"] = now.get("name")
-    kept: dict[str, TimingStats] = {}
-    for name in ctx.references:
-        k = cached.get(name)
-        why = remeasure_reason(k, now) if k else "no timing was kept"
-        if k and why is None:
-            kept[name] = TimingStats(**{**k, "reused": True})
-        else:
-            ctx.log.append(f"timing reference {name}: {why}")
     limit = section_limit(lab, len(ctx.references))
     attempt: _Attempt | None = None
     for tries in range(ATTEMPTS):
@@ -399,7 +407,14 @@ def time_case(
         try:
             with lock.exclusive(*progress.lock_callbacks("timing")):
                 attempt = _one_attempt(
-                    ctx, case, seed, nonce=nonce, kept=kept, flusher=flusher, rng=rng
+                    ctx,
+                    case,
+                    seed,
+                    nonce=nonce,
+                    cached=cached,
+                    flusher=flusher,
+                    rng=rng,
+                    lock=lock,
                 )
         except OracleCodeError:
             raise  # the lab's oracle.py failed: the grader's failure, not the student's
@@ -432,6 +447,13 @@ def time_case(
     ctx.log.append(
         f"timing: {len(attempt.sub.samples)} repetitions, {attempt.full_checks} checked in full"
     )
+    for name, arm in {**attempt.timed, **attempt.checked, **attempt.retimed}.items():
+        if arm.samples:
+            was = f" (kept {attempt.kept[name].median_ms:.4g})" if name in attempt.kept else ""
+            ctx.log.append(
+                f"timing: {name} {arm.role} median {np.median(arm.samples):.4g} ms over "
+                f"{len(arm.samples)}{was}"
+            )
     for name, arm in {**attempt.timed, **attempt.retimed}.items():
         if not arm.samples:
             continue
@@ -443,7 +465,7 @@ def time_case(
         if name in attempt.retimed:
             ctx.log.append(f"timing reference {name}: the kept figure disagreed; timed again")
             continue
-        stats = kept[name]
+        stats = attempt.kept[name]
         stats.check_median_ms = float(np.median(arm.samples)) if arm.samples else None
         stats.check_reps = len(arm.samples)
         out.references[name] = stats

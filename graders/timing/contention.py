@@ -3,11 +3,9 @@
 Every grading on a host takes the GPU's lock (graders.timing.lock), so a timed section runs alone
 among gradings. Anything else on the GPU (a training job, a worker of another install, a child a
 killed worker left spinning) does not take it. NVML samples each process's share of the SMs:
-around a timed section the run child asks which other processes used the GPU during it.
-
-The driver samples about every sixth of a second, so a process that stopped just before the
-section began may show a sample stamped just after; a process seen busy in the second before the
-section, whose last busy sample falls within `SETTLE_US` of its start, is not counted.
+around a timed section the run child asks which processes used the GPU during it, and counts
+those that never took the lock (the lock's users cannot have run while it was held alone; one
+that stopped just before the section began may still show a sample stamped just after).
 
 Where NVML does not list this process (a container without the host's PID namespace, or NVML
 missing), nothing can be told apart: `Window.note` says so and nothing is counted.
@@ -17,10 +15,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-SETTLE_US = 250_000
 
 
 def _now_us() -> int:
@@ -63,13 +60,14 @@ class Window:
     began_us: int = field(default_factory=_now_us)
     me: int = field(default_factory=os.getpid)
     note: str = ""
-    _before: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # The pids of the processes that take the GPU's lock: never counted (see the docstring).
+    users: Callable[[], set[int]] = field(default=set)
     _nvml: Any = None
     _handle: Any = None
 
     @classmethod
-    def open(cls) -> Window:
-        window = cls()
+    def open(cls, users: Callable[[], set[int]] = set) -> Window:
+        window = cls(users=users)
         nvml, handle = _handle()
         if nvml is None:
             window.note = "NVML is not available here: work outside the lock cannot be seen."
@@ -85,22 +83,17 @@ class Window:
                 "namespace?): work outside the lock cannot be seen."
             )
             window._nvml = None
-            return window
-        window._before = _busy_since(nvml, handle, window.began_us - 1_000_000)
         return window
 
     def others(self) -> dict[int, int]:
         """pid -> SM % of each other process that used the GPU since the window opened."""
         if self._nvml is None:
             return {}
-        found = {}
-        for pid, (stamp, util) in _busy_since(self._nvml, self._handle, self.began_us).items():
-            if pid == self.me:
-                continue
-            if pid in self._before and stamp <= self.began_us + SETTLE_US:
-                continue  # its work ended as the section began
-            found[pid] = util
-        return found
+        busy = _busy_since(self._nvml, self._handle, self.began_us)
+        lock_users = self.users() if busy else set()
+        return {
+            pid: util for pid, (_, util) in busy.items() if pid != self.me and pid not in lock_users
+        }
 
 
 def describe(busy: dict[int, int]) -> str:

@@ -74,8 +74,11 @@ class TimingPlan:
     # the host (a lab's Python oracle computes each answer there), the GPU idles between
     # launches anyway, and 50 warm-ups would hold the GPU's lock for many seconds.
     warmup_wall_seconds: float = 1.0
-    # Repetitions of a reference whose kept figure is checked, interleaved with the submission's.
+    # Repetitions of a reference whose kept figure is checked, interleaved with the submission's:
+    # at least this many, and more (up to three times as many) until they add up to `check_ms`
+    # of kernel time (a 0.4 ms kernel's four repetitions spread by a few percent).
     check_reps: int = 4
+    check_ms: float = 5.0
     # A kept figure stands while the checked repetitions' median is within this fraction of it
     # (or within three times their combined relative standard error, if that is more).
     agree_within: float = 0.02
@@ -213,7 +216,9 @@ class Arm:
 
     def done(self, plan: TimingPlan) -> bool:
         if self.role == CHECKED:
-            return len(self.samples) >= plan.check_reps
+            n = len(self.samples)
+            enough = sum(self.samples) >= plan.check_ms or n >= 3 * plan.check_reps
+            return n >= plan.check_reps and enough
         return plan.done(self.samples, self.seconds)
 
 
@@ -224,6 +229,7 @@ def interleave(
     rng: random.Random,
     first_rep: int = 0,
     warm_up: bool = True,
+    after_warm_up: Callable[[list[Arm]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Time the arms together, a repetition of each active arm per round in an order drawn
@@ -232,12 +238,10 @@ def interleave(
     Warm-ups (each arm in turn, checked cheaply) go on until `plan.warmed_up`; then rounds go
     on until every arm is done, or the section's time (`plan.section_seconds`) is up once
     every arm has a sample. The submission's timed repetitions are checked in full on a random
-    share of them, one of the first `min_reps` always.
+    share of them, one of the first `min_reps` always. `after_warm_up(arms)` may change the
+    arms' roles once the GPU is warm (a kept figure is judged against the clock then).
     """
     rep = first_rep
-    timed = sum(1 for a in arms if a.role != CHECKED)
-    checked = len(arms) - timed
-    section_s = plan.section_seconds(timed, checked)
     began = clock()
 
     def once(arm: Arm, check: str) -> float:
@@ -261,6 +265,10 @@ def interleave(
             for arm in rng.sample(arms, len(arms)):
                 busy += once(arm, CHEAP if arm.role == SUBMISSION else NO_CHECK)
             done += 1
+    if after_warm_up is not None:
+        after_warm_up(arms)
+    timed = sum(1 for a in arms if a.role != CHECKED)
+    section_s = plan.section_seconds(timed, len(arms) - timed)
     forced = rng.randrange(max(1, plan.min_reps))
     extra = {a.name: rng.randint(0, plan.extra_reps) for a in arms if a.role != CHECKED}
     stop_at: dict[str, int] = {}

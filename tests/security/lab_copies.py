@@ -37,9 +37,11 @@ def lab_copy(
     first = text.index("[[cases]]")
     after = text.index("[[references]]")
     text = text[:first] + "\n".join(blocks) + "\n" + text[after:]
+    names = {c["name"] for c in cases}
+    if timed is None and source.timing is not None and source.timing.case not in names:
+        timed = cases[-1]["name"]
     if timed is not None:
         text = re.sub(r'(?m)^case\s*=\s*".*"$', f'case = "{timed}"', text)
-    names = {c["name"] for c in cases}
     match = re.search(r'(?m)^sanitizer_case\s*=\s*"(.*)"$', text)
     if match and match.group(1) not in names:
         text = text.replace(match.group(0), f'sanitizer_case = "{cases[0]["name"]}"')

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from graders.timing import contention
+from graders.timing.lock import GpuLock
 
 
 @dataclass
@@ -58,17 +60,26 @@ def test_another_process_busy_during_the_section_is_named(fake: FakeNvml) -> Non
     assert "pid 4242 (57 % of the SMs)" in contention.describe(window.others())
 
 
-def test_a_process_whose_work_ended_as_the_section_began_is_not_counted(fake: FakeNvml) -> None:
-    window = contention.Window.__new__(contention.Window)
-    began = 10_000_000_000
-    fake.samples = [Sample(77, began - 400_000, 80)]  # busy in the second before
-    window = contention.Window(began_us=began)
-    window._nvml, window._handle = fake, "gpu0"
-    window._before = contention._busy_since(fake, "gpu0", began - 1_000_000)
-    fake.samples.append(Sample(77, began + contention.SETTLE_US, 30))  # its last, settling
-    assert window.others() == {}
-    fake.samples.append(Sample(77, began + contention.SETTLE_US + 1, 30))  # still going later
-    assert window.others() == {77: 30}
+def test_the_locks_own_users_are_never_counted(fake: FakeNvml) -> None:
+    # A grading that took the lock cannot run while a timed section holds it alone: a sample of
+    # one stamped just after the section began is its work ending, not contention.
+    window = contention.Window.open(users=lambda: {77, 88})
+    fake.samples = [
+        Sample(77, window.began_us + 100_000, 80),
+        Sample(99, window.began_us + 100_000, 15),
+    ]
+    assert window.others() == {99: 15}
+
+
+def test_the_lock_keeps_the_pids_of_its_users(tmp_path: Path) -> None:
+    lock = GpuLock(tmp_path, "GPU-users")
+    assert lock.users() == set()
+    with lock.shared():
+        pass
+    assert lock.users() == {os.getpid()}
+    with lock.exclusive():
+        pass
+    assert lock.users() == {os.getpid()}
 
 
 def test_nothing_is_counted_where_nvml_does_not_list_this_process(

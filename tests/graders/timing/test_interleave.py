@@ -50,7 +50,8 @@ def test_every_arm_gets_its_repetitions_in_rounds_with_inputs_of_their_own() -> 
     by = {a.name: a for a in arms}
     assert len(by["submission"].samples) == p.max_reps  # target_rse 0: only max_reps stops it
     assert len(by["naive"].samples) == p.max_reps
-    assert len(by["tiled"].samples) == p.check_reps
+    # 1 ms a repetition: five reach the 5 ms of kernel time a check wants.
+    assert len(by["tiled"].samples) == 5
     reps = [rep for _, rep, _ in log]
     assert reps == sorted(reps) and len(set(reps)) == len(reps)  # every repetition new inputs
     # References are never checked; the submission is checked every time, warm-ups included.
@@ -125,6 +126,19 @@ def test_a_wrong_repetition_ends_the_section() -> None:
 
 def _kept(median: float, rse: float = 0.001) -> TimingStats:
     return TimingStats(median, median, median, 0.0, 20, rse)
+
+
+def test_a_check_takes_its_least_repetitions_or_enough_kernel_time() -> None:
+    p = plan()
+    arm = Arm("tiled", CHECKED, lambda rep, check: 1.0)
+    arm.samples = [2.0] * 3
+    assert not arm.done(p)  # fewer than check_reps
+    arm.samples = [2.0] * 4
+    assert arm.done(p)  # 8 ms of kernel time
+    arm.samples = [0.1] * 11
+    assert not arm.done(p)  # a short kernel: more repetitions...
+    arm.samples = [0.1] * 12
+    assert arm.done(p)  # ...up to three times check_reps
 
 
 def test_a_kept_figure_stands_within_two_percent_and_not_beyond() -> None:
