@@ -17,7 +17,7 @@ from graders.labcheck.slow import (
 )
 from graders.spec import builtin_labs_dir, list_builtin_labs
 
-BODY = "extern \"C\" __global__ void k(float* x)\n{\n    x[threadIdx.x * 32] = 1.0f;\n}\n"
+BODY = 'extern "C" __global__ void k(float* x)\n{\n    x[threadIdx.x * 32] = 1.0f;\n}\n'
 
 
 def _write(tmp_path: Path, header: str, body: str = BODY) -> Path:

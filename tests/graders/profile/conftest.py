@@ -21,7 +21,7 @@ NAIVE, TILED, PADDED, REDUCE, HISTOGRAM = 3, 7, 11, 17, 21
 def reader() -> Any:
     found = extract.load_reader()
     if found is None:
-        message = "NVIDIA's ncu-report package is not installed (pip install 'kernelgrader[profile]')"
+        message = "NVIDIA's ncu-report is not installed (pip install 'kernelgrader[profile]')"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)

@@ -35,9 +35,7 @@ def test_a_naive_kernel_resembles_naive_and_is_told_what_tiled_does_better(
     assert steps.order == ["naive", "tiled"]  # slowest first
     assert (steps.resembles, steps.next_up) == ("naive", "tiled")
     assert "What separates it from tiled, the next one up" in steps.sentence
-    assert (
-        "bytes used of each 32-byte sector written: tiled 32.0, yours 4.0." in steps.differences
-    )
+    assert "bytes used of each 32-byte sector written: tiled 32.0, yours 4.0." in steps.differences
     row = next(r for r in steps.rows if r.key == "store_bytes_per_sector")
     assert row.phrase(steps.order) == (
         "bytes used of each 32-byte sector written: yours 4.0, naive 4.0, tiled 32.0"

@@ -39,7 +39,7 @@ def test_the_table_is_read(tmp_path: Path) -> None:
         ('[profile]\nreport_download = "everyone"', "profile.report_download: is one of staff"),
         ('[profile]\ncase = "nope"', "profile.case: no case is named 'nope'"),
         ('[profile]\ncolour = "red"', "profile: unknown key 'colour'"),
-        ('[profile.expect]\nfastest = []', "profile.expect: unknown key 'fastest'"),
+        ("[profile.expect]\nfastest = []", "profile.expect: unknown key 'fastest'"),
         ('[profile.expect]\nnaive = ["slow"]', "profile.expect.naive[0]: 'slow' is not a finding"),
     ],
 )
