@@ -83,3 +83,17 @@ def test_a_file_that_is_not_a_report_is_refused_with_a_sentence(
     bad.write_bytes(b"NVR\0 this is not a report")
     with pytest.raises(extract.ReportError, match="could not be read"):
         extract.summarize_report(bad, filename="x.cu", reader=reader)
+
+
+def test_the_saved_summaries_the_service_tests_use_are_this_reports(
+    probe: dict[str, Any],
+) -> None:
+    """tests/graders/profile/data/probe-summaries.json (read by the service's tests, which
+    need no report reader) is what this extraction makes of the report."""
+    from tests.graders.profile.conftest import DATA, PADDED, REDUCE
+
+    saved = json.loads((DATA / "probe-summaries.json").read_text(encoding="utf-8"))
+    names = {"naive": NAIVE, "tiled": TILED, "padded": PADDED, "reduce": REDUCE}
+    names["histogram"] = HISTOGRAM
+    for name, index in names.items():
+        assert saved[name]["launches"] == [probe["launches"][index]], name
