@@ -23,7 +23,6 @@ from app.profiling.service import PENDING, kept_reference_profiles, latest_profi
 from app.submissions.models import Submission
 from graders.profile.findings import (
     PATTERN_KINDS,
-    TITLES,
     ProfileFinding,
     findings_of,
     with_estimate,
@@ -315,7 +314,7 @@ def history(session: Session, *, lab: Lab, spec: LabSpec, user_id: int) -> list[
         if profile is not None:
             top = _top_finding(profile.summary)
             if top is not None:
-                point.top_finding, point.top_kind = top.title, top.kind
+                point.top_kind, point.top_finding = top.group
         points.append(point)
     return points
 
@@ -375,9 +374,11 @@ def compare(
             continue
         va, vb = fa.get(figure.key), fb.get(figure.key)
         change = ""
-        if figure.better and va is not None and vb is not None and abs(vb - va) > figure.noise:
-            improved = vb > va if figure.better == "higher" else vb < va
-            change = "better" if improved else "worse"
+        if figure.better and va is not None and vb is not None:
+            gap = abs(vb - va)
+            if gap > figure.noise and gap > 0.05 * max(abs(va), abs(vb)):
+                improved = vb > va if figure.better == "higher" else vb < va
+                change = "better" if improved else "worse"
         rows.append(
             {
                 "label": figure.label,
@@ -388,17 +389,17 @@ def compare(
         )
     found_a = [f for f in findings_of(pa.summary) if f.kind != "throughput"] if pa else []
     found_b = [f for f in findings_of(pb.summary) if f.kind != "throughput"] if pb else []
-    kinds_a = {(f.kind, f.kernel) for f in found_a}
-    kinds_b = {(f.kind, f.kernel) for f in found_b}
+    kinds_a = {(f.group[0], f.kernel) for f in found_a}
+    kinds_b = {(f.group[0], f.kernel) for f in found_b}
     timed = timed_results(session, lab=lab)
     return Comparison(
         a=a,
         b=b,
         diff=source_diff(a_source, b_source),
         figures=rows,
-        only_a=[FindingView.of(f) for f in found_a if (f.kind, f.kernel) not in kinds_b],
-        only_b=[FindingView.of(f) for f in found_b if (f.kind, f.kernel) not in kinds_a],
-        both=sorted({TITLES[k] for k, _ in kinds_a & kinds_b}),
+        only_a=[FindingView.of(f) for f in found_a if (f.group[0], f.kernel) not in kinds_b],
+        only_b=[FindingView.of(f) for f in found_b if (f.group[0], f.kernel) not in kinds_a],
+        both=sorted({f.group[1] for f in found_a if (f.group[0], f.kernel) in kinds_b}),
         times={
             "a": timed[a.id].median_ms if a.id in timed else None,
             "b": timed[b.id].median_ms if b.id in timed else None,
@@ -436,27 +437,31 @@ def class_summary(session: Session, *, lab: Lab, examples: int = 5) -> ClassSumm
     counted = {r.student.id: r.counted.id for r in rows if r.counted is not None}
     profiles = done_profiles(session, counted.values())
     by_kind: dict[str, list[tuple[int, int | None]]] = {}
+    titles: dict[str, str] = {}
     for sid in counted.values():
         profile = profiles.get(sid)
         if profile is None:
             continue
         seen: set[str] = set()
         for f in findings_of(profile.summary):
-            if f.kind == "throughput" or f.kind in seen:
+            key, title = f.group
+            if f.kind == "throughput" or key in seen:
                 continue
-            seen.add(f.kind)
-            by_kind.setdefault(f.kind, []).append((sid, f.line))
+            seen.add(key)
+            titles[key] = title
+            by_kind.setdefault(key, []).append((sid, f.line))
     profiled = sum(1 for sid in counted.values() if sid in profiles)
     order = {kind: i for i, kind in enumerate(PATTERN_KINDS)}
     common = [
         CommonFinding(
-            kind=kind,
-            title=TITLES[kind],
+            kind=key,
+            title=titles[key],
             students=len(found),
             share=len(found) / profiled if profiled else 0.0,
             examples=found[:examples],
         )
-        for kind, found in by_kind.items()
+        for key, found in by_kind.items()
     ]
+    # The most students first; at a tie, access patterns (what a lab teaches) first.
     common.sort(key=lambda c: (-c.students, order.get(c.kind, len(order)), c.kind))
     return ClassSummary(students=len(rows), counted=len(counted), profiled=profiled, common=common)

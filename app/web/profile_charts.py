@@ -40,11 +40,15 @@ def history_chart(points: Sequence[HistoryPoint], references: dict[str, float]) 
     lo, hi = math.log10(min(values)), math.log10(max(values))
     if hi - lo < 0.2:
         lo, hi = lo - 0.1, hi + 0.1
+    margin = 0.08 * (hi - lo)  # no point on the frame, where it would hide a label
+    lo, hi = lo - margin, hi + margin
     plot_w, plot_h = WIDTH - left - right, height - top - bottom
     count = max(p.number for p in points)
+    pad = 12.0
 
     def x(n: int) -> float:
-        return left + (plot_w * (n - 1) / (count - 1) if count > 1 else plot_w / 2)
+        inner = plot_w - 2 * pad
+        return left + pad + (inner * (n - 1) / (count - 1) if count > 1 else inner / 2)
 
     def y(ms: float) -> float:
         return top + plot_h * (hi - math.log10(ms)) / (hi - lo)

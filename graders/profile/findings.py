@@ -89,6 +89,19 @@ STALL_WORDS = {
     "misc": "miscellaneous reasons",
 }
 _NOT_WAITING = ("selected",)
+# The same, as a short title ("Warps wait most for global-memory loads").
+STALL_SHORT = {
+    "long_scoreboard": "global-memory loads",
+    "short_scoreboard": "shared memory or special math",
+    "mio_throttle": "the shared-memory queue",
+    "lg_throttle": "the global-memory queue",
+    "barrier": "__syncthreads()",
+    "membar": "memory fences",
+    "drain": "stores to drain at exit",
+    "wait": "fixed instruction delays",
+    "math_pipe_throttle": "busy math units",
+    "not_selected": "their turn",
+}
 
 
 @dataclass
@@ -104,6 +117,15 @@ class ProfileFinding:
     metrics: dict[str, float] = field(default_factory=dict)  # ncu metric name -> value
     rule: str = ""  # NVIDIA's rule id behind it, where one
     rule_message: str = ""
+    reason: str = ""  # for a stall: the stall reason's name ("long_scoreboard")
+
+    @property
+    def group(self) -> tuple[str, str]:
+        """What a class summary counts it as: its kind, a stall by its reason; and a title."""
+        if self.kind == "stall" and self.reason:
+            words = STALL_SHORT.get(self.reason, self.reason.replace("_", " "))
+            return f"stall:{self.reason}", f"Warps wait most for {words}"
+        return self.kind, self.title
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -466,6 +488,7 @@ def _stall(launch: dict[str, Any], several: bool) -> list[ProfileFinding]:
         title=TITLES["stall"],
         line=line,
         kernel=kernel,
+        reason=reason,
         metrics={
             f"smsp__pcsamp_warps_issue_stalled_{reason}": by_reason[reason],
             "smsp__pcsamp_sample_count": float(launch.get("metrics", {}).get("stall_samples", 0)),

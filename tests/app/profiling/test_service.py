@@ -40,9 +40,7 @@ def transpose(session: Session) -> Iterator[tuple]:  # type: ignore[type-arg]
     yield lab, student, ta
 
 
-def test_a_fully_correct_grading_queues_a_profile_held_back(
-    session: Session, world: World
-) -> None:
+def test_a_fully_correct_grading_queues_a_profile_held_back(session: Session, world: World) -> None:
     sub = make_timed_submission(session, user=world.student.user, lab=world.lab, median_ms=1.0)
     profile = latest_profile(session, submission_id=sub.id)
     assert profile is not None and profile.state == ProfileState.queued.value
@@ -80,9 +78,7 @@ def test_profiling_after_grading_can_be_switched_off(
     monkeypatch.setenv("KERNELGRADER_PROFILE_AFTER_GRADING", "false")
     get_settings.cache_clear()
     try:
-        sub = make_timed_submission(
-            session, user=world.student.user, lab=world.lab, median_ms=1.0
-        )
+        sub = make_timed_submission(session, user=world.student.user, lab=world.lab, median_ms=1.0)
         assert latest_profile(session, submission_id=sub.id) is None
     finally:
         monkeypatch.delenv("KERNELGRADER_PROFILE_AFTER_GRADING")
