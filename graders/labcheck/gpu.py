@@ -100,9 +100,10 @@ def profile_on_gpu(
     references = [r.name for r in lab.references if r.file]
     if references:
         first = lab.reference(references[0])
+        # Compiled as references are, without the lab's `requires` (a naive baseline has none).
         result = profile_submission(
-            lab, first.source, seed=seed, filename=first.file or "reference.cu", arch=arch,
-            references=references[1:],
+            lab.for_references(), first.source, seed=seed, filename=first.file or "reference.cu",
+            arch=arch, references=references[1:],
         )  # fmt: skip
         if result.status != "ok" or result.submission is None:
             report.add(FAIL, "profile references", f"they could not be profiled: {result.message}")
