@@ -97,7 +97,7 @@ def _profile(lab_ref: str, file: Path, *, secret: str, as_json: bool) -> int:
     return 0
 
 
-def _check(folder: Path, *, run: bool, arch: str | None, secret: str) -> int:
+def _check(folder: Path, *, run: bool, arch: str | None, secret: str, profile: bool = True) -> int:
     """`lab check` without the service: one line per check, exit status 1 when one fails."""
     from graders.labcheck import CheckItem, check_lab
 
@@ -109,7 +109,7 @@ def _check(folder: Path, *, run: bool, arch: str | None, secret: str) -> int:
         print(f"  {item.status:<4}  {item.subject}: {item.message}", flush=True)
 
     print(f"Checking the lab folder {folder}:")
-    report = check_lab(folder, run=run, secret=secret, arch=arch, progress=show)
+    report = check_lab(folder, run=run, secret=secret, arch=arch, progress=show, profile=profile)
     print(report.summary())
     return 0 if report.ok else 1
 
@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="check a lab folder before students meet it")
     c.add_argument("folder", type=Path, help="the lab folder (holding lab.toml)")
     c.add_argument("--no-gpu", action="store_true", help="only the checks that need no GPU")
+    c.add_argument(
+        "--no-profile", action="store_true", help="on a GPU, skip the Nsight Compute checks"
+    )
     c.add_argument("--arch", default=None, help="compile for this sm_XX")
     c.add_argument("--secret", default=os.environ.get("KERNELGRADER_GRADING_SECRET", "lab-check"))
     p = sub.add_parser("profile", help="Nsight Compute's findings for one .cu file")
@@ -142,7 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(list_builtin_labs()))
         return 0
     if args.command == "check":
-        return _check(args.folder, run=not args.no_gpu, arch=args.arch, secret=args.secret)
+        return _check(
+            args.folder,
+            run=not args.no_gpu,
+            arch=args.arch,
+            secret=args.secret,
+            profile=not args.no_profile,
+        )
     if args.command == "profile":
         return _profile(args.lab, args.file, secret=args.secret, as_json=args.json)
     from graders.grade import grade_source

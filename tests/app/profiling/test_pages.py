@@ -3,7 +3,9 @@ fold, the ladder, the report file, the history chart, the comparison, the class 
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -261,3 +263,31 @@ async def test_staff_see_the_classs_common_findings_with_examples(
         f"/courses/{klass.course.slug}/labs/{klass.lab.slug}/history?user={klass.other.email}"
     )
     assert staff_history.status_code == 200 and klass.other.email in staff_history.text
+
+
+async def test_a_profile_of_a_hidden_case_waits_for_the_due_date(
+    client: httpx.AsyncClient, session: Session, tmp_path: Path
+) -> None:
+    folder = tmp_path / "scale-test"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "labs" / "scale-test", folder)
+    with (folder / "lab.toml").open("a", encoding="utf-8") as spec:
+        spec.write('\n[profile]\ncase = "n-1048579"\nreport_download = "students"\n')
+    course = create_course(session, slug=unique("hidden"), title="Hidden")
+    lab = add_lab(session, course=course, ref=str(folder))
+    student = make_member(session, course, Role.student)
+    ta = make_member(session, course, Role.ta)
+    from tests.app.factories import make_submission
+
+    sub, _ = make_submission(session, user=student.user, lab=lab)
+    profile = profiled(session, sub, SUMMARIES["naive"], digest=spec_for(lab).digest)
+    profile.case_name = "n-1048579"
+    session.commit()
+    mine = (await client.get(f"/api/v1/submissions/{sub.id}/profile", headers=student.auth)).json()
+    assert mine["state"] == "withheld" and mine["findings"] == [] and mine["report_url"] is None
+    assert "shown after the due date" in mine["message"]
+    refused = await client.get(
+        f"/api/v1/submissions/{sub.id}/profile.ncu-rep", headers=student.auth
+    )
+    assert refused.status_code == 404
+    staff = (await client.get(f"/api/v1/submissions/{sub.id}/profile", headers=ta.auth)).json()
+    assert staff["state"] == "done" and staff["findings"]
