@@ -67,6 +67,7 @@ MIN_EXCESS_SHARE = 0.05
 MAX_USED_FRACTION = 0.75
 MIN_STALL_SHARE = 0.25
 DIVERGENT_THREADS = 24.0
+MIN_IDLE_SHARE = 0.05  # of all the kernel's issue slots (32 per warp instruction)
 LOW_WAVES = 0.8
 
 STALL_WORDS = {
@@ -337,22 +338,22 @@ def _divergence(launch: dict[str, Any], several: bool) -> list[ProfileFinding]:
     lines = launch.get("lines", {})
     kernel = launch.get("kernel", "")
     active = metrics.get("threads_on_per_inst")
-    rule = _rule(launch, "divergence")
-    if (active is None or active >= DIVERGENT_THREADS) and rule is None:
-        return []
     idle: dict[int, float] = {}
+    slots = 0.0
     for number, row in lines.items():
         inst = float(row.get("inst", 0.0))
         on = float(row.get("thread_inst_true", row.get("thread_inst", 0.0)))
         if inst > 0:
             idle[int(number)] = 32.0 * inst - on
-    total_idle = sum(v for v in idle.values() if v > 0)
-    if total_idle <= 0:
+            slots += 32.0 * inst
+    if not idle or slots <= 0:
         return []
     line, lost = max(idle.items(), key=lambda item: item[1])
     row = lines[str(line)]
     per_inst = float(row.get("thread_inst_true", 0.0)) / float(row["inst"])
-    if lost / total_idle < 0.2 or per_inst >= DIVERGENT_THREADS:
+    # A line where most lanes idle, and whose idle lanes are a real part of all the kernel's
+    # issue slots (a reduction's last rounds in a kernel that mostly streams are not).
+    if per_inst >= DIVERGENT_THREADS or lost / slots < MIN_IDLE_SHARE:
         return []
     whole = f" (the kernel as a whole: {active:.1f} of 32)" if active is not None else ""
     finding = ProfileFinding(
@@ -373,7 +374,7 @@ def _divergence(launch: dict[str, Any], several: bool) -> list[ProfileFinding]:
             "warps work or wait together (such as `t < stride`)."
         ),
     )
-    _estimate(finding, rule)
+    _estimate(finding, _rule(launch, "divergence"))
     return [finding]
 
 
