@@ -39,21 +39,24 @@ _KNOWN = (
     "/usr/local/cuda/nsight-compute-*/ncu",
 )
 
+# One sentence each, for the submission's page (staff find the remedy in the README,
+# "Profiling"); the grading itself is complete without a profile.
 COUNTERS_NOT_PERMITTED = (
-    "Nsight Compute may not read this GPU's performance counters here (ERR_NVGPUCTRPERM), so "
-    "the kernel was not profiled; an administrator can allow it (see the README, Profiling)."
+    "This GPU worker may not read the GPU's performance counters (ERR_NVGPUCTRPERM), so the "
+    "kernel was not profiled; its grading is complete without it."
 )
 NOT_INSTALLED = (
-    "Nsight Compute (ncu) is not installed on this worker, so the kernel was not profiled; "
-    "it comes with the CUDA toolkit (see the README, Profiling)."
+    "This GPU worker has no Nsight Compute (ncu), so the kernel was not profiled; its grading "
+    "is complete without it."
 )
 MIG_SLICE = (
-    "This worker's GPU is a MIG slice, whose performance counters Nsight Compute cannot read "
-    "for one slice alone, so the kernel was not profiled here."
+    "This GPU worker runs on a MIG slice, whose performance counters Nsight Compute cannot "
+    "read for one slice alone, so the kernel was not profiled; its grading is complete "
+    "without it."
 )
 NO_READER = (
-    "The report reader (NVIDIA's ncu-report package) is not installed on this worker, so the "
-    "kernel's profile could not be read; install kernelgrader's cuda extra there."
+    "This GPU worker cannot read Nsight Compute's reports (NVIDIA's ncu-report package is "
+    "missing), so the kernel's profile is not shown; its grading is complete without it."
 )
 
 
