@@ -32,6 +32,8 @@ from app.core.overload import (
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
 from app.fleet.routes import router as fleet_router
+from app.profiling.api import router as profiles_api_router
+from app.profiling.pages import router as profiles_pages_router
 from app.web.account import router as account_router
 from app.web.routes import router as web_router
 from app.web.staff import router as staff_router
@@ -143,6 +145,9 @@ def create_app() -> FastAPI:
     app.include_router(api_router)
     app.include_router(labs_router)
     app.include_router(tokens_router)
+    app.include_router(profiles_api_router)
+    # Before the web router: /submissions/compare is not /submissions/{id}.
+    app.include_router(profiles_pages_router)
     app.include_router(web_router)
     app.include_router(staff_router)
     app.include_router(account_router)

@@ -4,6 +4,7 @@ from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
 from app.fleet.models import Worker
 from app.grading.models import CaseResult, GradingJob, ReferenceTiming
+from app.profiling.models import KernelProfile, ProfileReport, ReferenceProfile
 from app.submissions.models import Submission, SubmissionEvent
 from app.users.models import ApiToken, Invite, User
 
@@ -16,8 +17,11 @@ __all__ = [
     "Extension",
     "GradingJob",
     "Invite",
+    "KernelProfile",
     "Lab",
     "LeaderboardEntry",
+    "ProfileReport",
+    "ReferenceProfile",
     "ReferenceTiming",
     "Submission",
     "SubmissionEvent",

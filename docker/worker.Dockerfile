@@ -21,8 +21,16 @@ COPY app /src/app
 COPY migrations /src/migrations
 COPY graders /src/graders
 COPY reference_kernels /src/reference_kernels
+# Nsight Compute for the profiling stage (README, Profiling), from the CUDA apt repository the
+# nvidia/cuda base images carry: --build-arg NSIGHT_COMPUTE=nsight-compute-2025.3.1 (about 1 GB;
+# empty, the default, leaves it out and the worker says on each page that it does not profile).
+# The driver must also let the worker's user read the counters: see compose.gpu.yaml.
+ARG NSIGHT_COMPUTE=""
+RUN if [ -n "${NSIGHT_COMPUTE}" ]; then apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${NSIGHT_COMPUTE}" \
+    && rm -rf /var/lib/apt/lists/*; fi
 # The web image's layers first (the same steps, so building both on one base reuses them),
-# then the CUDA extra on top.
+# then the CUDA extra on top (it brings NVIDIA's ncu-report, the profiles' reader).
 RUN /opt/kernelgrader/bin/pip install ${PIP_INDEX_OPTS} --find-links /wheels "/src[scale]"
 RUN /opt/kernelgrader/bin/pip install ${PIP_INDEX_OPTS} --find-links /wheels "/src[cuda13,scale]"
 ENV PATH=/opt/kernelgrader/bin:$PATH

@@ -34,7 +34,9 @@ def course_create(
         raise fail(exc.message) from None
 
 
-def _check_lab_folder(folder: Path, *, run: bool, arch: str | None, quiet: bool) -> bool:
+def _check_lab_folder(
+    folder: Path, *, run: bool, arch: str | None, quiet: bool, profile: bool = True
+) -> bool:
     """Print what `graders.labcheck` finds (all of it, or only problems when quiet)."""
     from app.core.settings import get_settings
     from graders.labcheck import CheckItem, check_lab
@@ -46,7 +48,12 @@ def _check_lab_folder(folder: Path, *, run: bool, arch: str | None, quiet: bool)
         typer.secho(f"  {item.status:<4}  {item.subject}: {item.message}", fg=color)
 
     report = check_lab(
-        folder, run=run, secret=get_settings().grading_secret, arch=arch, progress=show
+        folder,
+        run=run,
+        secret=get_settings().grading_secret,
+        arch=arch,
+        progress=show,
+        profile=profile,
     )
     if not report.ok:
         typer.secho(report.summary(), fg=typer.colors.RED)
@@ -60,12 +67,17 @@ def lab_check(
     folder: Annotated[Path, typer.Argument(help="the lab folder (holding lab.toml)")],
     gpu: Annotated[bool, typer.Option(help="run the kernels where a GPU is usable")] = True,
     arch: Annotated[str | None, typer.Option(help="compile for this sm_XX")] = None,
+    profile: Annotated[
+        bool,
+        typer.Option(help="on a GPU with Nsight Compute, check the slow kernels' findings"),
+    ] = True,
 ) -> None:
-    """Check a lab folder: spec, oracle, references, faulty kernels (and on a GPU, verdicts)."""
+    """Check a lab folder: spec, oracle, references, faulty and slow kernels (and on a GPU,
+    verdicts and profiler findings)."""
     if not folder.is_dir():
         raise fail(f"{folder} is not a folder; give the lab's folder, the one holding lab.toml.")
     typer.echo(f"Checking the lab folder {folder}:")
-    if not _check_lab_folder(folder, run=gpu, arch=arch, quiet=False):
+    if not _check_lab_folder(folder, run=gpu, arch=arch, quiet=False, profile=profile):
         raise typer.Exit(code=1)
 
 

@@ -149,3 +149,7 @@ def record_report(
     submission.review_flag = " ".join(report.flags)
     submission.graded_at = job.finished_at
     set_status(session, submission, Status.graded, report.summary)
+    # Nsight Compute's profile follows, at a lower priority than any grading.
+    from app.profiling.service import queue_after_grading
+
+    queue_after_grading(session, submission=submission, job=job, report=report)

@@ -9,7 +9,10 @@ header is well formed and the kernel compiles, or stops at the compile stage wit
 its header expects.
 
 On a GPU (`run=True`): every reference passes every case, and every faulty kernel gets the
-verdict its header expects, through `graders.grade.run_submission`.
+verdict its header expects, through `graders.grade.run_submission`; with `profile=True` (the
+default there), every slow kernel in `slow/` passes every case and Nsight Compute finds on its
+line what its header expects, and the references show the findings the lab's
+`[profile.expect]` lists and no other (graders.labcheck.slow).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from graders.labcheck.faults import (
 )
 from graders.labcheck.report import FAIL, OK, SKIP, WARN, CheckItem, LabCheckReport
 from graders.labcheck.sample import sample_case, sample_outputs
+from graders.labcheck.slow import SlowExpectation, SlowHeaderError, read_slow_header, slow_files
 from graders.results import CompileResult
 from graders.run import properties, python_oracle
 from graders.run.python_oracle import OracleCodeError
@@ -47,6 +51,7 @@ def check_lab(
     secret: str = "kernelgrader-lab-check",
     arch: str | None = None,
     progress: Callable[[CheckItem], None] | None = None,
+    profile: bool = True,
 ) -> LabCheckReport:
     """Check a lab folder (see the module docstring); never raises for a broken lab."""
     report = LabCheckReport(Path(folder), progress=progress)
@@ -68,11 +73,35 @@ def check_lab(
         _dry_run_oracle(lab, report)
     compiled = _compile_references(lab, report, arch)
     faulty = _compile_faulty(lab, expectations, report, arch)
+    slow = _compile_slow(lab, report, arch)
     if run:
-        from graders.labcheck.gpu import run_on_gpu
+        from graders.labcheck.gpu import profile_on_gpu, run_on_gpu
 
         run_on_gpu(lab, compiled, faulty, report, secret=secret)
+        if profile:
+            profile_on_gpu(lab, slow, report, secret=secret, arch=arch)
     return report
+
+
+def _compile_slow(
+    lab: LabSpec, report: LabCheckReport, arch: str | None
+) -> list[tuple[SlowExpectation, CompileResult]]:
+    """Each slow kernel's header, and the kernel compiled as a submission."""
+    out = []
+    for path in slow_files(lab.folder):
+        try:
+            exp = read_slow_header(path)
+        except SlowHeaderError as exc:
+            report.add(FAIL, f"slow/{path.name}", str(exc))
+            continue
+        result = _compile(lab, path.read_text(encoding="utf-8"), path.name, arch)
+        if not result.ok:
+            log = f"\n{result.log}" if result.log else ""
+            report.add(FAIL, exp.label, f"does not compile: {result.message}{log}")
+            continue
+        report.add(OK, exp.label, f"compiles (expects the profiler to find {exp.describe()})")
+        out.append((exp, result))
+    return out
 
 
 def _read_headers(lab: LabSpec, report: LabCheckReport) -> list[FaultExpectation]:

@@ -21,13 +21,16 @@ from graders.spec.model import (
     BUILTIN_ORACLES,
     BUILTIN_REFERENCES,
     LAB_ID_PATTERN,
+    PROFILE_FINDINGS,
     PYTHON_ORACLE,
+    REPORT_DOWNLOADS,
     CaseSpec,
     DeclareSpec,
     LabSpec,
     LabSpecError,
     LimitsSpec,
     ParamSpec,
+    ProfileSpec,
     PythonOracleSpec,
     ReferenceSpec,
     ScoringSpec,
@@ -71,6 +74,7 @@ TOP_KEYS = {
     "timing",
     "scoring",
     "work",
+    "profile",
 }
 
 
@@ -164,6 +168,7 @@ def read_lab(folder: Path) -> LabSpec:
         requires=ctx.list_of(lab.get("requires", []), "lab.requires", ctx.string),
         nvrtc_options=options,
         work=_work(ctx, data["work"]) if "work" in data else None,
+        profile=_profile(ctx, data.get("profile", {}), cases, references),
         sanitizer_hazard_points=hazard_points,
         digest=content_digest(folder, _named_files(page_name, references, python_oracle, cases)),
     )
@@ -519,6 +524,34 @@ def _named_files(
         names.append(python_oracle.file)
     names += [i.source for c in cases for i in c.inputs.values() if i.source != "literal"]
     return names
+
+
+def _profile(
+    ctx: FieldReader, value: Any, cases: list[CaseSpec], references: list[ReferenceSpec]
+) -> ProfileSpec:
+    t = ctx.table(value, "profile", optional={"enabled", "case", "report_download", "expect"})
+    enabled = ctx.boolean(t.get("enabled", True), "profile.enabled")
+    case = ""
+    if "case" in t:
+        case = ctx.string(t["case"], "profile.case")
+        if case not in {c.name for c in cases}:
+            ctx.fail("profile.case", f"no case is named {case!r}")
+    download = ctx.string(t.get("report_download", "staff"), "profile.report_download")
+    if download not in REPORT_DOWNLOADS:
+        allowed = ", ".join(REPORT_DOWNLOADS)
+        ctx.fail("profile.report_download", f"is one of {allowed}, got {download!r}")
+    names = {r.name for r in references}
+    expect_table = ctx.table(t.get("expect", {}), "profile.expect", optional=names)
+    expect: dict[str, tuple[str, ...]] = {}
+    for name, kinds in expect_table.items():
+        path = f"profile.expect.{name}"
+        listed = ctx.list_of(kinds, path, ctx.string)
+        for i, kind in enumerate(listed):
+            if kind not in PROFILE_FINDINGS:
+                kinds_text = ", ".join(PROFILE_FINDINGS)
+                ctx.fail(f"{path}[{i}]", f"{kind!r} is not a finding ({kinds_text})")
+        expect[name] = tuple(listed)
+    return ProfileSpec(enabled=enabled, case=case, report_download=download, expect=expect)
 
 
 def _work(ctx: FieldReader, value: Any) -> WorkSpec:
