@@ -247,6 +247,7 @@ def supervise(
         child.kill_group("cleanup")
         _, status, rusage = os.wait4(child.pid, 0)
         child.proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+        child.cut_lifeline()
         child.proc.stdout.close()
         child.proc.stderr.close()
     log.extend(progress.log)
