@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -112,3 +113,74 @@ def test_one_worker_per_gpu_is_restarted_when_it_dies_and_all_stop_together(
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert "Traceback" not in output, output
+
+
+def _sandbox_children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"graders.sandbox.child" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_a_killed_supervisor_leaves_no_worker_or_child_behind(session: Session) -> None:
+    since = utcnow()
+    supervisor = subprocess.Popen(
+        [*worker_command(), "--gpus", "0,1", "--loglevel", "WARNING"],
+        env={k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+    def ready() -> dict[int, list[int]]:
+        """Each GPU's live worker with the children it started ahead of need."""
+        session.expire_all()
+        rows = session.scalars(
+            select(Worker).where(Worker.started_at >= since, Worker.stopped_at.is_(None))
+        ).all()
+        found = {row.pid: _sandbox_children(row.pid) for row in rows if row.gpu in ("0", "1")}
+        return found if len(found) == 2 and all(found.values()) else {}
+
+    everyone: list[int] = []
+    try:
+        workers = wait_until(ready, 90, supervisor)
+        assert isinstance(workers, dict)
+        everyone = [p for pid, kids in workers.items() for p in (pid, *kids)]
+        supervisor.kill()  # outright: it cannot pass anything on
+        supervisor.wait()
+        assert _still_running(everyone, 60) == []
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait()
+        for pid in everyone:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+        session.expire_all()
+        for row in session.scalars(select(Worker).where(Worker.started_at >= since)).all():
+            if row.stopped_at is None and row.gpu in ("0", "1"):
+                service.mark_stopped(row.name)  # stopped without a word
+
+
+def _still_running(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_running(p) for p in pids):
+        time.sleep(0.2)
+    return [p for p in pids if _running(p)]
