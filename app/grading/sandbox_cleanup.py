@@ -125,7 +125,7 @@ def _owner_gone(pid: int, folder: Path) -> bool:
 def live_processes(proc: Path = Path("/proc")) -> list[ProcessInfo]:
     """Every live process this one may inspect (others' are left out: a worker's children are
     its own user's, or run as the sandbox user only where the worker is root)."""
-    found = []
+    found: list[ProcessInfo] = []
     try:
         entries = list(proc.iterdir())
     except OSError:
