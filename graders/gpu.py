@@ -9,20 +9,29 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from graders.results import GpuInfo
 from graders.timing.lock import GpuLock
 
+log = logging.getLogger(__name__)
+
 # A child that imports CuPy and touches the device takes a few seconds; a hung driver must
 # not stall the worker forever.
 PROBE_TIMEOUT_S = 60.0
+# After a kill, how long the killed process may take to leave the GPU (the driver tears its
+# context down after the process is gone) before the health probe runs anyway.
+LEAVE_GPU_LIMIT_S = 30.0
+# A failed health probe is tried once more after this pause before the GPU is called unhealthy.
+HEALTH_RETRY_PAUSE_S = 5.0
 
 _PROBE_SCRIPT = r"""
 import json, sys
@@ -202,9 +211,68 @@ def gpu_info() -> GpuInfo:
     return info
 
 
-def check_gpu_health() -> str | None:
-    """None when a fresh process can compute correctly on the GPU; else a sentence."""
+def gpu_process_ids() -> set[int] | None:
+    """The pids running compute work on this worker's GPU, as NVML (or nvidia-smi) lists them;
+    None where neither can tell. In a container they may be the host's pids."""
+    nvml = _nvml()
+    if nvml is not None:
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(_visible_index())
+            return {int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+        except Exception:
+            pass
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run(
+            [exe, "--query-compute-apps=pid", "--format=csv,noheader", f"-i={_visible_index()}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return {int(line) for line in done.stdout.split() if line.strip().isdigit()}
+
+
+def wait_until_off_gpu(pid: int, limit_s: float = LEAVE_GPU_LIMIT_S) -> bool:
+    """Wait (at most `limit_s`) until `pid` no longer runs on the GPU; False if it still does."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        running = gpu_process_ids()
+        if running is None or pid not in running:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
+def check_gpu_health(killed_pid: int | None = None) -> str | None:
+    """None when a fresh process can compute correctly on the GPU; else a sentence.
+
+    After a kill (`killed_pid`), the probe waits until that process has left the GPU: a probe
+    beside a context still being torn down can fail on a healthy GPU. A failed probe is tried
+    once more after a pause before the GPU is called unhealthy.
+    """
+    if killed_pid is not None and not wait_until_off_gpu(killed_pid):
+        log.warning(
+            "process %d was still on the GPU %.0f s after it was killed",
+            killed_pid,
+            LEAVE_GPU_LIMIT_S,
+        )
     result = _probe(health=True)
+    if result.get("error"):
+        log.warning(
+            "GPU health probe failed (%s); trying again in %.0f s",
+            result["error"],
+            HEALTH_RETRY_PAUSE_S,
+        )
+        time.sleep(HEALTH_RETRY_PAUSE_S)
+        result = _probe(health=True)
     if result.get("error"):
         return (
             f"The GPU is not healthy: {result['error']}. Grading is paused on this worker; "

@@ -64,3 +64,46 @@ def test_each_visible_gpu_has_its_own_timing_lock(monkeypatch: pytest.MonkeyPatc
         keys[visible] = gpu.gpu_key()
         assert keys[visible] == gpu.gpu_key()
     assert len(set(keys.values())) == 4, keys
+
+
+# The health check's patience, with the GPU's answers stood in for: a probe that fails once
+# (a context still being torn down beside it), a killed process NVML still lists for a while.
+
+
+def test_a_failed_health_probe_is_tried_again_before_the_gpu_is_called_unhealthy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = [{"error": "the GPU did not answer a simple request (busy)"}, {"count": 1}]
+    monkeypatch.setattr(gpu, "_probe", lambda health=False: answers.pop(0))
+    monkeypatch.setattr(gpu, "HEALTH_RETRY_PAUSE_S", 0.0)
+    assert gpu.check_gpu_health() is None
+    assert answers == []
+    failing = {"error": "a test computation gave 0.0 instead of 1.0"}
+    monkeypatch.setattr(gpu, "_probe", lambda health=False: failing)
+    said = gpu.check_gpu_health()
+    assert said is not None and said.startswith("The GPU is not healthy: a test computation")
+
+
+def test_the_health_probe_waits_until_the_killed_process_has_left_the_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listed = [{41, 42}, {41, 42}, {41}]  # 42 was killed; the driver lets go of it on the third look
+    events: list[str] = []
+
+    def processes() -> set[int]:
+        events.append("looked")
+        return listed.pop(0) if listed else {41}
+
+    def probe(health: bool = False) -> dict[str, object]:
+        events.append("probed")
+        return {"count": 1}
+
+    monkeypatch.setattr(gpu, "gpu_process_ids", processes)
+    monkeypatch.setattr(gpu, "_probe", probe)
+    assert gpu.check_gpu_health(killed_pid=42) is None
+    assert events == ["looked", "looked", "looked", "probed"]
+    # Where nothing can list the GPU's processes, the probe runs at once.
+    events.clear()
+    monkeypatch.setattr(gpu, "gpu_process_ids", lambda: None)
+    assert gpu.check_gpu_health(killed_pid=42) is None
+    assert events == ["probed"]
