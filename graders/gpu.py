@@ -7,6 +7,7 @@ installed) or in a short-lived child process.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -14,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -281,31 +281,109 @@ def check_gpu_health(killed_pid: int | None = None) -> str | None:
     return None
 
 
+# Where the GPUs' timing locks live unless KERNELGRADER_LOCK_DIR says otherwise: a host path,
+# never the data folder, so every worker process and container of the host (compose mounts
+# it) takes the same lock for the same GPU. The first that is or can be made usable wins.
+HOST_LOCK_DIRS = (
+    Path("/run/lock/kernelgrader"),
+    Path("/var/lock/kernelgrader"),
+    Path("/tmp/kernelgrader-locks"),
+)
+LOCK_DIR_MODE = 0o1777  # workers of different users share it; the sticky bit keeps files theirs
+
+
+def _usable_lock_dir(folder: Path) -> bool:
+    """True when `folder` exists (made here, world-writable and sticky, if need be) and this
+    process may make lock files in it."""
+    if not folder.is_dir():
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            pass  # another worker made it just now
+        except OSError:
+            return False
+        else:
+            with contextlib.suppress(OSError):
+                folder.chmod(LOCK_DIR_MODE)  # mkdir's mode is cut by the umask
+    return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+
+
+def host_lock_dir(candidates: tuple[Path, ...] = HOST_LOCK_DIRS) -> Path:
+    """The first usable of `candidates`; the last one where none is (a lock it cannot create
+    files in then fails loudly, at the lock)."""
+    for folder in candidates:
+        if _usable_lock_dir(folder):
+            return folder
+        if folder.is_dir():
+            log.warning(
+                "%s exists but this user cannot make lock files in it, so timed sections are "
+                "not kept apart from workers that use it; make it world-writable with the "
+                "sticky bit (chmod 1777 %s)",
+                folder,
+                folder,
+            )
+    return candidates[-1]
+
+
 def lock_dir() -> Path:
-    """Where the per-GPU lock files (and the CuPy kernel cache) live: shared by every worker
-    process on the host, and by the run stage's children (KERNELGRADER_LOCK_DIR)."""
-    for name in ("KERNELGRADER_LOCK_DIR", "KERNELGRADER_DATA_DIR"):
-        folder = os.environ.get(name)
-        if folder:
-            return Path(folder).resolve()
-    return Path(tempfile.gettempdir())
+    """Where the per-GPU lock files live: KERNELGRADER_LOCK_DIR, else a host-wide folder
+    (HOST_LOCK_DIRS), whatever the worker's data folder."""
+    folder = os.environ.get("KERNELGRADER_LOCK_DIR")
+    if folder:
+        return Path(folder).resolve()
+    return host_lock_dir()
 
 
-def gpu_key() -> str:
-    """A name for the physical GPU, the same in every process whatever CUDA_VISIBLE_DEVICES says."""
+def _clean_key(text: str) -> str:
+    return "".join(c for c in text if c.isalnum() or c == "-")
+
+
+@functools.cache
+def _physical_gpu(visible: str) -> str:
+    """The UUID of the GPU that CUDA_VISIBLE_DEVICES=`visible` makes device 0, where NVML or
+    nvidia-smi can tell; "" otherwise. (A worker of `worker --gpus` numbers GPUs as NVML does:
+    the supervisor sets CUDA_DEVICE_ORDER=PCI_BUS_ID.)"""
+    index = _visible_index()
     nvml = _nvml()
     if nvml is not None:
         try:
-            uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(_visible_index()))
-            uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
-            return "".join(c for c in uuid if c.isalnum() or c == "-")
+            uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index))
+            return _clean_key(uuid.decode() if isinstance(uuid, bytes) else str(uuid))
         except Exception:
             pass
-    # Without NVML: the device as CUDA_VISIBLE_DEVICES names it, a UUID as well as an index,
-    # so workers of one host given different GPUs (`worker --gpus`) take different locks.
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return ""
+    try:
+        done = subprocess.run(
+            [exe, "--query-gpu=uuid", "--format=csv,noheader", f"-i={index}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    uuid = done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else ""
+    return _clean_key(uuid) if uuid.startswith(("GPU-", "MIG-")) else ""
+
+
+def gpu_key() -> str:
+    """A name for the physical GPU, the same in every process whatever CUDA_VISIBLE_DEVICES
+    says: its UUID. KERNELGRADER_GPU_KEY, where set (a worker gives it to its GPU children),
+    says it outright."""
+    given = os.environ.get("KERNELGRADER_GPU_KEY")
+    if given:
+        return _clean_key(given)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    first = visible.split(",")[0].strip()
     if first and not first.isdigit():
-        return "".join(c for c in first if c.isalnum() or c == "-")
+        return _clean_key(first)  # the GPU's (or MIG instance's) own UUID
+    uuid = _physical_gpu(visible)
+    if uuid:
+        return uuid
+    # Neither NVML nor nvidia-smi: the index, so workers given different GPUs (`worker --gpus`)
+    # take different locks.
     return f"gpu{_visible_index()}"
 
 

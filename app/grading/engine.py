@@ -8,7 +8,6 @@ started ahead of need; every worker keeps compile children started ahead too.
 from __future__ import annotations
 
 import logging
-import os
 
 from app.core.settings import Settings
 
@@ -18,8 +17,8 @@ log = logging.getLogger(__name__)
 def prepare_engine(settings: Settings, *, gpu: bool) -> None:
     from graders.sandbox import prestart
 
-    # The run stage's children find the lock files (and the kernel cache) through this.
-    os.environ.setdefault("KERNELGRADER_LOCK_DIR", str(settings.data_dir.resolve()))
+    # The GPU's timing lock lives in a host-wide folder (graders.gpu.lock_dir), whatever the
+    # data folder: every worker of the host, in a container or not, takes the same one.
     if not settings.prestart:
         return
     spares = settings.worker_concurrency

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.fleet import service
 from app.fleet.models import Worker
-from app.fleet.supervisor import SupervisorError, parse_gpus
+from app.fleet.supervisor import Supervisor, SupervisorError, parse_gpus
 from tests.app.grading.test_celery_worker import worker_command
 
 
@@ -184,3 +185,16 @@ def _still_running(pids: list[int], seconds: float) -> list[int]:
     while time.monotonic() < deadline and any(_running(p) for p in pids):
         time.sleep(0.2)
     return [p for p in pids if _running(p)]
+
+
+def test_each_worker_counts_the_gpus_in_the_order_nvml_does(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The supervisor numbers GPUs as NVML does; CUDA's default order (fastest first) may not.
+    show = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['CUDA_DEVICE_ORDER'])"
+    monkeypatch.setattr(Supervisor, "command", lambda self: [sys.executable, "-c", show])
+    supervisor = Supervisor(["1"], loglevel="WARNING")
+    child = supervisor.children[0]
+    supervisor.start(child)
+    assert child.process is not None and child.process.wait(timeout=60) == 0
+    assert capfd.readouterr().out.split() == ["1", "PCI_BUS_ID"]

@@ -212,6 +212,20 @@ def test_gpu_children_see_the_cuda_settings_but_no_secrets(monkeypatch: pytest.M
     assert "do-not-leak-this" not in str(env)
 
 
+def test_gpu_children_take_the_workers_gpu_lock(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from graders.gpu import gpu_key, lock_dir
+
+    monkeypatch.setenv("KERNELGRADER_LOCK_DIR", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8c7a1d3e-1111-2222-3333-444455556666")
+    outcome = run_sandboxed(f"{TARGETS}:environment", {}, limits=LIMITS, gpu=True)
+    assert outcome.ok, outcome
+    env = outcome.value["env"]
+    assert env["KERNELGRADER_LOCK_DIR"] == str(lock_dir()) == str(tmp_path.resolve())
+    assert env["KERNELGRADER_GPU_KEY"] == gpu_key() == "GPU-8c7a1d3e-1111-2222-3333-444455556666"
+
+
 def test_working_directory_is_empty_private_and_removed() -> None:
     first = run("workdir_info")
     second = run("workdir_info")
