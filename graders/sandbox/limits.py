@@ -26,7 +26,7 @@ class SandboxLimits:
     # the driver expands for minutes, must not hold a worker. Seconds of printing count the
     # bursts of output (chunks less than PRINT_GAP_S apart), not the quiet between them.
     print_limit_bytes: int = 4 * MIB
-    print_limit_seconds: float = 10.0
+    print_limit_seconds: float = 20.0
     network: bool = False
 
     def for_request(self, *, gpu: bool, nproc: bool) -> dict[str, Any]:

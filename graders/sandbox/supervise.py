@@ -41,7 +41,7 @@ DRAIN_SECONDS = 1.0
 # A prestarted child that is still not ready this long after its request is broken.
 READY_LIMIT_SECONDS = 180.0
 # Output chunks closer together than this belong to one burst of printing.
-PRINT_GAP_S = 0.5
+PRINT_GAP_S = 0.1
 
 
 @dataclass

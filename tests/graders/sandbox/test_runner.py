@@ -104,7 +104,7 @@ def test_a_child_that_prints_past_the_byte_limit_is_stopped_for_printing() -> No
 
 def test_a_child_that_keeps_printing_past_the_time_limit_is_stopped_for_printing() -> None:
     limits = SandboxLimits(wall_seconds=60, cpu_seconds=30, memory_mb=512, print_limit_seconds=1)
-    outcome = run("print_steadily", {"size": 100, "every_s": 0.05, "seconds": 60}, limits=limits)
+    outcome = run("print_steadily", {"size": 100, "every_s": 0.01, "seconds": 60}, limits=limits)
     assert not outcome.ok and outcome.reason == "printing", (outcome.reason, outcome.log)
     assert "kept coming for more than 1 s" in outcome.message
     assert outcome.stdout_total < limits.print_limit_bytes
