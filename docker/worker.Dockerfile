@@ -1,5 +1,6 @@
 # A grading worker. With GPUs (the NVIDIA container runtime, see compose.gpu.yaml) it runs one
-# worker process per GPU (`kernelgrader worker --gpus all`); without, it compiles only. CuPy
+# worker process per GPU (`kernelgrader worker --gpus all`); without, it compiles only. The
+# entrypoint (docker/worker-entrypoint.sh) builds the CuPy kernel cache once where a GPU is. CuPy
 # brings its CUDA libraries as wheels; the host needs only the NVIDIA driver. Build from the
 # repository root: docker build -f docker/worker.Dockerfile -t kernelgrader-worker .
 # BASE_IMAGE and PIP_INDEX_OPTS as in web.Dockerfile.
@@ -7,12 +8,14 @@ ARG BASE_IMAGE=nvidia/cuda:13.0.1-base-ubuntu24.04
 FROM ${BASE_IMAGE}
 ARG PIP_INDEX_OPTS=""
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 \
-    KERNELGRADER_DATA_DIR=/var/lib/kernelgrader
+    KERNELGRADER_DATA_DIR=/var/lib/kernelgrader KERNELGRADER_KERNEL_CACHE_DIR=/var/cache/kernelgrader
 RUN python3 -c "import venv, ensurepip" 2>/dev/null || { apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv \
     && rm -rf /var/lib/apt/lists/*; }
 RUN python3 -m venv /opt/kernelgrader && useradd --create-home --uid 10001 kernelgrader \
-    && mkdir -p /var/lib/kernelgrader && chown kernelgrader /var/lib/kernelgrader
+    && mkdir -p /var/lib/kernelgrader /var/cache/kernelgrader /run/lock/kernelgrader \
+    && chown kernelgrader /var/lib/kernelgrader /var/cache/kernelgrader \
+    && chmod 1777 /run/lock/kernelgrader
 # One stage: with an index, docker/wheels holds only its README; without, its wheels stay in a
 # layer of their own, which costs disk but no copy of the installed packages.
 COPY docker/wheels/ /wheels/
@@ -34,5 +37,8 @@ RUN if [ -n "${NSIGHT_COMPUTE}" ]; then apt-get update \
 RUN /opt/kernelgrader/bin/pip install ${PIP_INDEX_OPTS} --find-links /wheels "/src[scale]"
 RUN /opt/kernelgrader/bin/pip install ${PIP_INDEX_OPTS} --find-links /wheels "/src[cuda13,scale]"
 ENV PATH=/opt/kernelgrader/bin:$PATH
-USER kernelgrader
+# Starts as root to ready the shared lock folder and the kernel cache volume, then runs the
+# worker as kernelgrader, after building the CuPy kernel cache where a GPU is.
+COPY docker/worker-entrypoint.sh /usr/local/bin/kernelgrader-worker-entrypoint
+ENTRYPOINT ["/usr/local/bin/kernelgrader-worker-entrypoint"]
 CMD ["kernelgrader", "worker"]

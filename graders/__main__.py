@@ -6,6 +6,8 @@
     python -m graders profile LAB FILE.cu [--json]      Nsight Compute's findings for one file,
                                                          beside the lab's references
     python -m graders labs                              list the built-in labs
+    python -m graders warm-cache                        build the CuPy kernel cache for this
+                                                         host's GPUs (once; workers reuse it)
 
 LAB is a built-in lab id or a lab folder.
 """
@@ -137,7 +139,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--secret", default=os.environ.get("KERNELGRADER_GRADING_SECRET", "profile"))
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     sub.add_parser("labs", help="list the built-in labs")
+    sub.add_parser(
+        "warm-cache",
+        help="build the CuPy kernel cache for this host's GPUs (once; workers reuse it)",
+    )
     args = parser.parse_args(argv)
+    if args.command == "warm-cache":
+        import logging
+
+        from graders.run.kernel_cache import warm_cache
+
+        logging.basicConfig(level=logging.WARNING, format="%(message)s")
+        return warm_cache()
 
     from graders.spec import list_builtin_labs, load_builtin_lab, load_lab
 

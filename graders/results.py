@@ -116,7 +116,8 @@ class CaseResult:
     hidden: bool
     passed: bool
     # "pass", "wrong_answer", "no_output", "out_of_bounds_write", "input_modified",
-    # "timeout", "kernel_error", "launch_error", "not_run", and from the sanitizer on its case:
+    # "timeout", "output_limit" (stopped for printing), "kernel_error", "launch_error",
+    # "not_run", and from the sanitizer on its case:
     # "memory_error", "data_race", "divergent_barrier"
     verdict: str
     message: str  # a sentence: which index, expected and got, or what the kernel did

@@ -24,4 +24,11 @@ if [ ! -e "$stamp" ]; then
     # Stamps of older build files no longer say anything; stamps of other extras do.
     find .venv -maxdepth 1 -name '.installed-*' ! -name ".installed-${hash}-*" -delete
     touch "$stamp"
+    # On a GPU host, the CuPy kernel cache is built once now (a minute), not by a worker
+    # before its first job; it is kept outside the data folder, so every worker reuses it.
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+        echo "Building the CuPy kernel cache for this host's GPUs (once)..." >&2
+        .venv/bin/python -m graders warm-cache >&2 \
+            || echo "The CuPy kernel cache was not built now; a GPU worker builds it before it takes jobs." >&2
+    fi
 fi

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from typing import Annotated
 
 import typer
@@ -43,18 +42,6 @@ def status() -> None:
     typer.echo(render_status(snapshot, heartbeat_timeout=timeout), nl=False)
 
 
-def _watch_parent(parent_pid: int) -> None:
-    # The local worker of `serve` exits when serve does, even if serve was killed.
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent_pid:
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-            time.sleep(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
 def worker(
     gpus: Annotated[
         str | None,
@@ -86,7 +73,11 @@ def worker(
     )
 
     if parent_pid is not None:
-        _watch_parent(parent_pid)
+        from app.fleet.parent import watch_parent
+
+        # The local worker of `serve`, or one of `worker --gpus`, stops when that process is
+        # gone, even if it was killed.
+        watch_parent(parent_pid)
     missing = compile_unavailable_reason()
     if missing is not None:
         raise fail(cannot_compile_sentence(missing))
@@ -95,16 +86,23 @@ def worker(
     from app.grading.celery_app import QUEUE, celery_app
     from app.grading.engine import prepare_engine
     from app.grading.routing import gpu_queues
-    from app.grading.sandbox_cleanup import remove_orphaned_sandboxes
+    from app.grading.sandbox_cleanup import reap_orphaned_sandboxes
     from app.grading.sweeper import SweeperThread
     from app.grading.worker import worker_id
 
     settings = get_settings()
-    # Before this worker starts children of its own: folders whose owner (a killed worker,
-    # or a child it left) is gone.
-    removed = remove_orphaned_sandboxes()
-    if removed:
-        typer.echo(f"Removed {len(removed)} sandbox folders left by workers that were killed.")
+    # Before this worker starts children of its own: what killed workers left, processes
+    # (which may hold the GPU) and then their folders.
+    reaped = reap_orphaned_sandboxes()
+    if reaped.killed:
+        typer.echo(
+            f"Stopped {len(reaped.killed)} processes that workers which were killed left "
+            "running (the log names them)."
+        )
+    if reaped.removed:
+        typer.echo(
+            f"Removed {len(reaped.removed)} sandbox folders left by workers that were killed."
+        )
     reason = run_unavailable_reason()
     model = worker_gpu_model()
     queues = [QUEUE] if reason else [QUEUE, *gpu_queues(model)]

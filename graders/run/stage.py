@@ -97,6 +97,11 @@ def _limits(lab: LabSpec, wall: float) -> SandboxLimits:
 
 def killed_message(outcome: SandboxOutcome, lab: LabSpec) -> tuple[str, str]:
     """(verdict, sentence) for the case a child was running when it was stopped."""
+    if outcome.reason == "printing":
+        return "output_limit", (
+            f"{outcome.message} The kernel's printf output was too much to go on: remove the "
+            "printf calls, or print from one thread and a few values only."
+        )
     if outcome.timed_out:
         limit = lab.limits.case_seconds
         if outcome.stdout_total > FLOOD_BYTES:
@@ -258,8 +263,9 @@ def run_cases(
             continue
         if stopped in ("timeout", "kernel_error"):
             # A hung kernel was abandoned when the child exited, or a crashed one left its
-            # context dead: either way, is the GPU still fine for the next submission?
-            health = check_gpu_health()
+            # context dead: either way, is the GPU still fine for the next submission? (A
+            # child stopped for printing is not asked about: what it did was print.)
+            health = check_gpu_health(killed_pid=outcome.pid or None)
             report.stdout += f"\n[grader] GPU health after the kernel stopped: {health or 'ok'}"
             if health:
                 report.error = "gpu_unhealthy"

@@ -49,7 +49,8 @@ def run_sanitizer(
     budget = budget or GpuBudget(lab.limits.gpu_seconds)
     name = sanitizer_case(lab)
     case = next((c for c in report.cases if c.name == name), None)
-    if case is None or case.verdict in ("timeout", "kernel_error", "launch_error", "not_run"):
+    ended = ("timeout", "kernel_error", "launch_error", "output_limit", "not_run")
+    if case is None or case.verdict in ended:
         return f"skipped: case {name} already ended with {case.verdict if case else 'nothing'}"
     if budget.spent_out:
         # Spending the budget before the sanitizer must not spare a kernel its checks.

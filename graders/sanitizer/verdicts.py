@@ -67,7 +67,7 @@ def rule(
     if any(t.get("status") == "printing" for t in tools.values()):
         printed = max(int(t.get("output_bytes") or 0) for t in tools.values())
         return Ruling(
-            "resource_limit",
+            "output_limit",
             f"Under compute-sanitizer the kernel printed more than {printed >> 20} MiB and was "
             "stopped: printing is slow under the tools, and a grading may print only a few "
             "MiB. Print from a few threads only, or not at all.",

@@ -78,10 +78,35 @@ class GpuLock:
         except OSError:
             return set()
 
+    def path(self, suffix: str) -> Path:
+        return self.folder / f"kernelgrader-gpu-{self.key}.{suffix}"
+
     def _open(self, suffix: str) -> int:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"kernelgrader-gpu-{self.key}.{suffix}"
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        """The lock file, made readable and writable by all (workers may be different users).
+
+        An existing file is opened without O_CREAT: in a sticky world-writable folder the
+        kernel refuses O_CREAT on another user's file (fs.protected_regular). flock needs no
+        write access, so a file this user may only read still serves.
+        """
+        path = self.path(suffix)
+        for _ in range(3):
+            for mode in (os.O_RDWR, os.O_RDONLY):
+                try:
+                    return os.open(path, mode)
+                except FileNotFoundError:
+                    break
+                except PermissionError:
+                    continue
+            else:
+                raise PermissionError(f"cannot open the GPU lock file {path}")
+            self.folder.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue  # another process made it just now: open theirs
+            os.fchmod(fd, 0o666)  # past the umask
+            return fd
+        raise FileExistsError(f"the GPU lock file {path} keeps coming and going")
 
     @contextlib.contextmanager
     def _hold(self, mode: int, on_wait: Callback, on_held: Callback) -> Iterator[float]:

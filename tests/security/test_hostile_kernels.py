@@ -35,6 +35,7 @@ CASE_VERDICTS = {
     "out_of_bounds_write",
     "input_modified",
     "timeout",
+    "output_limit",
     "kernel_error",
     "launch_error",
 }
@@ -120,6 +121,10 @@ def test_run_stage_defence(kernel: HostileKernel, tmp_path: Path) -> None:
     assert "Traceback" not in report.stdout and "site-packages" not in report.stdout
     assert kernel.stdout in report.stdout, report.stdout[-1000:]
     assert len(report.stdout) < 256 * 1024, "the kernel's output must be capped"
+    if "output_limit" in verdicts and not {"timeout", "kernel_error"} & set(verdicts):
+        # Stopped for printing: the student's file, not the GPU. No health check, no alarm.
+        assert "[grader] GPU health" not in report.stdout, report.stdout[-2000:]
+        assert report.error == "" and "not healthy" not in report.summary, report.summary
     if kernel.health_check and {"timeout", "kernel_error"} & set(verdicts):
         # After a kernel was killed or crashed, the worker checked the GPU before going on.
         assert "[grader] GPU health" in report.stdout, report.stdout[-2000:]
