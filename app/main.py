@@ -32,6 +32,7 @@ from app.core.overload import (
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
 from app.fleet.routes import router as fleet_router
+from app.lti.routes import router as lti_router
 from app.web.account import router as account_router
 from app.web.routes import router as web_router
 from app.web.staff import router as staff_router
@@ -148,6 +149,7 @@ def create_app() -> FastAPI:
     app.include_router(account_router)
     add_offline_docs(app)
     app.include_router(fleet_router)
+    app.include_router(lti_router)
     _document_errors_as_sent(app)
     return app
 

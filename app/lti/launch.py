@@ -23,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth import states
-from app.auth.accounts import OutsideIdentity, account_for
+from app.auth.accounts import Matched, OutsideIdentity, account_for
 from app.auth.models import UserIdentity
 from app.auth.problems import SignInRefused
 from app.core.database import utcnow
@@ -224,7 +224,8 @@ def _land(session: Session, *, platform: LtiPlatform, claims: dict[str, Any]) ->
             kind="lti",
             source=platform.issuer,
         )
-    user = _known_account(session, identity, course)
+    known = known_account(session, identity, course)
+    user = known.user if known else None
     pending = {
         "platform_id": platform.id,
         "context_id": context.id,
@@ -296,9 +297,9 @@ def _identity(platform: LtiPlatform, claims: dict[str, Any]) -> OutsideIdentity:
     )
 
 
-def _known_account(
+def known_account(
     session: Session, identity: OutsideIdentity, course: Course | None
-) -> User | None:
+) -> Matched | None:
     """The person's account when it is known without asking them: matched before, or the
     account with their email in the course the launch leads to (its roster vouches), or none
     with that email at all (a new account). None: they log in once to join the two."""
@@ -310,16 +311,16 @@ def _known_account(
         )
     )
     if matched is not None or not identity.email:
-        return account_for(session, identity).user
+        return account_for(session, identity)
     existing = find_user(session, email=identity.email)
     if existing is None:
-        return account_for(session, _trusted(identity)).user
+        return account_for(session, _trusted(identity))
     if course is not None and session.scalar(
         select(Enrollment.id).where(
             Enrollment.user_id == existing.id, Enrollment.course_id == course.id
         )
     ):
-        return account_for(session, _trusted(identity)).user
+        return account_for(session, _trusted(identity))
     return None
 
 
