@@ -73,9 +73,9 @@ def account_for(session: Session, identity: OutsideIdentity) -> Matched:
         _upgrade_placeholder(session, user, email, identity.email_trusted)
         session.flush()
         return Matched(user=user, created=False, linked=False)
-    user = find_user(session, email=email) if email and identity.email_trusted else None
-    created = user is None
-    if user is None:
+    found = find_user(session, email=email) if email and identity.email_trusted else None
+    created = found is None
+    if found is None:
         # An untrusted email is not taken as an address either: it could be someone else's.
         address = email if email and identity.email_trusted else placeholder_email(identity)
         if find_user(session, email=address) is not None:
@@ -83,8 +83,10 @@ def account_for(session: Session, identity: OutsideIdentity) -> Matched:
         user = User(email=address, name=identity.name.strip()[:200])
         session.add(user)
         session.flush()
-    elif identity.name and not user.name:
-        user.name = identity.name.strip()[:200]
+    else:
+        user = found
+        if identity.name and not user.name:
+            user.name = identity.name.strip()[:200]
     session.add(
         UserIdentity(
             user_id=user.id,

@@ -38,14 +38,19 @@ class RosterRead:
     issuer: str
     course_id: int
     url: str
+    # pylti1p3's Registration (the tool's key included), read with the context.
+    registration: Any
 
 
 def read_context(session: Session, *, context_id: int) -> RosterRead | None:
     context = session.get(LtiContext, context_id)
     if context is None or context.course_id is None or not context.memberships_url:
         return None
+    from app.lti.tool import registration_of
+
     platform = session.get_one(LtiPlatform, context.platform_id)
     return RosterRead(
+        registration=registration_of(session, platform),
         context_id=context.id,
         platform_id=platform.id,
         issuer=platform.issuer,
@@ -58,12 +63,10 @@ def fetch_members(read: RosterRead) -> list[dict[str, Any]]:
     """Every page of the LMS's membership list (no database connection held)."""
     from pylti1p3.names_roles import NamesRolesProvisioningService
 
-    from app.lti.tool import CachingServiceConnector, registration_of
+    from app.lti.tool import CachingServiceConnector
 
-    with session_scope() as session:
-        registration = registration_of(session, session.get_one(LtiPlatform, read.platform_id))
     service = NamesRolesProvisioningService(
-        CachingServiceConnector(registration), {"context_memberships_url": read.url}
+        CachingServiceConnector(read.registration), {"context_memberships_url": read.url}
     )
     return [dict(member) for member in service.get_members()]
 

@@ -37,7 +37,7 @@ router = APIRouter(include_in_schema=False)
 def _refused_page(request: Request, refused: SignInRefused, reference: str) -> Response:
     return render(
         request,
-        "lti/refused.html",
+        "sign_in/refused.html",
         {"sentence": refused.sentence, "reference": reference},
         status_code=refused.status_code,
     )
@@ -399,20 +399,18 @@ async def sync_roster_now(
             from app.lti.grades import lms_reason
 
             reason = lms_reason(exc)
-            await web.run(
-                lambda s, u, one=one, reason=reason: roster.record_failure(
-                    s, context_id=one.context_id, reason=reason, now=utcnow()
-                )
-            )
+
+            def failed(s: Session, u: User, one: Any = one, reason: str = reason) -> None:
+                roster.record_failure(s, context_id=one.context_id, reason=reason, now=utcnow())
+
+            await web.run(failed)
             sentences.append(f"The LMS did not give the roster: {reason}")
             continue
-        sentences.append(
-            await web.run(
-                lambda s, u, one=one, members=members: roster.apply_members(
-                    s, read=one, members=members, now=utcnow()
-                )
-            )
-        )
+
+        def apply(s: Session, u: User, one: Any = one, members: Any = members) -> str:
+            return roster.apply_members(s, read=one, members=members, now=utcnow())
+
+        sentences.append(await web.run(apply))
     return _back(found, message=" ".join(sentences))
 
 

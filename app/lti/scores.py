@@ -73,8 +73,8 @@ def refresh_scores(
             (Enrollment.user_id == Submission.user_id) & (Enrollment.course_id == lab.course_id),
         ).where(Enrollment.role == Role.student.value)
     by_user: dict[int, list[Scored]] = {}
-    for *columns, author in session.execute(query):
-        by_user.setdefault(author, []).append(Scored(*columns))
+    for row in session.execute(query):
+        by_user.setdefault(row[-1], []).append(Scored(*row[:-1]))
     changed = 0
     for item in line_items:
         context = session.get_one(LtiContext, item.context_id)
