@@ -71,11 +71,13 @@ class _Claimed:
     attempts: int
 
 
-def send_due_scores(*, now: datetime | None = None, limit: int = 100) -> SendReport:
-    """One pass over the rows due now."""
+def send_due_scores(
+    *, now: datetime | None = None, limit: int = 100, course_id: int | None = None
+) -> SendReport:
+    """One pass over the rows due now (of one course's labs, if given)."""
     now = now or utcnow()
     report = SendReport()
-    for claimed in _claim(now=now, limit=limit):
+    for claimed in _claim(now=now, limit=limit, course_id=course_id):
         try:
             url = claimed.item_url or ensure_column(claimed)
             if not claimed.item_url:
@@ -92,19 +94,22 @@ def send_due_scores(*, now: datetime | None = None, limit: int = 100) -> SendRep
     return report
 
 
-def _claim(*, now: datetime, limit: int) -> list[_Claimed]:
+def _claim(*, now: datetime, limit: int, course_id: int | None) -> list[_Claimed]:
     due = [SyncState.pending.value, SyncState.refused.value]
     claimed: list[_Claimed] = []
+    query = (
+        select(LtiScoreSync, LtiLineItem, LtiContext, Lab)
+        .join(LtiLineItem, LtiLineItem.id == LtiScoreSync.line_item_id)
+        .join(LtiContext, LtiContext.id == LtiLineItem.context_id)
+        .join(Lab, Lab.id == LtiLineItem.lab_id)
+        .where(LtiScoreSync.state.in_(due), LtiScoreSync.next_attempt_at <= now)
+        .order_by(LtiScoreSync.next_attempt_at)
+        .limit(limit)
+    )
+    if course_id is not None:
+        query = query.where(Lab.course_id == course_id)
     with session_scope() as session:
-        rows = session.execute(
-            select(LtiScoreSync, LtiLineItem, LtiContext, Lab)
-            .join(LtiLineItem, LtiLineItem.id == LtiScoreSync.line_item_id)
-            .join(LtiContext, LtiContext.id == LtiLineItem.context_id)
-            .join(Lab, Lab.id == LtiLineItem.lab_id)
-            .where(LtiScoreSync.state.in_(due), LtiScoreSync.next_attempt_at <= now)
-            .order_by(LtiScoreSync.next_attempt_at)
-            .limit(limit)
-        ).all()
+        rows = session.execute(query).all()
         for row, item, context, lab in rows:
             taken = session.execute(
                 update(LtiScoreSync)

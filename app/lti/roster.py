@@ -133,16 +133,21 @@ def record_failure(session: Session, *, context_id: int, reason: str, now: datet
         context.roster_result = f"The LMS did not give the roster: {reason}"
 
 
-def sync_wanted_rosters(*, now: datetime | None = None, limit: int = 20) -> list[str]:
-    """The workers' pass: every roster a launch asked for since its last sync."""
+def sync_wanted_rosters(
+    *, now: datetime | None = None, limit: int = 20, course_id: int | None = None
+) -> list[str]:
+    """The workers' pass: every roster a launch asked for since its last sync (of one
+    course's LMS courses, if given)."""
     from app.lti.grades import lms_reason
 
     now = now or utcnow()
+    query = select(LtiContext.id).limit(limit)
+    if course_id is not None:
+        query = query.where(LtiContext.course_id == course_id)
     with session_scope() as session:
         ids = list(
             session.scalars(
-                select(LtiContext.id)
-                .where(
+                query.where(
                     LtiContext.roster_wanted_at.is_not(None),
                     LtiContext.memberships_url != "",
                     LtiContext.course_id.is_not(None),
@@ -151,7 +156,6 @@ def sync_wanted_rosters(*, now: datetime | None = None, limit: int = 20) -> list
                         LtiContext.roster_synced_at < LtiContext.roster_wanted_at,
                     ),
                 )
-                .limit(limit)
             )
         )
         reads = [read for i in ids if (read := read_context(session, context_id=i)) is not None]

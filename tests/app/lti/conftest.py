@@ -89,7 +89,9 @@ class Browser:
     def close(self) -> None:
         self.http.close()
 
-    def start(self, lms: TestPlatform, person: Person, **what: object) -> tuple[str, dict[str, str]]:
+    def start(
+        self, lms: TestPlatform, person: Person, **what: object
+    ) -> tuple[str, dict[str, str]]:
         """The LMS starts a launch: returns the form the LMS's page would post to the tool."""
         login = self.http.get(lms.login_initiation(person, **what))  # type: ignore[arg-type]
         assert login.status_code == 302, login.text[:2000]

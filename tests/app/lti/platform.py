@@ -168,7 +168,9 @@ class TestPlatform:
 
     __test__ = False  # not a test class, for pytest
 
-    def __init__(self, *, tool_base: str, issuer: str | None = None, paths: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *, tool_base: str, issuer: str | None = None, paths: dict[str, str] | None = None
+    ) -> None:
         self.tool_base = tool_base.rstrip("/")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -188,7 +190,7 @@ class TestPlatform:
         self.links: dict[str, Link] = {}
         self.nrps_page_size = 2
         self.deep_link_results: list[list[dict[str, Any]]] = []
-        # Tests that forge launches change the next one: claims, expiry.
+        # Tests that forge launches change the next ones: claims to overlay, expiry.
         self.tamper: Any = None
         self.expires_in = 300
         self._counter = 0
@@ -230,7 +232,9 @@ class TestPlatform:
 
     def person(self, name: str, email: str, role: str = LEARNER) -> Person:
         self._counter += 1
-        person = Person(sub=f"user-{self._counter}-{secrets.token_hex(3)}", name=name, email=email, role=role)
+        person = Person(
+            sub=f"user-{self._counter}-{secrets.token_hex(3)}", name=name, email=email, role=role
+        )
         self.people[person.sub] = person
         return person
 
@@ -241,11 +245,15 @@ class TestPlatform:
         return course
 
     def link(self, course: Course, title: str, custom: dict[str, str] | None = None) -> Link:
-        link = Link(id=f"rl-{secrets.token_hex(4)}", course_id=course.id, title=title, custom=custom or {})
+        link = Link(
+            id=f"rl-{secrets.token_hex(4)}", course_id=course.id, title=title, custom=custom or {}
+        )
         self.links[link.id] = link
         return link
 
-    def login_initiation(self, person: Person, *, link: Link | None = None, deep_link_in: Course | None = None) -> str:
+    def login_initiation(
+        self, person: Person, *, link: Link | None = None, deep_link_in: Course | None = None
+    ) -> str:
         """The tool's OIDC login URL with the parameters an LMS sends (lti1p3platform's)."""
         hint = f"rl:{link.id}" if link else f"dl:{deep_link_in.id}"  # type: ignore[union-attr]
         login = _Login(request=None, platform_config=self.config())
@@ -292,7 +300,9 @@ class TestPlatform:
         config = self.config()
         launch = _Launch(params, config)
         launch.set_id_token_expiration(self.expires_in)
-        launch.set_user_data(person.sub, [person.role], full_name=person.name, email_address=person.email)
+        launch.set_user_data(
+            person.sub, [person.role], full_name=person.name, email_address=person.email
+        )
         kind, _, ident = params.get("lti_message_hint", "").partition(":")
         if kind == "rl":
             link = self.links[ident]
@@ -303,9 +313,15 @@ class TestPlatform:
             lineitem = self._item_url(course, link.line_item_id) if link.line_item_id else None
         else:
             course = self.courses[ident]
-            launch.set_dl(f"{self.base}/deep-link-return/{course.id}", title="Add a lab", accept_types={"ltiResourceLink"})
+            launch.set_dl(
+                f"{self.base}/deep-link-return/{course.id}",
+                title="Add a lab",
+                accept_types={"ltiResourceLink"},
+            )
             lineitem = None
-        launch.set_launch_context_claim(course.id, context_title=course.title, context_label=course.title)
+        launch.set_launch_context_claim(
+            course.id, context_title=course.title, context_label=course.title
+        )
         launch.set_ags(
             lineitems_url=f"{self.base}/ags/{course.id}/lineitems",
             lineitem_url=lineitem,
@@ -313,7 +329,7 @@ class TestPlatform:
         )
         launch.set_nrps(f"{self.base}/nrps/{course.id}")
         if self.tamper is not None:
-            launch.set_extra_claims(self.tamper(dict(launch.get_launch_message())))
+            launch.set_extra_claims(self.tamper())
         data = launch.lti_launch()
         fields = "".join(
             f'<input type="hidden" name="{name}" value="{html.escape(str(data[name]))}">'
@@ -329,7 +345,9 @@ class TestPlatform:
         try:
             return JSONResponse(self.config().get_access_token(form))
         except Exception as exc:
-            return JSONResponse({"error": "invalid_client", "error_description": str(exc)}, status_code=400)
+            return JSONResponse(
+                {"error": "invalid_client", "error_description": str(exc)}, status_code=400
+            )
 
     def _allowed(self, request: Request, scopes: list[str]) -> bool:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -360,8 +378,16 @@ class TestPlatform:
         headers = {}
         if page * size < len(course.members):
             headers["Link"] = f'<{self.base}/nrps/{course.id}?page={page + 1}>; rel="next"'
-        body = {"id": str(request.url), "context": {"id": course.id, "title": course.title}, "members": members}
-        return JSONResponse(body, headers=headers, media_type="application/vnd.ims.lti-nrps.v2.membershipcontainer+json")
+        body = {
+            "id": str(request.url),
+            "context": {"id": course.id, "title": course.title},
+            "members": members,
+        }
+        return JSONResponse(
+            body,
+            headers=headers,
+            media_type="application/vnd.ims.lti-nrps.v2.membershipcontainer+json",
+        )
 
     def _item_url(self, course: Course, item_id: str) -> str:
         return f"{self.base}/ags/{course.id}/lineitems/{item_id}"
@@ -372,26 +398,53 @@ class TestPlatform:
             "label": item.label,
             "scoreMaximum": item.score_maximum,
         }
-        for key, value in (("resourceId", item.resource_id), ("tag", item.tag), ("resourceLinkId", item.resource_link_id)):
+        for key, value in (
+            ("resourceId", item.resource_id),
+            ("tag", item.tag),
+            ("resourceLinkId", item.resource_link_id),
+        ):
             if value:
                 body[key] = value
         if item.end is not None:
             body["endDateTime"] = item.end.isoformat()
         return body
 
-    def make_line_item(self, course: Course, *, label: str, score_maximum: float, resource_id: str = "", tag: str = "") -> LineItem:
-        item = LineItem(id=secrets.token_hex(4), label=label, score_maximum=score_maximum, resource_id=resource_id, tag=tag)
+    def make_line_item(
+        self,
+        course: Course,
+        *,
+        label: str,
+        score_maximum: float,
+        resource_id: str = "",
+        tag: str = "",
+    ) -> LineItem:
+        item = LineItem(
+            id=secrets.token_hex(4),
+            label=label,
+            score_maximum=score_maximum,
+            resource_id=resource_id,
+            tag=tag,
+        )
         course.line_items[item.id] = item
         return item
 
     async def _lineitems(self, request: Request) -> Response:
         course = self.courses[request.path_params["course"]]
         if request.method == "GET":
-            if not self._allowed(request, [LINEITEM_SCOPE, "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"]):
+            if not self._allowed(
+                request,
+                [LINEITEM_SCOPE, "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"],
+            ):
                 return JSONResponse({"error": "unauthorized"}, status_code=401)
             wanted = request.query_params.get("resource_id")
-            items = [self._item_json(course, i) for i in course.line_items.values() if not wanted or i.resource_id == wanted]
-            return JSONResponse(items, media_type="application/vnd.ims.lis.v2.lineitemcontainer+json")
+            items = [
+                self._item_json(course, i)
+                for i in course.line_items.values()
+                if not wanted or i.resource_id == wanted
+            ]
+            return JSONResponse(
+                items, media_type="application/vnd.ims.lis.v2.lineitemcontainer+json"
+            )
         if not self._allowed(request, [LINEITEM_SCOPE]):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
         body = json.loads(await request.body())
@@ -402,7 +455,11 @@ class TestPlatform:
             resource_id=body.get("resourceId", ""),
             tag=body.get("tag", ""),
         )
-        return JSONResponse(self._item_json(course, item), status_code=201, media_type="application/vnd.ims.lis.v2.lineitem+json")
+        return JSONResponse(
+            self._item_json(course, item),
+            status_code=201,
+            media_type="application/vnd.ims.lis.v2.lineitem+json",
+        )
 
     async def _lineitem(self, request: Request) -> Response:
         course = self.courses[request.path_params["course"]]
@@ -415,7 +472,9 @@ class TestPlatform:
         course = self.courses[request.path_params["course"]]
         item = course.line_items.get(request.path_params["item"])
         if item is None:
-            return JSONResponse({"errors": [{"message": "The specified resource does not exist."}]}, status_code=404)
+            return JSONResponse(
+                {"errors": [{"message": "The specified resource does not exist."}]}, status_code=404
+            )
         if not course.published:
             # As Canvas answers a score for a course that is not published yet.
             return JSONResponse(
@@ -424,14 +483,23 @@ class TestPlatform:
         score = json.loads(await request.body())
         item.received.append(score)
         if score.get("userId") not in course.members:
-            return JSONResponse({"errors": [{"message": "User not found in course or is not a student"}]}, status_code=422)
+            return JSONResponse(
+                {"errors": [{"message": "User not found in course or is not a student"}]},
+                status_code=422,
+            )
         given = float(score["scoreGiven"])
         submitted = (score.get(CANVAS_SUBMISSION) or {}).get("submitted_at")
-        when = datetime.fromisoformat(submitted.replace("Z", "+00:00")) if submitted else datetime.now(UTC)
+        when = (
+            datetime.fromisoformat(submitted.replace("Z", "+00:00"))
+            if submitted
+            else datetime.now(UTC)
+        )
         if item.end is not None and when > item.end:
             given *= 1 - course.late_penalty  # Canvas's late policy, by the submission time
         item.grades[score["userId"]] = given
-        return JSONResponse({"resultUrl": f"{self._item_url(course, item.id)}/results/{score['userId']}"})
+        return JSONResponse(
+            {"resultUrl": f"{self._item_url(course, item.id)}/results/{score['userId']}"}
+        )
 
     async def _deep_link_return(self, request: Request) -> Response:
         """Where the tool's deep-linking response lands: each resource link is placed, and a

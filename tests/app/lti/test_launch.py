@@ -65,11 +65,14 @@ def test_a_link_without_a_lab_opens_the_course_and_roles_come_from_the_lms(
         session.expire_all()
         user = session.scalar(select(User).where(User.email == person.email))
         assert user is not None
-        assert session.scalar(
-            select(Enrollment.role).where(
-                Enrollment.user_id == user.id, Enrollment.course_id == world.course.id
+        assert (
+            session.scalar(
+                select(Enrollment.role).where(
+                    Enrollment.user_id == user.id, Enrollment.course_id == world.course.id
+                )
             )
-        ) == role.value
+            == role.value
+        )
 
 
 def test_relaunching_matches_the_same_account_even_when_the_lms_email_changes(
@@ -84,8 +87,6 @@ def test_relaunching_matches_the_same_account_even_when_the_lms_email_changes(
     landed = browsers().launch(lms, ada, link=link)  # type: ignore[operator]
     assert landed.response.status_code == 303
     session.expire_all()
-    ids = session.scalars(
-        select(UserIdentity.user_id).where(UserIdentity.subject == ada.sub)
-    ).all()
+    ids = session.scalars(select(UserIdentity.user_id).where(UserIdentity.subject == ada.sub)).all()
     assert len(ids) == 1
     assert session.scalar(select(User).where(User.email == "ada.renamed@uni.example")) is None
