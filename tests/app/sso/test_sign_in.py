@@ -16,7 +16,7 @@ from app.auth.models import SignInProblem, UserIdentity
 from app.sso.service import add_provider
 from app.users.models import User
 from tests.app.conftest import World, make_world, unique
-from tests.app.lti.conftest import Browser, browser, browsers, register, tool  # noqa: F401
+from tests.app.lti.conftest import Browser, register
 from tests.app.lti.platform import TestPlatform
 from tests.app.sso.idp import TestIdp, read_form
 
