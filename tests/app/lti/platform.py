@@ -193,6 +193,9 @@ class TestPlatform:
         # Tests that forge launches change the next ones: claims to overlay, expiry.
         self.tamper: Any = None
         self.expires_in = 300
+        # The `aud` a tool's token request must carry (D2L names one; others take the URL).
+        self.token_audience = ""
+        self.token_audiences: list[str] = []
         self._counter = 0
         self.server = ServerThread(self._app(), port=self.port)
 
@@ -211,6 +214,11 @@ class TestPlatform:
             .set_platform_private_key(self.private_pem)
             .set_tool_key_set_url(f"{self.tool_base}/lti/jwks")
         )
+
+    def serve_at(self, **paths: str) -> None:
+        """Serve the LMS's endpoints at these paths (an LMS's own, from the README)."""
+        self.paths.update(paths)
+        self.server = ServerThread(self._app(), port=self.port)
 
     def config(self) -> _Config:
         return _Config(registration=self.registration())
@@ -342,6 +350,16 @@ class TestPlatform:
 
     async def _token(self, request: Request) -> Response:
         form = {k: str(v) for k, v in (await request.form()).items()}
+        import jwt
+
+        aud = jwt.decode(form.get("client_assertion", ""), options={"verify_signature": False}).get(
+            "aud"
+        )
+        self.token_audiences.append(str(aud))
+        if aud != (self.token_audience or self.url("token")):
+            return JSONResponse(
+                {"error": "invalid_client", "error_description": f"aud {aud}"}, status_code=400
+            )
         try:
             return JSONResponse(self.config().get_access_token(form))
         except Exception as exc:
@@ -506,6 +524,16 @@ class TestPlatform:
         line item it asks for is made with it (as Canvas makes an assignment)."""
         course = self.courses[request.path_params["course"]]
         form = {k: str(v) for k, v in (await request.form()).items()}
+        import jwt
+
+        aud = jwt.decode(form.get("client_assertion", ""), options={"verify_signature": False}).get(
+            "aud"
+        )
+        self.token_audiences.append(str(aud))
+        if aud != (self.token_audience or self.url("token")):
+            return JSONResponse(
+                {"error": "invalid_client", "error_description": f"aud {aud}"}, status_code=400
+            )
         try:
             items = self.config().validate_deeplinking_resp(form)
         except Exception as exc:
