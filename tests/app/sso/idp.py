@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html.parser
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ class TestIdp:
         config.load(
             {
                 "entityid": f"{self.base}/idp.xml",
-                "xmlsec_binary": "/usr/bin/xmlsec1",
+                "xmlsec_binary": shutil.which("xmlsec1"),
                 "key_file": str(self.key),
                 "cert_file": str(self.cert),
                 "metadata": {"inline": [sp_metadata]} if sp_metadata else {},
