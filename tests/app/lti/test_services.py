@@ -324,3 +324,21 @@ def test_an_instructor_connects_a_new_lms_course_to_a_new_course(
     assert done.headers["location"] == "/courses/parallel-computing-2027"
     again = browsers().launch(lms, ada, link=link)  # type: ignore[operator]
     assert again.location == "/courses/parallel-computing-2027"
+
+
+def test_a_worker_recording_a_grading_queues_the_score_for_the_lms(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    """The worker's own path (record_report) notes the changed counted score."""
+    from tests.app.factories import make_timed_submission
+
+    teacher, ada, course, link, student = _setup(session, world, lms, browsers)
+    user = _user(session, ada.email)
+    graded = make_timed_submission(session, user=user, lab=world.lab, median_ms=1.0)
+    session.commit()
+    session.expire_all()
+    row = session.scalar(select(LtiScoreSync).where(LtiScoreSync.user_id == user.id))
+    assert row is not None and row.state == SyncState.pending.value
+    assert row.score == graded.score and row.max_score == world.lab.max_score
+    assert send_due_scores(course_id=world.course.id).sent
+    assert next(iter(course.line_items.values())).grades == {ada.sub: graded.score}
