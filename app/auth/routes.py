@@ -30,6 +30,7 @@ def sign_in_routers() -> list[APIRouter]:
 
     @missing.api_route("/lti/{rest:path}", methods=["GET", "POST"])
     @missing.api_route("/sso/{rest:path}", methods=["GET", "POST"])
+    @missing.get("/sso")
     @missing.get("/courses/{course}/lti")
     async def not_installed() -> Response:
         raise NotFound(MISSING)

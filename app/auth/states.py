@@ -59,5 +59,9 @@ def take(session: Session, key: str) -> bool:
 
 def forget_expired(session: Session) -> int:
     # Used values are kept until they expire, so a replay within their life is still seen.
-    gone = session.execute(delete(SignInState).where(SignInState.expires_at < utcnow()))
+    # Looked for first: a delete would take SQLite's write lock even with nothing to delete.
+    now = utcnow()
+    if session.scalar(select(SignInState.key).where(SignInState.expires_at < now).limit(1)) is None:
+        return 0
+    gone = session.execute(delete(SignInState).where(SignInState.expires_at < now))
     return gone.rowcount  # type: ignore[attr-defined,no-any-return]

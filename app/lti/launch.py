@@ -27,6 +27,7 @@ from app.auth.accounts import Matched, OutsideIdentity, account_for
 from app.auth.models import UserIdentity
 from app.auth.problems import SignInRefused
 from app.core.database import utcnow
+from app.core.errors import Forbidden
 from app.core.settings import get_settings
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.service import enroll
@@ -356,6 +357,11 @@ def finish(session: Session, *, pending: dict[str, Any], user: User) -> str:
             UserIdentity.subject == identity.subject,
         )
     )
+    if matched is not None and matched.user_id != user.id:
+        raise Forbidden(
+            "This LMS sign-in already opens another kernelgrader account; log out, and open "
+            "the link again from the LMS."
+        )
     if matched is None:
         session.add(
             UserIdentity(

@@ -16,8 +16,17 @@ EVERY_SECONDS = 10.0
 
 
 def sync_once() -> None:
+    from sqlalchemy import select
+
     from app.auth.states import forget_expired
     from app.core.database import session_scope
+    from app.lti.models import LtiPlatform
+
+    with session_scope() as session:
+        forget_expired(session)
+        registered = session.scalar(select(LtiPlatform.id).limit(1)) is not None
+    if not registered:
+        return  # no LMS here: the LTI library is not even imported
     from app.lti.grades import send_due_scores
     from app.lti.roster import sync_wanted_rosters
 
@@ -26,8 +35,6 @@ def sync_once() -> None:
     report = send_due_scores()
     if report:
         log.info("LTI scores: %s", report)
-    with session_scope() as session:
-        forget_expired(session)
 
 
 class LtiSyncThread(threading.Thread):
