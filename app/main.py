@@ -20,6 +20,7 @@ from app.api.docs import add_offline_docs
 from app.api.labs import router as labs_router
 from app.api.routes import router as api_router
 from app.api.tokens import router as tokens_router
+from app.auth.routes import sign_in_routers
 from app.core.errors import DomainError, NotAuthenticated, RateLimited, ServerBusy
 from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
@@ -153,6 +154,8 @@ def create_app() -> FastAPI:
     app.include_router(account_router)
     add_offline_docs(app)
     app.include_router(fleet_router)
+    for router in sign_in_routers():
+        app.include_router(router)
     _document_errors_as_sent(app)
     return app
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install kernelgrader into it with the given extras, e.g. "dev".
+# Create .venv (once) and install kernelgrader into it with `sso` (LTI and single sign-on)
+# and the given extras, e.g. "dev".
 # KERNELGRADER_CUDA picks CuPy's CUDA major version: cuda13 (default) or cuda12.
 # A stamp per (pyproject.toml and setup.py, extras) skips the install when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${KERNELGRADER_CUDA:-cuda13}${1:+,$1}"
+extras="${KERNELGRADER_CUDA:-cuda13},sso${1:+,$1}"
 python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import courses, database, extensions, grading, people, workers
+from app.cli import courses, database, extensions, grading, people, sign_in, workers
 
 cli = typer.Typer(help="kernelgrader: a CUDA kernel autograder.", no_args_is_help=True)
 for command in (grading.regrade, workers.status, workers.worker, workers.serve):
@@ -21,6 +21,8 @@ for sub, name in [
     (people.token_cli, "token"),
     (grading.gradebook_cli, "gradebook"),
     (extensions.extension_cli, "extension"),
+    (sign_in.sso_cli, "sso"),
+    (sign_in.lti_cli, "lti"),
 ]:
     cli.add_typer(sub, name=name)
 

@@ -89,6 +89,7 @@ def worker(
     from app.grading.sandbox_cleanup import reap_orphaned_sandboxes
     from app.grading.sweeper import SweeperThread
     from app.grading.worker import worker_id
+    from app.lti.sync import LtiSyncThread
 
     settings = get_settings()
     # Before this worker starts children of its own: what killed workers left, processes
@@ -145,6 +146,7 @@ def worker(
             raise fail(_database_trouble(exc)) from None
         prepare_engine(settings, gpu=reason is None)
         SweeperThread(has_gpu=reason is None, gpu_model=model).start()
+        LtiSyncThread().start()  # rosters and scores for the LMSs
         celery_app.worker_main(
             [
                 "worker",
