@@ -10,6 +10,12 @@ its header expects.
 
 On a GPU (`run=True`): every reference passes every case, and every faulty kernel gets the
 verdict its header expects, through `graders.grade.run_submission`.
+
+Shortcut probes (graders.labcheck.probes): kernels made from a reference that do less than the
+whole work (a constant answer, half the work plus an estimate, sampled work), and any the lab
+writes by hand in probes/. Without a GPU they are compiled (one generated probe stands for the
+three, which differ in one constant); on a GPU each must fail the lab, the timed case included,
+or the check names the lab's weakness.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from graders.labcheck import probes as shortcut
 from graders.labcheck.faults import (
     FaultExpectation,
     FaultHeaderError,
@@ -68,10 +75,18 @@ def check_lab(
         _dry_run_oracle(lab, report)
     compiled = _compile_references(lab, report, arch)
     faulty = _compile_faulty(lab, expectations, report, arch)
+    probes = _compile_probes(lab, compiled, report, arch, every_kind=run)
     if run:
         from graders.labcheck.gpu import run_on_gpu
 
-        run_on_gpu(lab, compiled, faulty, report, secret=secret)
+        run_on_gpu(lab, compiled, faulty, report, secret=secret, probes=probes)
+    elif probes:
+        report.add(
+            SKIP,
+            "probes",
+            "not run: each must fail the lab on a GPU (`lab check` without --no-gpu on a GPU "
+            "host runs them)",
+        )
     return report
 
 
@@ -250,3 +265,66 @@ def _compile_faulty(
             report.add(OK, exp.label, f"compiles (expects {exp.describe()} when run)")
             to_run.append((exp, result))
     return to_run
+
+
+def _compile_probes(
+    lab: LabSpec, references: dict[str, CompileResult], report: LabCheckReport,
+    arch: str | None, *, every_kind: bool,
+) -> list[tuple[shortcut.Probe, CompileResult]]:  # fmt: skip
+    """The lab's hand-written probes and those generated from the first reference that can
+    be wrapped, compiled as references are (trusted: without `requires`). Without
+    `every_kind`, one generated probe is compiled for the three."""
+    ref_lab = lab.for_references()
+    out: list[tuple[shortcut.Probe, CompileResult]] = []
+    written, problems = shortcut.hand_written_probes(lab.folder)
+    for problem in problems:
+        report.add(FAIL, "probes", problem)
+    for probe in written:
+        result = _compile(ref_lab, probe.source, probe.filename, arch)
+        if not result.ok:
+            log = f"\n{result.log}" if result.log else ""
+            report.add(FAIL, probe.label, f"does not compile: {result.message}{log}")
+            continue
+        out.append((probe, result))
+        report.add(OK, probe.label, f"compiles ({probe.what})")
+    skipped: list[str] = []
+    for ref in lab.references:
+        if ref.file is None or ref.name not in references:
+            continue
+        try:
+            made, notes = shortcut.generated_probes(
+                lab, ref.file, references[ref.name].declarations
+            )
+        except shortcut.ProbeError as exc:
+            skipped.append(f"{ref.file}: {exc}")
+            continue
+        chosen = made if every_kind else [p for p in made if p.kind == "half"]
+        results = [(p, _compile(ref_lab, p.source, p.filename, arch)) for p in chosen]
+        broken = next((r for _, r in results if not r.ok), None)
+        if broken is not None:
+            skipped.append(f"{ref.file}: the wrapped kernel does not compile ({broken.message})")
+            continue
+        out.extend((p, r) for p, r in results if p.kind in shortcut.PROBE_KINDS)
+        kinds = ", ".join(shortcut.PROBE_KINDS)
+        also = f" ({'; '.join(skipped)})" if skipped else ""
+        noted = f"; note: {'; '.join(notes)}" if notes else ""
+        report.add(
+            OK,
+            "probes",
+            f"shortcut probes ({kinds}) generated from {ref.file}{also} compile{noted}",
+        )
+        return out
+    if written:
+        report.add(
+            OK, "probes", f"no probe generated ({'; '.join(skipped) or 'no file reference'}); "
+            "the hand-written ones stand in"
+        )  # fmt: skip
+    else:
+        report.add(
+            WARN,
+            "probes",
+            "no shortcut probe could be generated from the references ("
+            f"{'; '.join(skipped) or 'the lab has no reference file'}): write them by hand in "
+            f'{shortcut.PROBES_FOLDER}/ (SPEC_FORMAT.md, "Shortcut probes")',
+        )
+    return out
