@@ -53,7 +53,7 @@ def main() -> None:
             if lab_id in HONEST:
                 worst: dict[str, float] = {}
                 for _ in range(args.trials):
-                    for order, r in HONEST[lab_id](load_builtin_lab(lab_id), case.name, rng).items():
+                    for order, r in HONEST[lab_id](lab, case.name, rng).items():
                         worst[order] = max(worst.get(order, 0.0), r)
                 honest = "  honest " + ", ".join(f"{k} {_fmt(v)}" for k, v in worst.items())
             rows = MATMUL_ROWS if lab_id.startswith("matmul") else None

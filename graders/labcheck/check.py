@@ -304,15 +304,19 @@ def _compile_probes(
         if broken is not None:
             skipped.append(f"{ref.file}: the wrapped kernel does not compile ({broken.message})")
             continue
-        out.extend((p, r) for p, r in results if p.kind in shortcut.PROBE_KINDS)
+        out.extend(results)
         kinds = ", ".join(shortcut.PROBE_KINDS)
-        also = f" ({'; '.join(skipped)})" if skipped else ""
+        also = f" (not from {'; '.join(skipped)})" if skipped else ""
+        compiled = (
+            " compile"
+            if every_kind
+            else "; the half probe compiles (the others differ from it in one constant)"
+        )
         noted = f"; note: {'; '.join(notes)}" if notes else ""
         report.add(
-            OK,
-            "probes",
-            f"shortcut probes ({kinds}) generated from {ref.file}{also} compile{noted}",
-        )
+            OK, "probes", f"shortcut probes ({kinds}) generated from {ref.file}{also}{compiled}"
+            f"{noted}"
+        )  # fmt: skip
         return out
     if written:
         report.add(
