@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 
-from graders.labcheck import probes as shortcut
 from graders.labcheck.faults import (
     FaultExpectation,
     FaultHeaderError,
@@ -34,6 +33,14 @@ from graders.labcheck.faults import (
     compile_problem,
     faulty_files,
     read_fault_header,
+)
+from graders.labcheck.probes import (
+    PROBE_KINDS,
+    PROBES_FOLDER,
+    Probe,
+    ProbeError,
+    generated_probes,
+    hand_written_probes,
 )
 from graders.labcheck.report import FAIL, OK, SKIP, WARN, CheckItem, LabCheckReport
 from graders.labcheck.sample import sample_case, sample_outputs
@@ -270,13 +277,13 @@ def _compile_faulty(
 def _compile_probes(
     lab: LabSpec, references: dict[str, CompileResult], report: LabCheckReport,
     arch: str | None, *, every_kind: bool,
-) -> list[tuple[shortcut.Probe, CompileResult]]:  # fmt: skip
+) -> list[tuple[Probe, CompileResult]]:  # fmt: skip
     """The lab's hand-written probes and those generated from the first reference that can
     be wrapped, compiled as references are (trusted: without `requires`). Without
     `every_kind`, one generated probe is compiled for the three."""
     ref_lab = lab.for_references()
-    out: list[tuple[shortcut.Probe, CompileResult]] = []
-    written, problems = shortcut.hand_written_probes(lab.folder)
+    out: list[tuple[Probe, CompileResult]] = []
+    written, problems = hand_written_probes(lab.folder)
     for problem in problems:
         report.add(FAIL, "probes", problem)
     for probe in written:
@@ -292,10 +299,8 @@ def _compile_probes(
         if ref.file is None or ref.name not in references:
             continue
         try:
-            made, notes = shortcut.generated_probes(
-                lab, ref.file, references[ref.name].declarations
-            )
-        except shortcut.ProbeError as exc:
+            made, notes = generated_probes(lab, ref.file, references[ref.name].declarations)
+        except ProbeError as exc:
             skipped.append(f"{ref.file}: {exc}")
             continue
         chosen = made if every_kind else [p for p in made if p.kind == "half"]
@@ -305,7 +310,7 @@ def _compile_probes(
             skipped.append(f"{ref.file}: the wrapped kernel does not compile ({broken.message})")
             continue
         out.extend(results)
-        kinds = ", ".join(shortcut.PROBE_KINDS)
+        kinds = ", ".join(PROBE_KINDS)
         also = f" (not from {'; '.join(skipped)})" if skipped else ""
         compiled = (
             " compile"
@@ -329,6 +334,6 @@ def _compile_probes(
             "probes",
             "no shortcut probe could be generated from the references ("
             f"{'; '.join(skipped) or 'the lab has no reference file'}): write them by hand in "
-            f'{shortcut.PROBES_FOLDER}/ (SPEC_FORMAT.md, "Shortcut probes")',
+            f'{PROBES_FOLDER}/ (SPEC_FORMAT.md, "Shortcut probes")',
         )
     return out
