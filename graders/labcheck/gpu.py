@@ -1,4 +1,5 @@
-"""The part of `lab check` that runs kernels: references pass, faulty kernels get their verdicts.
+"""The part of `lab check` that runs kernels: references pass, faulty kernels get their
+verdicts, shortcut probes fail.
 
 It grades through `graders.grade.run_submission` exactly as a submission is graded
 (correctness only: no timing); the sanitizer runs for a faulty kernel whose header expects a
@@ -8,6 +9,7 @@ finding or the sanitizer's verdict.
 from __future__ import annotations
 
 from graders.labcheck.faults import FaultExpectation, Outcome, run_problem
+from graders.labcheck.probes import CaseOutcome, Probe, judge_probe
 from graders.labcheck.report import FAIL, OK, SKIP, LabCheckReport
 from graders.labcheck.slow import SlowExpectation, ladder_problem, profile_problem
 from graders.results import CompileResult, GradeReport
@@ -25,6 +27,7 @@ def run_on_gpu(
     report: LabCheckReport,
     *,
     secret: str,
+    probes: list[tuple[Probe, CompileResult]] | None = None,
 ) -> None:
     from graders.gpu import gpu_unavailable_reason
 
@@ -69,6 +72,16 @@ def run_on_gpu(
             report.add(FAIL, subject, f"{problem}. Its header says: {exp.why}")
         else:
             report.add(OK, subject, f"got {exp.describe()}, as its header expects")
+    for probe, compiled in probes or []:
+        graded = run_submission(
+            lab, probe.source, compiled=compiled, secret=secret, sanitizer=False, timing=False
+        )
+        if graded.error in ("internal", "gpu_unhealthy", "no_gpu"):
+            report.add(FAIL, probe.label, f"the grader could not run it: {graded.summary}")
+            continue
+        outcomes = [CaseOutcome(c.name, c.passed, c.verdict, c.message) for c in graded.cases]
+        status, message = judge_probe(lab, probe, outcomes)
+        report.add(status, probe.label, message)
 
 
 def profile_on_gpu(
