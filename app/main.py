@@ -58,7 +58,10 @@ def create_app() -> FastAPI:
         redoc_url=None,
     )
     app.add_middleware(
-        BodySizeLimit, max_body_bytes=settings.max_upload_bytes + FORM_OVERHEAD_BYTES
+        BodySizeLimit,
+        max_body_bytes=settings.max_upload_bytes + FORM_OVERHEAD_BYTES,
+        max_upload_bytes=settings.max_upload_bytes,
+        respond=_plain_error,
     )
     app.add_middleware(
         SessionMiddleware,
