@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -14,13 +15,39 @@ DEV_GRADING_SECRET = "dev-grading-secret"
 MIN_SECRET_LENGTH = 16
 
 
+def checkout_root() -> Path | None:
+    """The source checkout this package runs from (an editable install, as
+    `scripts/setup.sh` makes), or None for an installed wheel."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "reference_kernels").is_dir():
+        return root
+    return None
+
+
+def default_data_dir() -> Path:
+    """Where the data lives when KERNELGRADER_DATA_DIR is not set, whatever the working
+    directory: `var/` in the checkout (where `scripts/serve.sh` puts it), else the user's data
+    folder ($XDG_DATA_HOME/kernelgrader, ~/.local/share/kernelgrader)."""
+    root = checkout_root()
+    if root is not None:
+        return root / "var"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kernelgrader"
+
+
+def _env_files() -> tuple[Path, ...]:
+    # The checkout's .env, then the working directory's (which wins where both set a value).
+    root = checkout_root()
+    return (root / ".env", Path(".env")) if root is not None else (Path(".env"),)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="KERNELGRADER_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="KERNELGRADER_", env_file=_env_files(), env_file_encoding="utf-8", extra="ignore"
     )
 
     env: Literal["development", "production", "test"] = "development"
-    data_dir: Path = Path("./var")
+    data_dir: Path = Field(default_factory=default_data_dir)
     # Empty means "a file under data_dir"; filled in by the validator below.
     database_url: str = ""
     broker_url: str = ""
@@ -149,6 +176,14 @@ class Settings(BaseSettings):
                     "long random string, or run with KERNELGRADER_ENV=development."
                 )
         return self
+
+    def sqlite_file(self) -> Path | None:
+        """The SQLite database file, where the database is one (the default)."""
+        prefix = "sqlite:///"
+        if not self.database_url.startswith(prefix):
+            return None
+        name = self.database_url.removeprefix(prefix).split("?", 1)[0]
+        return Path(name) if name and name != ":memory:" else None
 
     def ensure_data_dir(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
