@@ -187,10 +187,25 @@ def _document_errors_as_sent(app: FastAPI) -> None:
                     "properties": {"detail": {"type": "string", "title": "Detail"}},
                     "required": ["detail"],
                 }
+            _errors_are_json(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _errors_are_json(schema: dict[str, Any]) -> None:
+    """Errors are JSON on every route, also where the success is a CSV, a zip or text (FastAPI
+    documents a route's error models under the success's media type)."""
+    for item in schema.get("paths", {}).values():
+        for operation in item.values():
+            for code, response in operation.get("responses", {}).items():
+                content = response.get("content") or {}
+                if not code.isdigit() or int(code) < 400 or "application/json" in content:
+                    continue
+                schemas = [v["schema"] for v in content.values() if "schema" in v]
+                if schemas:
+                    response["content"] = {"application/json": {"schema": schemas[0]}}
 
 
 def _return_path(request: Request) -> str:

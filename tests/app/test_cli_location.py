@@ -44,7 +44,12 @@ def test_the_default_data_folder_is_the_checkouts_var_from_any_directory(tmp_pat
 def test_a_command_refuses_to_start_an_empty_database_and_names_it(tmp_path: Path) -> None:
     data = tmp_path / "elsewhere"
     env = _clean_env(KERNELGRADER_DATA_DIR=str(data))
-    for args in (["status"], ["course", "create", "x1"], ["lab", "remove", "demo", "hadamard"], ["worker"]):
+    for args in (
+        ["status"],
+        ["course", "create", "x1"],
+        ["lab", "remove", "demo", "hadamard"],
+        ["worker"],
+    ):
         done = subprocess.run(
             [sys.executable, "-m", "app.cli", *args],
             cwd=tmp_path,

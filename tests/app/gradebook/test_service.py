@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.models import Role, ScorePolicy
-from app.courses.service import add_lab, move_lab, enroll
+from app.courses.service import add_lab, enroll, move_lab
 from app.gradebook.service import gradebook_csv
 from app.submissions.models import Status
 from app.submissions.service import set_status
