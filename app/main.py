@@ -33,6 +33,7 @@ from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
 from app.fleet.routes import router as fleet_router
 from app.web.account import router as account_router
+from app.web.people import router as people_router
 from app.web.routes import router as web_router
 from app.web.staff import router as staff_router
 from app.web.templating import render, templates
@@ -41,6 +42,9 @@ INTERNAL_ERROR = (
     "Something went wrong on our side, not because of what you sent; try again in a minute, "
     "and tell the course staff if it keeps happening."
 )
+
+# Reset links mailed to one address within KERNELGRADER_LOGIN_WINDOW_SECONDS.
+RESETS_PER_ACCOUNT = 3
 
 UNSTORABLE = (
     "The request holds a value that cannot be stored (a NUL character, or text longer than the "
@@ -86,6 +90,13 @@ def create_app() -> FastAPI:
     )
     app.state.login_address_throttle = FailureThrottle(
         max_failures=settings.login_max_failures * 5, window_seconds=settings.login_window_seconds
+    )
+    # "Forgot password" mails a link: a few per account, more per address (a classroom).
+    app.state.reset_throttle = FailureThrottle(
+        max_failures=RESETS_PER_ACCOUNT, window_seconds=settings.login_window_seconds
+    )
+    app.state.reset_address_throttle = FailureThrottle(
+        max_failures=RESETS_PER_ACCOUNT * 10, window_seconds=settings.login_window_seconds
     )
 
     @app.exception_handler(DomainError)
@@ -149,6 +160,7 @@ def create_app() -> FastAPI:
     app.include_router(web_router)
     app.include_router(staff_router)
     app.include_router(account_router)
+    app.include_router(people_router)
     add_offline_docs(app)
     app.include_router(fleet_router)
     _document_errors_as_sent(app)

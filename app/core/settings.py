@@ -115,6 +115,19 @@ class Settings(BaseSettings):
     public_url: str = "http://localhost:8000"
     # The bearer token Prometheus sends to /metrics; empty turns /metrics off.
     metrics_token: str = ""
+    # Outgoing mail (reset links, invite links) through this SMTP server; an empty host turns
+    # mail off, and the pages then tell people to ask the staff for a link.
+    smtp_host: str = ""
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    # starttls (upgrade a plain connection, usually port 587), ssl (TLS from the start, usually
+    # 465) or none (a relay on the same host or network only).
+    smtp_security: Literal["starttls", "ssl", "none"] = "starttls"
+    smtp_username: str = ""
+    smtp_password: str = ""
+    smtp_from: str = ""
+    smtp_timeout_seconds: float = Field(default=10.0, gt=0)
+    # How long a "forgot password" link works.
+    password_reset_minutes: int = Field(default=60, ge=5, le=7 * 24 * 60)
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_dev_secrets(self) -> Settings:
@@ -147,6 +160,11 @@ class Settings(BaseSettings):
                 f"2 x KERNELGRADER_WORKER_CONCURRENCY + 2 ({2 * self.worker_concurrency + 2}); "
                 "raise the pool or lower the concurrency."
             )
+        if self.smtp_host and "@" not in self.smtp_from:
+            raise ValueError(
+                "KERNELGRADER_SMTP_FROM must be the address mail is sent from (for example "
+                "'kernelgrader <grader@uni.edu>') when KERNELGRADER_SMTP_HOST is set."
+            )
         if self.env != "development":
             # An empty or short key is as guessable as the default: anyone could sign a login
             # cookie for any user, or work out the hidden cases' seeds.
@@ -176,6 +194,10 @@ class Settings(BaseSettings):
                     "long random string, or run with KERNELGRADER_ENV=development."
                 )
         return self
+
+    @property
+    def mail_enabled(self) -> bool:
+        return bool(self.smtp_host)
 
     def sqlite_file(self) -> Path | None:
         """The SQLite database file, where the database is one (the default)."""

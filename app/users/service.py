@@ -122,6 +122,27 @@ def revoke_token(session: Session, *, token: str) -> bool:
     return True
 
 
+def tokens_of(session: Session, *, user: User) -> list[ApiToken]:
+    """A user's live tokens, newest first (revoked ones are gone for good)."""
+    return list(
+        session.scalars(
+            select(ApiToken)
+            .where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+            .order_by(ApiToken.id.desc())
+        )
+    )
+
+
+def revoke_own_token(session: Session, *, user: User, token_id: int) -> ApiToken:
+    """Revoke one of the user's own tokens by its id (its value is never stored)."""
+    row = session.get(ApiToken, token_id)
+    if row is None or row.user_id != user.id or row.revoked_at is not None:
+        raise NotFound("You have no such token, or it was revoked already; reload the page.")
+    row.revoked_at = utcnow()
+    session.flush()
+    return row
+
+
 def revoke_tokens(session: Session, *, user: User, name: str | None = None) -> int:
     """Revoke a user's live tokens (only those with this label, if given); return how many."""
     query = select(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
