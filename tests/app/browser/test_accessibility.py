@@ -3,6 +3,7 @@ the main flows done with the keyboard alone (issue 19, item 12)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,10 @@ from tests.app.conftest import GOOD_KERNEL
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 MAIL = True  # the "forgot password" page then shows its form
+
+ODD_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d|\b\d\d:\d\d:\d\d\b")
+DATE = re.compile(r"\b\d{4}-\d\d-\d\d\b")
+WHEN = re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d UTC\b")
 
 # Every page a person reaches, by who reaches it.
 PAGES = [
@@ -79,6 +84,11 @@ def test_every_page_has_no_serious_or_critical_violations(
         violations = v.axe()
         if violations:
             found[f"{who or 'anyone'} {path}"] = violations
+        # Item 11: one date format everywhere ("2026-12-01 23:59 UTC"), never ISO or seconds.
+        text = v.page.inner_text("main")
+        odd = ODD_TIME.findall(text)
+        assert odd == [], (path, odd)
+        assert len(WHEN.findall(text)) == len(DATE.findall(text)), (path, DATE.findall(text))
     # The roster preview, reached by a form.
     teacher = browsers["instructor"]
     teacher.page.goto(server.base + "/courses/demo/people")
