@@ -20,6 +20,31 @@ log = logging.getLogger(__name__)
 
 DEMO_COURSE = "demo"
 DEMO_INSTRUCTOR = "instructor@example.com"
+# The demo course lists the built-in labs in the order a course would teach them (the README's
+# order); a built-in lab missing here goes after these. Instructors reorder on the course page.
+TEACHING_ORDER = [
+    "vector-scale",
+    "hadamard",
+    "array-sum",
+    "array-sum-atomic",
+    "dot-product",
+    "matmul-naive",
+    "matmul-tiled",
+    "matmul-tiled-int",
+    "matmul-tiled-f64",
+    "matmul-coarsened",
+    "conv2d",
+    "conv1d-tiled",
+    "matrix-transpose",
+    "softmax",
+    "histogram",
+    "prefix-sum",
+]
+
+
+def teaching_order(lab_ids: list[str]) -> list[str]:
+    known = {lab_id: i for i, lab_id in enumerate(TEACHING_ORDER)}
+    return sorted(lab_ids, key=lambda lab_id: (known.get(lab_id, len(known)), lab_id))
 
 
 @dataclass
@@ -37,7 +62,7 @@ def bootstrap_if_empty(session: Session) -> FirstRun | None:
         return None
     course = create_course(session, slug=DEMO_COURSE, title="Demo course")
     labs, skipped = [], []
-    for lab_id in list_builtin_labs():
+    for lab_id in teaching_order(list_builtin_labs()):
         try:
             add_lab(session, course=course, ref=lab_id)
             labs.append(lab_id)

@@ -36,6 +36,7 @@ from app.fleet.routes import router as fleet_router
 from app.profiling.api import router as profiles_api_router
 from app.profiling.pages import router as profiles_pages_router
 from app.web.account import router as account_router
+from app.web.people import router as people_router
 from app.web.routes import router as web_router
 from app.web.staff import router as staff_router
 from app.web.templating import render, templates
@@ -44,6 +45,9 @@ INTERNAL_ERROR = (
     "Something went wrong on our side, not because of what you sent; try again in a minute, "
     "and tell the course staff if it keeps happening."
 )
+
+# Reset links mailed to one address within KERNELGRADER_LOGIN_WINDOW_SECONDS.
+RESETS_PER_ACCOUNT = 3
 
 UNSTORABLE = (
     "The request holds a value that cannot be stored (a NUL character, or text longer than the "
@@ -61,7 +65,10 @@ def create_app() -> FastAPI:
         redoc_url=None,
     )
     app.add_middleware(
-        BodySizeLimit, max_body_bytes=settings.max_upload_bytes + FORM_OVERHEAD_BYTES
+        BodySizeLimit,
+        max_body_bytes=settings.max_upload_bytes + FORM_OVERHEAD_BYTES,
+        max_upload_bytes=settings.max_upload_bytes,
+        respond=_plain_error,
     )
     app.add_middleware(
         SessionMiddleware,
@@ -86,6 +93,13 @@ def create_app() -> FastAPI:
     )
     app.state.login_address_throttle = FailureThrottle(
         max_failures=settings.login_max_failures * 5, window_seconds=settings.login_window_seconds
+    )
+    # "Forgot password" mails a link: a few per account, more per address (a classroom).
+    app.state.reset_throttle = FailureThrottle(
+        max_failures=RESETS_PER_ACCOUNT, window_seconds=settings.login_window_seconds
+    )
+    app.state.reset_address_throttle = FailureThrottle(
+        max_failures=RESETS_PER_ACCOUNT * 10, window_seconds=settings.login_window_seconds
     )
 
     @app.exception_handler(DomainError)
@@ -152,6 +166,7 @@ def create_app() -> FastAPI:
     app.include_router(web_router)
     app.include_router(staff_router)
     app.include_router(account_router)
+    app.include_router(people_router)
     add_offline_docs(app)
     app.include_router(fleet_router)
     for router in sign_in_routers():
@@ -192,10 +207,25 @@ def _document_errors_as_sent(app: FastAPI) -> None:
                     "properties": {"detail": {"type": "string", "title": "Detail"}},
                     "required": ["detail"],
                 }
+            _errors_are_json(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _errors_are_json(schema: dict[str, Any]) -> None:
+    """Errors are JSON on every route, also where the success is a CSV, a zip or text (FastAPI
+    documents a route's error models under the success's media type)."""
+    for item in schema.get("paths", {}).values():
+        for operation in item.values():
+            for code, response in operation.get("responses", {}).items():
+                content = response.get("content") or {}
+                if not code.isdigit() or int(code) < 400 or "application/json" in content:
+                    continue
+                schemas = [v["schema"] for v in content.values() if "schema" in v]
+                if schemas:
+                    response["content"] = {"application/json": {"schema": schemas[0]}}
 
 
 def _return_path(request: Request) -> str:

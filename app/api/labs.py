@@ -14,6 +14,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
+from app.api.errors import COURSE, errors
 from app.core.database import utcnow
 from app.core.deps import ApiDb
 from app.core.errors import NotFound
@@ -158,7 +159,7 @@ def _settings_read(lab: Lab, changes: list[str] | None = None) -> LabSettingsRea
     )
 
 
-@router.patch("/courses/{course}/labs/{lab}", tags=["labs"])
+@router.patch("/courses/{course}/labs/{lab}", tags=["labs"], responses=errors(*COURSE))
 async def patch_lab(course: str, lab: str, body: LabSettings, api: ApiDb) -> LabSettingsRead:
     """Instructors: change a lab's dates and policies (late flags follow a new due date), or
     restore a removed lab with `"archived": false`. The lab's folder is read again first: where
@@ -187,7 +188,7 @@ async def patch_lab(course: str, lab: str, body: LabSettings, api: ApiDb) -> Lab
     return await api.run(work)
 
 
-@router.delete("/courses/{course}/labs/{lab}", tags=["labs"])
+@router.delete("/courses/{course}/labs/{lab}", tags=["labs"], responses=errors(*COURSE))
 async def remove_lab(course: str, lab: str, api: ApiDb) -> LabSettingsRead:
     """Instructors: remove (archive) a lab; its submissions stay, PATCH archived=false
     restores it."""
@@ -213,7 +214,7 @@ def _extension_read(row: ExtensionRow) -> ExtensionRead:
     )
 
 
-@router.get("/courses/{course}/extensions", tags=["extensions"])
+@router.get("/courses/{course}/extensions", tags=["extensions"], responses=errors(*COURSE))
 async def list_extensions(
     course: str,
     api: ApiDb,
@@ -230,7 +231,11 @@ async def list_extensions(
     return await api.run(work)
 
 
-@router.put("/courses/{course}/labs/{lab}/extensions/{email}", tags=["extensions"])
+@router.put(
+    "/courses/{course}/labs/{lab}/extensions/{email}",
+    tags=["extensions"],
+    responses=errors(*COURSE),
+)
 async def put_extension(
     course: str, lab: str, email: str, body: ExtensionGrant, api: ApiDb
 ) -> ExtensionRead:
@@ -260,7 +265,10 @@ async def put_extension(
 
 
 @router.delete(
-    "/courses/{course}/labs/{lab}/extensions/{email}", status_code=204, tags=["extensions"]
+    "/courses/{course}/labs/{lab}/extensions/{email}",
+    status_code=204,
+    tags=["extensions"],
+    responses=errors(*COURSE),
 )
 async def delete_extension(course: str, lab: str, email: str, api: ApiDb) -> Response:
     """Staff: take an extension back; the lab's due date applies again."""
@@ -275,7 +283,7 @@ async def delete_extension(course: str, lab: str, email: str, api: ApiDb) -> Res
     return await api.run(work)
 
 
-@router.get("/courses/{course}/labs/{lab}/students", tags=["labs"])
+@router.get("/courses/{course}/labs/{lab}/students", tags=["labs"], responses=errors(*COURSE))
 async def lab_students(
     course: str,
     lab: str,
@@ -322,7 +330,7 @@ async def lab_students(
     "/courses/{course}/labs/{lab}/submissions.zip",
     tags=["labs"],
     response_class=StreamingResponse,
-    responses={200: {"content": {"application/zip": {}}}},
+    responses={200: {"content": {"application/zip": {}}}, **errors(*COURSE)},
 )
 async def lab_sources_zip(course: str, lab: str, api: ApiDb) -> StreamingResponse:
     """Staff: each student's counted submission (their latest where none counts yet), a folder
@@ -348,7 +356,12 @@ async def lab_sources_zip(course: str, lab: str, api: ApiDb) -> StreamingRespons
     )
 
 
-@router.post("/courses/{course}/labs/{lab}/regrade", status_code=202, tags=["labs"])
+@router.post(
+    "/courses/{course}/labs/{lab}/regrade",
+    status_code=202,
+    tags=["labs"],
+    responses=errors(*COURSE),
+)
 async def regrade_whole_lab(
     course: str,
     lab: str,
@@ -375,7 +388,9 @@ async def regrade_whole_lab(
     return await api.run(work)
 
 
-@router.get("/courses/{course}/labs/{lab}/leaderboard", tags=["leaderboard"])
+@router.get(
+    "/courses/{course}/labs/{lab}/leaderboard", tags=["leaderboard"], responses=errors(*COURSE)
+)
 async def get_leaderboard(course: str, lab: str, api: ApiDb) -> list[LeaderboardRead]:
     """Members: per GPU model, the opted-in students' fastest fully correct submissions, by
     the timed case's median."""
@@ -399,7 +414,11 @@ async def get_leaderboard(course: str, lab: str, api: ApiDb) -> list[Leaderboard
     return await api.run(work)
 
 
-@router.put("/courses/{course}/labs/{lab}/leaderboard/me", tags=["leaderboard"])
+@router.put(
+    "/courses/{course}/labs/{lab}/leaderboard/me",
+    tags=["leaderboard"],
+    responses=errors(401, 403, 404, 409, 503),
+)
 async def join_lab_leaderboard(
     course: str, lab: str, body: LeaderboardJoin, api: ApiDb
 ) -> LeaderboardJoin:
@@ -415,7 +434,12 @@ async def join_lab_leaderboard(
     return await api.run(work)
 
 
-@router.delete("/courses/{course}/labs/{lab}/leaderboard/me", status_code=204, tags=["leaderboard"])
+@router.delete(
+    "/courses/{course}/labs/{lab}/leaderboard/me",
+    status_code=204,
+    tags=["leaderboard"],
+    responses=errors(*COURSE),
+)
 async def leave_lab_leaderboard(course: str, lab: str, api: ApiDb) -> Response:
     """Students: leave the lab's leaderboard."""
 

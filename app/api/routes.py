@@ -19,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app import __version__
+from app.api.errors import COURSE, errors
 from app.core.database import probe, utcnow
 from app.core.deps import ApiDb, RowId, in_health_thread
 from app.core.errors import NotFound
@@ -101,7 +102,7 @@ class SubmissionListItem(BaseModel):
     created_at: datetime
 
 
-@router.get("/health", tags=["meta"])
+@router.get("/health", tags=["meta"], responses=errors(503))
 async def health() -> Health:
     # Its own threads and connection, outside the bound on requests in flight: it answers
     # within a second while every request thread is busy, the worker report included.
@@ -130,7 +131,7 @@ async def health() -> Health:
     )
 
 
-@router.get("/courses/{course}/labs", tags=["courses"])
+@router.get("/courses/{course}/labs", tags=["courses"], responses=errors(*COURSE))
 async def list_labs(course: str, api: ApiDb) -> list[LabRead]:
     def work(session: Session, user: User) -> list[LabRead]:
         found = get_course(session, slug=course)
@@ -162,7 +163,12 @@ async def list_labs(course: str, api: ApiDb) -> list[LabRead]:
     return await api.run(work)
 
 
-@router.post("/courses/{course}/labs/{lab}/submissions", status_code=202, tags=["submissions"])
+@router.post(
+    "/courses/{course}/labs/{lab}/submissions",
+    status_code=202,
+    tags=["submissions"],
+    responses=errors(401, 403, 404, 413, 429, 503),
+)
 async def submit(
     course: str,
     lab: str,
@@ -183,6 +189,7 @@ async def submit(
             filename=file.filename,
             data=data,
             now=utcnow(),
+            size=file.size,
         )
         # The row must exist before the worker can be told about it. A commit that fails
         # raises here, and the client is told that nothing was stored (503), or, where the
@@ -211,7 +218,7 @@ async def submit(
     return await api.run(work)
 
 
-@router.get("/submissions/{submission_id}", tags=["submissions"])
+@router.get("/submissions/{submission_id}", tags=["submissions"], responses=errors(401, 404, 503))
 async def get_submission(submission_id: RowId, api: ApiDb) -> SubmissionRead:
     def work(session: Session, user: User) -> SubmissionRead:
         submission, staff = visible_submission(session, user=user, submission_id=submission_id)
@@ -220,7 +227,12 @@ async def get_submission(submission_id: RowId, api: ApiDb) -> SubmissionRead:
     return await api.run(work)
 
 
-@router.post("/submissions/{submission_id}/regrade", status_code=202, tags=["submissions"])
+@router.post(
+    "/submissions/{submission_id}/regrade",
+    status_code=202,
+    tags=["submissions"],
+    responses=errors(401, 403, 404, 409, 503),
+)
 async def regrade_submission(submission_id: RowId, api: ApiDb) -> SubmissionCreated:
     """Staff: grade a submission again (e.g. once a GPU worker is up, or after a lab fix)."""
 
@@ -237,7 +249,7 @@ async def regrade_submission(submission_id: RowId, api: ApiDb) -> SubmissionCrea
     return await api.run(work)
 
 
-@router.get("/courses/{course}/submissions", tags=["submissions"])
+@router.get("/courses/{course}/submissions", tags=["submissions"], responses=errors(*COURSE))
 async def list_submissions(
     course: str,
     api: ApiDb,
@@ -283,7 +295,7 @@ async def list_submissions(
     "/courses/{course}/gradebook.csv",
     tags=["gradebook"],
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {}}}},
+    responses={200: {"content": {"text/csv": {}}}, **errors(*COURSE)},
 )
 async def export_gradebook(
     course: str,
@@ -314,7 +326,7 @@ async def export_gradebook(
     "/submissions/{submission_id}/source",
     tags=["submissions"],
     response_class=PlainTextResponse,
-    responses={200: {"content": {"text/plain": {}}}},
+    responses={200: {"content": {"text/plain": {}}}, **errors(401, 404, 503)},
 )
 async def submission_source(submission_id: RowId, api: ApiDb) -> PlainTextResponse:
     """The submitted file as it was stored (its author and the course's staff)."""

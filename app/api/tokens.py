@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
-from app.core.deps import PublicDb
+from app.api.errors import errors
+from app.core.deps import PublicDb, bearer_scheme
 from app.core.errors import NotAuthenticated
 from app.users.service import revoke_token
 
 router = APIRouter(prefix="/api/v1", tags=["tokens"])
 
 
-@router.delete("/tokens/current", status_code=204, responses={401: {"description": "no token"}})
+@router.delete(
+    "/tokens/current",
+    status_code=204,
+    responses=errors(401, 503),
+    dependencies=[Depends(bearer_scheme)],
+)
 async def revoke_current_token(request: Request, db: PublicDb) -> Response:
     """Revoke the bearer token this request carries; it stops working at once."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")

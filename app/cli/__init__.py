@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from app.cli import courses, database, extensions, grading, people, sign_in, workers
+from app.cli.common import require_database
 
 cli = typer.Typer(help="kernelgrader: a CUDA kernel autograder.", no_args_is_help=True)
 for command in (grading.regrade, workers.status, workers.worker, workers.serve):
@@ -27,9 +28,15 @@ for sub, name in [
     cli.add_typer(sub, name=name)
 
 
+# Commands that may create the database (or, for `lab`, check its own sub-commands: `lab check`
+# reads a folder only).
+MAKE_OR_SKIP_DATABASE = {"serve", "db", "lab"}
+
+
 @cli.callback()
-def check_settings() -> None:
-    """Refuse to start, in a sentence, when the settings are not usable."""
+def check_settings(ctx: typer.Context) -> None:
+    """Refuse to start, in a sentence, when the settings are not usable, or when the command
+    would open a SQLite database that does not exist."""
     from pydantic import ValidationError
 
     from app.core.settings import get_settings
@@ -42,6 +49,8 @@ def check_settings() -> None:
             message = str(error["msg"]).removeprefix("Value error, ")
             typer.secho(f"{where + ': ' if where else ''}{message}", err=True, fg="red")
         raise typer.Exit(code=2) from None
+    if ctx.invoked_subcommand not in MAKE_OR_SKIP_DATABASE:
+        require_database()
 
 
 def main() -> None:

@@ -18,6 +18,25 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(code=1)
 
 
+def require_database() -> None:
+    """Refuse, in a sentence, to open a SQLite database that does not exist: opening it would
+    make a new, empty one beside the one `serve` uses (a command run with other settings)."""
+    from app.core.settings import get_settings
+
+    settings = get_settings()
+    path = settings.sqlite_file()
+    if path is None or path.exists():
+        return
+    raise fail(
+        f"There is no kernelgrader database at {path}, and this command would start a new, empty "
+        f"one there. `kernelgrader serve` creates the database in its data folder "
+        f"(KERNELGRADER_DATA_DIR, here {settings.data_dir.resolve()}): give this command the "
+        "same KERNELGRADER_DATA_DIR or KERNELGRADER_DATABASE_URL as serve (or run it where serve "
+        "reads the same .env), or start serve first. `kernelgrader db upgrade` makes an empty "
+        "database on purpose."
+    )
+
+
 def when(text: str | None) -> datetime | None:
     if not text:
         return None

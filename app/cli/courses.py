@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli.common import fail, lab_in, when
+from app.cli.common import fail, lab_in, require_database, when
 from app.core.errors import DomainError
 
 if TYPE_CHECKING:
@@ -16,6 +16,13 @@ if TYPE_CHECKING:
 
 course_cli = typer.Typer(help="Courses.", no_args_is_help=True)
 lab_cli = typer.Typer(help="Labs in a course.", no_args_is_help=True)
+
+
+@lab_cli.callback()
+def _labs_need_the_database(ctx: typer.Context) -> None:
+    # `lab check` reads a lab folder only; every other lab command reads the database.
+    if ctx.invoked_subcommand != "check":
+        require_database()
 
 
 @course_cli.command("create")

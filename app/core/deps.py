@@ -22,6 +22,7 @@ from typing import Annotated, TypeVar
 
 import anyio
 from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
@@ -29,7 +30,7 @@ from app.core.errors import NotAuthenticated, ServerBusy
 from app.core.overload import BUSY, DATABASE_AWAY
 from app.core.settings import get_settings
 from app.users.models import User
-from app.users.service import holder_of_token
+from app.users.service import holder_of_token, is_staff_anywhere
 from app.users.token_use import token_uses
 
 T = TypeVar("T")
@@ -93,10 +94,12 @@ def _unit_of_work(work: Callable[[Session], T]) -> T:
 
 @dataclass(frozen=True)
 class Viewer:
-    """Who is looking at a page, for its header."""
+    """Who is looking at a page, for its header (staff of some course get a link to
+    /admin/system there)."""
 
     id: int
     email: str
+    is_staff: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,8 +123,8 @@ class ApiRequest:
             holder = holder_of_token(session, token=self.bearer)
             if holder is None:
                 raise NotAuthenticated(
-                    "The API token is not valid or was revoked; create one with "
-                    "`kernelgrader token create EMAIL`."
+                    "The API token is not valid or was revoked; create one on your account "
+                    "page (/account), or with `kernelgrader token create EMAIL`."
                 )
             token_uses.note(holder.token_id, last_used_at=holder.last_used_at, now=utcnow())
             return holder.user
@@ -149,7 +152,9 @@ class WebRequest:
         if user is None:
             raise NotAuthenticated("Log in to see this page.")
         # A plain copy for the page header: error pages render after the session has closed.
-        self.request.state.viewer = Viewer(id=user.id, email=user.email)
+        self.request.state.viewer = Viewer(
+            id=user.id, email=user.email, is_staff=is_staff_anywhere(session, user_id=user.id)
+        )
         return user
 
     async def run(self, work: Callable[[Session, User], T]) -> T:
@@ -165,7 +170,20 @@ async def public_request() -> PublicRequest:
     return PublicRequest()
 
 
-async def api_request(request: Request) -> ApiRequest:
+# Declares the bearer token in the OpenAPI schema (so /docs has an Authorize button and sends
+# it); the header itself is read below, the same whether or not it parses as FastAPI expects.
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiToken",
+    description="An API token (kg_...): create one on your account page (/account), or with "
+    "`kernelgrader token create EMAIL`.",
+)
+
+
+async def api_request(
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None,
+) -> ApiRequest:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return ApiRequest(
         bearer=token.strip() if scheme.lower() == "bearer" and token.strip() else None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -14,13 +15,39 @@ DEV_GRADING_SECRET = "dev-grading-secret"
 MIN_SECRET_LENGTH = 16
 
 
+def checkout_root() -> Path | None:
+    """The source checkout this package runs from (an editable install, as
+    `scripts/setup.sh` makes), or None for an installed wheel."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "reference_kernels").is_dir():
+        return root
+    return None
+
+
+def default_data_dir() -> Path:
+    """Where the data lives when KERNELGRADER_DATA_DIR is not set, whatever the working
+    directory: `var/` in the checkout (where `scripts/serve.sh` puts it), else the user's data
+    folder ($XDG_DATA_HOME/kernelgrader, ~/.local/share/kernelgrader)."""
+    root = checkout_root()
+    if root is not None:
+        return root / "var"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kernelgrader"
+
+
+def _env_files() -> tuple[Path, ...]:
+    # The checkout's .env, then the working directory's (which wins where both set a value).
+    root = checkout_root()
+    return (root / ".env", Path(".env")) if root is not None else (Path(".env"),)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="KERNELGRADER_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="KERNELGRADER_", env_file=_env_files(), env_file_encoding="utf-8", extra="ignore"
     )
 
     env: Literal["development", "production", "test"] = "development"
-    data_dir: Path = Path("./var")
+    data_dir: Path = Field(default_factory=default_data_dir)
     # Empty means "a file under data_dir"; filled in by the validator below.
     database_url: str = ""
     broker_url: str = ""
@@ -103,6 +130,19 @@ class Settings(BaseSettings):
     public_url: str = "http://localhost:8000"
     # The bearer token Prometheus sends to /metrics; empty turns /metrics off.
     metrics_token: str = ""
+    # Outgoing mail (reset links, invite links) through this SMTP server; an empty host turns
+    # mail off, and the pages then tell people to ask the staff for a link.
+    smtp_host: str = ""
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    # starttls (upgrade a plain connection, usually port 587), ssl (TLS from the start, usually
+    # 465) or none (a relay on the same host or network only).
+    smtp_security: Literal["starttls", "ssl", "none"] = "starttls"
+    smtp_username: str = ""
+    smtp_password: str = ""
+    smtp_from: str = ""
+    smtp_timeout_seconds: float = Field(default=10.0, gt=0)
+    # How long a "forgot password" link works.
+    password_reset_minutes: int = Field(default=60, ge=5, le=7 * 24 * 60)
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_dev_secrets(self) -> Settings:
@@ -135,6 +175,11 @@ class Settings(BaseSettings):
                 f"2 x KERNELGRADER_WORKER_CONCURRENCY + 2 ({2 * self.worker_concurrency + 2}); "
                 "raise the pool or lower the concurrency."
             )
+        if self.smtp_host and "@" not in self.smtp_from:
+            raise ValueError(
+                "KERNELGRADER_SMTP_FROM must be the address mail is sent from (for example "
+                "'kernelgrader <grader@uni.edu>') when KERNELGRADER_SMTP_HOST is set."
+            )
         if self.env != "development":
             # An empty or short key is as guessable as the default: anyone could sign a login
             # cookie for any user, or work out the hidden cases' seeds.
@@ -164,6 +209,18 @@ class Settings(BaseSettings):
                     "long random string, or run with KERNELGRADER_ENV=development."
                 )
         return self
+
+    @property
+    def mail_enabled(self) -> bool:
+        return bool(self.smtp_host)
+
+    def sqlite_file(self) -> Path | None:
+        """The SQLite database file, where the database is one (the default)."""
+        prefix = "sqlite:///"
+        if not self.database_url.startswith(prefix):
+            return None
+        name = self.database_url.removeprefix(prefix).split("?", 1)[0]
+        return Path(name) if name and name != ":memory:" else None
 
     def ensure_data_dir(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)

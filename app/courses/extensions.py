@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.errors import Invalid, NotFound
+from app.core.timefmt import when_text
 from app.courses.deadlines import refresh_late_flags
 from app.courses.models import Course, Extension, Lab
 from app.courses.service import role_in
@@ -46,8 +47,8 @@ def grant_extension(
         )
     if due_at <= lab.due_at:
         raise Invalid(
-            f"The extension ends at {due_at:%Y-%m-%d %H:%M} UTC, not after the lab's own due "
-            f"date ({lab.due_at:%Y-%m-%d %H:%M} UTC); give a later time."
+            f"The extension ends at {when_text(due_at)}, not after the lab's own due "
+            f"date ({when_text(lab.due_at)}); give a later time."
         )
     if len(note) > 200:
         raise Invalid("The note is longer than 200 characters; shorten it.")

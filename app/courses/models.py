@@ -77,6 +77,9 @@ class Lab(Base):
     # Removed by the staff: hidden from students' lists and the gradebook, closed for
     # submissions; its submissions stay, and restoring it brings everything back.
     archived_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Where the lab stands in its course's list, as the instructor orders it (smaller first);
+    # a new lab goes last. Every list of labs (pages, gradebook, API) follows it.
+    position: Mapped[int] = mapped_column(default=0, server_default="0")
 
 
 class Extension(Base):

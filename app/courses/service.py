@@ -8,10 +8,11 @@ import io
 import re
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, Forbidden, Invalid, NotFound
+from app.core.timefmt import when_text
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
 from app.courses.specs import resolve_lab_ref
 from app.users.models import User
@@ -167,6 +168,7 @@ def add_lab(
         max_score=float(spec.max_score),
         gpu_model=gpu_model.strip(),
         digest=spec.digest,
+        position=_next_position(session, course),
     )
     session.add(lab)
     session.flush()
@@ -174,18 +176,38 @@ def add_lab(
 
 
 def labs_of(session: Session, *, course: Course, archived: bool = False) -> list[Lab]:
-    """The course's labs in the gradebook's fixed order: due date (none last), then slug.
-    Removed (archived) labs only when `archived` is true, and then only those."""
+    """The course's labs in the order its instructors set (`position`; a new lab goes last),
+    which every page, the gradebook and the API follow. Removed (archived) labs only when
+    `archived` is true, and then only those."""
     query = select(Lab).where(Lab.course_id == course.id)
     if archived:
         query = query.where(Lab.archived_at.is_not(None))
     else:
         query = query.where(Lab.archived_at.is_(None))
-    labs = session.scalars(query).all()
-    far = datetime.max.replace(tzinfo=None)
-    return sorted(
-        labs, key=lambda lab: (lab.due_at.replace(tzinfo=None) if lab.due_at else far, lab.slug)
-    )
+    return list(session.scalars(query.order_by(Lab.position, Lab.id)))
+
+
+def move_lab(session: Session, *, lab: Lab, by: int) -> bool:
+    """Move a lab `by` places in its course's list (negative: earlier), among the labs still
+    shown; False when it is already at that end. The positions are renumbered 1, 2, 3, ..."""
+    course = session.get_one(Course, lab.course_id)
+    shown = labs_of(session, course=course)
+    if lab not in shown:
+        raise Invalid(f"{lab.slug} was removed; restore it before moving it in the list.")
+    at = shown.index(lab)
+    to = max(0, min(len(shown) - 1, at + by))
+    if to == at:
+        return False
+    shown.insert(to, shown.pop(at))
+    for position, row in enumerate(shown, start=1):
+        row.position = position
+    session.flush()
+    return True
+
+
+def _next_position(session: Session, course: Course) -> int:
+    last = session.scalar(select(func.max(Lab.position)).where(Lab.course_id == course.id))
+    return (last or 0) + 1
 
 
 def get_lab(session: Session, *, course: Course, slug: str) -> Lab:
@@ -287,7 +309,7 @@ def reread_lab(session: Session, *, lab: Lab) -> list[str]:
 
 
 def _when_text(value: datetime | None, none: str) -> str:
-    return f"{value:%Y-%m-%d %H:%M} UTC" if value else none
+    return when_text(value, none)
 
 
 def archive_lab(session: Session, *, lab: Lab, now: datetime) -> bool:

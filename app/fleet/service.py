@@ -23,13 +23,21 @@ SHOWN_FOR = timedelta(hours=24)
 # Set by submissions/service.regrade on the job a regrade replaces: not a failure.
 REPLACED_BY_REGRADE = "replaced by a regrade"
 
+# What a student reads when no grader can take their submission now; what staff read beside
+# it (set_status's staff_note) says which worker to start and where to look.
+NO_COMPILER_FOR_STUDENTS = (
+    "The grader is not running at the moment, so your submission waits in the queue; nothing "
+    "is lost, and it is graded as soon as the grader is back."
+)
 NO_COMPILER = (
-    "No grading worker has been heard from in the last {seconds:.0f} s, so it waits in the queue "
-    "until one starts; nothing is lost. Course staff: the workers are listed at /admin/system."
+    "No grading worker has been heard from in the last {seconds:.0f} s: start one with "
+    "`kernelgrader worker` (or `kernelgrader serve`, which starts one beside the web server); "
+    "the workers are listed at /admin/system."
 )
 NO_RUNNER = (
-    "No worker that can run it{model} has been heard from in the last {seconds:.0f} s; course "
-    "staff: start one (`kernelgrader worker --gpus all` on a GPU host), see /admin/system."
+    "No worker that can run it{model} has been heard from in the last {seconds:.0f} s: start "
+    "one with `kernelgrader worker --gpus all` on a GPU host; the workers are listed at "
+    "/admin/system."
 )
 
 
@@ -120,12 +128,15 @@ def live_workers(session: Session, *, now: datetime | None = None) -> list[Worke
     )
 
 
-def queued_message(session: Session, message: str, *, now: datetime | None = None) -> str:
-    """A queued submission's status message, with a sentence for staff when no live worker
-    could take it."""
+def queued_message(
+    session: Session, message: str, *, now: datetime | None = None
+) -> tuple[str, str]:
+    """A queued submission's status message and staff note: when no live worker could take
+    it, a sentence for the student and one for the staff that says what to start."""
     if any(w.can_compile for w in live_workers(session, now=now)):
-        return message
-    return f"{message} " + NO_COMPILER.format(seconds=get_settings().heartbeat_timeout_seconds)
+        return message, ""
+    seconds = get_settings().heartbeat_timeout_seconds
+    return f"{message} {NO_COMPILER_FOR_STUDENTS}", NO_COMPILER.format(seconds=seconds)
 
 
 def no_runner_note(session: Session, *, required_key: str, model: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app.core.timefmt import when_text
 from app.fleet.service import FleetSnapshot, describe_age, grading_sentence
 
 
@@ -103,7 +104,7 @@ def render_status(fleet: FleetSnapshot, *, heartbeat_timeout: float) -> str:
     lines.append("")
     lines.append("Latest errors (failed on our side):" if fleet.errors else "Latest errors: none.")
     for e in fleet.errors:
-        when = e.at.strftime("%Y-%m-%d %H:%M:%S UTC") if e.at else "-"
+        when = when_text(e.at, "-")
         lines.append(
             f"  {when}  submission {e.submission_id} ({e.course}/{e.lab}), job {e.job_id}"
             f"{f' on {e.worker}' if e.worker else ''}: {e.error}"

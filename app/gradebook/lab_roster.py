@@ -42,6 +42,9 @@ class StudentRow:
     counted: Submission | None
     deadline: Deadline
     timed: TimedResult | None  # the counted submission's timed case, if a GPU timed it
+    # The newest submission that compiled, graded or not: the zip's choice where the counted
+    # one is a compile error and a later one is still on its way to a verdict.
+    compiled: Submission | None = None
 
     @property
     def late(self) -> bool:
@@ -74,7 +77,8 @@ def lab_roster(
     # Only the columns a list shows: no source, log or report (the zip reads the chosen
     # sources, in one query of its own).
     of_lab = select(Submission).where(Submission.lab_id == lab.id)
-    for sub in session.scalars(of_lab.options(load_only(*LISTED, Submission.sha256))):
+    shown = load_only(*LISTED, Submission.sha256, Submission.compile_ok)
+    for sub in session.scalars(of_lab.options(shown)):
         by_user.setdefault(sub.user_id, []).append(sub)
     extensions = extensions_by_user(session, lab=lab)
     timed = timed_results(session, lab=lab)
@@ -94,6 +98,11 @@ def lab_roster(
                 counted=counted,
                 deadline=deadline_from(lab, extensions.get(student.id)),
                 timed=timed.get(counted.id) if counted else None,
+                compiled=max(
+                    (s for s in subs if s.compile_ok),
+                    key=lambda s: (s.created_at, s.id),
+                    default=None,
+                ),
             )
         )
     return [r for r in rows if _keep(r, lab, status, late, extension, query)]
@@ -138,6 +147,24 @@ def kernel_time_groups(rows: list[StudentRow]) -> list[tuple[str, list[float]]]:
     return sorted(groups.items(), key=lambda item: -len(item[1]))
 
 
+def for_review(row: StudentRow) -> tuple[Submission | None, str]:
+    """The submission of a student that the zip holds, and why: the counted one; where that
+    is a compile error (it counts as 0) but a later one compiled and waits for its verdict,
+    that compiled kernel, which is the code to review; with nothing counted yet, the newest
+    that compiled, else the newest."""
+    from app.submissions.models import Status
+
+    counted, compiled = row.counted, row.compiled
+    if counted is not None and counted.status != Status.compile_error.value:
+        return counted, "counted"
+    if compiled is not None and (counted is None or compiled.created_at > counted.created_at):
+        graded = compiled.graded_at is not None
+        return compiled, "latest that compiled" + ("" if graded else " (not graded yet)")
+    if counted is not None:
+        return counted, "counted"
+    return row.last, "latest (not graded yet)"
+
+
 def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@+-]", "_", text)[:100] or "file"
 
@@ -147,7 +174,8 @@ def counted_sources_zip(session: Session, *, lab: Lab, now: datetime, out: IO[by
     counted yet) as `<lab>/<email>/<file>`, and a manifest.csv; the layout plagiarism checkers
     such as MOSS and JPlag take, a folder per student."""
     rows = lab_roster(session, lab=lab)
-    chosen_ids = [c.id for c in (row.counted or row.last for row in rows) if c is not None]
+    picks = {row.student.id: for_review(row) for row in rows}
+    chosen_ids = [c.id for c, _ in picks.values() if c is not None]
     sources = {
         sid: text
         for sid, text in session.execute(
@@ -162,10 +190,9 @@ def counted_sources_zip(session: Session, *, lab: Lab, now: datetime, out: IO[by
     names: Counter[str] = Counter()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for row in rows:
-            chosen = row.counted or row.last
+            chosen, which = picks[row.student.id]
             if chosen is None:
                 continue
-            which = "counted" if row.counted else "latest (not graded yet)"
             folder = _safe(row.student.email)
             names[folder] += 1
             if names[folder] > 1:
@@ -183,7 +210,7 @@ def counted_sources_zip(session: Session, *, lab: Lab, now: datetime, out: IO[by
                     row.student.name,
                     chosen.id,
                     which,
-                    "" if row.cell.score is None else f"{row.cell.score:g}",
+                    "" if chosen.score is None else f"{chosen.score:g}",
                     "1" if chosen.late else "0",
                     chosen.created_at.isoformat(),
                     chosen.sha256,

@@ -31,7 +31,7 @@ def _failed_on_our_side(
     job.state = JobState.failed.value
     job.finished_at = utcnow()
     job.error = error
-    set_status(session, submission, Status.error, NOT_YOUR_FAULT)
+    set_status(session, submission, Status.error, NOT_YOUR_FAULT, staff_note=error)
 
 
 def record_compile(

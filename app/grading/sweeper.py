@@ -138,7 +138,9 @@ def sweep(
                 if moved:
                     job.finished_at = now
                     job.error = f"worker {job.worker_id} stopped after {job.attempt} attempts"
-                    set_status(session, submission, Status.error, NOT_YOUR_FAULT)
+                    set_status(
+                        session, submission, Status.error, NOT_YOUR_FAULT, staff_note=job.error
+                    )
                     report.failed.append(job.id)
                 continue
             # Back to the queue its worker took it from: a compiled job on its GPU model's
@@ -164,6 +166,7 @@ def sweep(
                     Status.queued,
                     f"The worker grading it stopped responding, so it was queued again "
                     f"(attempt {job.attempt + 1} of {settings.max_attempts}).",
+                    staff_note=f"Worker {job.worker_id} stopped beating its heartbeat.",
                 )
                 if not background:
                     sends.append((job.submission_id, job.id, queue, stamp))

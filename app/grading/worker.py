@@ -41,6 +41,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+# A compiled submission waiting for a GPU, as its student reads it; why this worker could not
+# run it (a driver error, a switched-off GPU, another GPU model) goes to the staff's note.
+WAITS_FOR_GPU = (
+    "Running it waits for a GPU worker: the test cases run, and the score comes, as soon as one "
+    "is free."
+)
+
+
 class Outcome(enum.StrEnum):
     missing = "missing"  # no such job, or it belongs to another submission
     duplicate = "duplicate"  # already finished, or held by a live worker
@@ -208,8 +216,8 @@ def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) ->
                         session,
                         submission,
                         Status.compiled,
-                        f"{compiled.message} Running it waits for a GPU worker. {reason}"
-                        + (f" {note}" if note else ""),
+                        f"{compiled.message} {WAITS_FOR_GPU}",
+                        staff_note=f"{reason}" + (f" {note}" if note else ""),
                     )
                     return Outcome.compiled
                 set_status(session, submission, Status.running, "Running on the GPU.")
@@ -343,7 +351,7 @@ def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
         if job.attempt >= settings.max_attempts:
             job.state = JobState.failed.value
             job.finished_at = utcnow()
-            set_status(session, submission, Status.error, NOT_YOUR_FAULT)
+            set_status(session, submission, Status.error, NOT_YOUR_FAULT, staff_note=error)
             return
         job.state = JobState.queued.value
         job.queued_at = utcnow()
@@ -359,6 +367,7 @@ def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
             Status.queued,
             "A problem on our side stopped its grading, not your code; it is queued to be graded "
             f"again (attempt {job.attempt + 1} of {settings.max_attempts}).",
+            staff_note=f"Attempt {job.attempt} failed: {error}",
         )
     if send is not None:
         # Lost if the broker refuses it: the sweeper then finds it unsent and sends it.

@@ -42,6 +42,9 @@ class Submission(Base):
     status: Mapped[str] = mapped_column(String(20), default=Status.queued.value, index=True)
     # A sentence about the status, e.g. why it is `error` or that running waits for a GPU.
     status_message: Mapped[str] = mapped_column(Text, default="")
+    # For the course staff only: the technical side of the status (a driver error, which
+    # worker to start, where to look); students read `status_message` alone.
+    status_staff_note: Mapped[str] = mapped_column(Text, default="", server_default="")
     late: Mapped[bool] = mapped_column(default=False)
     score: Mapped[float | None] = mapped_column(default=None)
     max_score: Mapped[float | None] = mapped_column(default=None)
@@ -70,4 +73,5 @@ class SubmissionEvent(Base):
     )
     status: Mapped[str] = mapped_column(String(20))
     message: Mapped[str] = mapped_column(Text, default="")
+    staff_note: Mapped[str] = mapped_column(Text, default="", server_default="")
     at: Mapped[datetime] = mapped_column(default=utcnow)

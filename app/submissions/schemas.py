@@ -46,6 +46,8 @@ class CaseRead(BaseModel):
 class StatusChange(BaseModel):
     status: Status
     message: str
+    # For the course's staff only (None for students): the technical side of the change.
+    staff_note: str | None = None
     at: datetime
 
 
@@ -58,7 +60,11 @@ class SubmissionRead(BaseModel):
     filename: str
     sha256: str
     status: Status
+    # A sentence for whoever reads it, the student included.
     status_message: str
+    # For the course's staff only (None for students): what the student is not told, such as
+    # a driver error, which worker to start, or where to look (/admin/system).
+    staff_note: str | None = None
     queue_position: int | None
     late: bool
     score: float | None
@@ -264,6 +270,7 @@ def submission_read(
         sha256=submission.sha256,
         status=Status(submission.status),
         status_message=_redact(submission.status_message, hidden),
+        staff_note=submission.status_staff_note if viewer_is_staff else None,
         queue_position=queue_position(session, job=latest),
         late=submission.late,
         score=submission.score,
@@ -289,7 +296,12 @@ def submission_read(
         attempts=attempts,
         cases=cases,
         history=[
-            StatusChange(status=Status(e.status), message=_redact(e.message, hidden), at=e.at)
+            StatusChange(
+                status=Status(e.status),
+                message=_redact(e.message, hidden),
+                staff_note=e.staff_note if viewer_is_staff else None,
+                at=e.at,
+            )
             for e in events_of(session, submission=submission)
         ],
     )

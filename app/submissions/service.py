@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, defer, load_only
 
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
 from app.core.settings import get_settings
+from app.core.timefmt import when_text
 from app.courses.deadlines import Availability, deadline_for, lab_state
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.service import require_member
@@ -21,11 +22,28 @@ from app.submissions.quota import enforce_submission_quota
 from app.users.models import User
 
 
-def set_status(session: Session, submission: Submission, status: Status, message: str = "") -> None:
-    """Change a submission's status and record the change with its time."""
+def set_status(
+    session: Session,
+    submission: Submission,
+    status: Status,
+    message: str = "",
+    *,
+    staff_note: str = "",
+) -> None:
+    """Change a submission's status and record the change with its time.
+
+    `message` is what everyone reads, the student included: a sentence for students.
+    `staff_note` is for the course's staff only: driver errors, the worker to start, where to
+    look (`/admin/system`). The two are kept apart here, where they are written, so no page or
+    API answer has to pick the staff's words out of the student's."""
     submission.status = status.value
     submission.status_message = message
-    session.add(SubmissionEvent(submission_id=submission.id, status=status.value, message=message))
+    submission.status_staff_note = staff_note
+    session.add(
+        SubmissionEvent(
+            submission_id=submission.id, status=status.value, message=message, staff_note=staff_note
+        )
+    )
 
 
 def display_filename(filename: str | None) -> str:
@@ -35,12 +53,19 @@ def display_filename(filename: str | None) -> str:
     return name or "submission.cu"
 
 
-def check_source(data: bytes, *, limit: int) -> str:
+def _kib(size: int) -> str:
+    return f"{size / 1024:.0f} KiB"
+
+
+def check_source(data: bytes, *, limit: int, size: int | None = None) -> str:
+    """The upload as text, or a sentence why not. `data` is read one byte past the limit at
+    most; `size`, where known, is the whole upload's, so a refusal names the real size."""
     if len(data) > limit:
-        raise TooLarge(
-            f"The file is {len(data)} bytes, over the limit of {limit} bytes; "
-            "submit only the kernel source."
-        )
+        if size is not None and size > limit:
+            told = f"The file is {size} bytes ({_kib(size)}), over the limit of {limit} bytes"
+        else:
+            told = f"The file is larger than the limit of {limit} bytes"
+        raise TooLarge(f"{told} ({_kib(limit)}); submit only the kernel's .cu source file.")
     if not data.strip():
         raise Invalid("The file is empty; choose the .cu file that holds your kernel.")
     try:
@@ -53,6 +78,19 @@ def check_source(data: bytes, *, limit: int) -> str:
     if "\x00" in text:
         raise Invalid("The file contains NUL bytes, so it is not source text; submit the .cu file.")
     return text
+
+
+def check_filename(filename: str | None) -> None:
+    """One .cu file, as the form and the API say; an upload without a name (a client that
+    sends none) is taken as the source it is."""
+    if filename is None or not filename.strip():
+        return
+    name = display_filename(filename)
+    if not name.lower().endswith(".cu"):
+        raise Invalid(
+            f"{name} is not a .cu file; submit the CUDA source file of your kernel, whose name "
+            "ends in .cu (rename it if it holds CUDA source under another name)."
+        )
 
 
 @dataclass
@@ -84,6 +122,7 @@ def create_submission(
     filename: str | None,
     data: bytes,
     now: datetime,
+    size: int | None = None,
 ) -> Intake:
     """Check and store a submission with a queued grading job; the caller commits, then sends."""
     role = require_member(session, user=user, course=course)
@@ -96,17 +135,18 @@ def create_submission(
         )
     if state.availability is Availability.not_released:
         raise Closed(
-            f"{lab.slug} opens for submissions at {lab.release_at:%Y-%m-%d %H:%M} UTC; "
+            f"{lab.title} opens for submissions at {when_text(lab.release_at)}; "
             "submit again after that."
         )
     if state.availability is Availability.closed:
         yours = " (your extension)" if deadline.extended else ""
         raise Closed(
-            f"{lab.slug} was due at {deadline.due_at:%Y-%m-%d %H:%M} UTC{yours} and does not "
+            f"{lab.title} was due at {when_text(deadline.due_at)}{yours} and does not "
             "accept late submissions; ask the course staff if you need an extension."
         )
     late = state.late_now
-    text = check_source(data, limit=get_settings().max_upload_bytes)
+    check_filename(filename)
+    text = check_source(data, limit=get_settings().max_upload_bytes, size=size)
     # A write on the student's row before counting, so one student's requests take turns (a
     # row lock on PostgreSQL, the write lock on SQLite): a burst cannot all count the same
     # free slot. Staff are not limited and need no turn.
@@ -130,8 +170,8 @@ def create_submission(
     )
     session.add(submission)
     session.flush()
-    message = queued_message(session, "Waiting for a worker to compile it.", now=now)
-    set_status(session, submission, Status.queued, message)
+    message, note = queued_message(session, "Waiting for a worker to compile it.", now=now)
+    set_status(session, submission, Status.queued, message, staff_note=note)
     job = GradingJob(submission_id=submission.id, queued_at=now)
     session.add(job)
     session.flush()
@@ -215,8 +255,8 @@ def regrade(session: Session, *, user: User, submission: Submission, now: dateti
     )
     job = GradingJob(submission_id=submission.id, queued_at=now)
     session.add(job)
-    message = queued_message(session, f"Queued again for a regrade by {user.email}.", now=now)
-    set_status(session, submission, Status.queued, message)
+    message, note = queued_message(session, f"Queued again for a regrade by {user.email}.", now=now)
+    set_status(session, submission, Status.queued, message, staff_note=note)
     session.flush()
     return job
 

@@ -16,11 +16,12 @@ from sqlalchemy.orm import Session
 from app.core.errors import Invalid, NotFound
 from app.core.security import hash_api_token, hash_password, verify_password
 from app.core.settings import get_settings
+from app.core.timefmt import when_text
 from app.users.models import Invite, User
 
 MIN_PASSWORD = 8
 EXPIRED = (
-    "This link expired on {when} UTC; ask your instructor for a new one "
+    "This link expired on {when}; ask your instructor for a new one "
     "(`kernelgrader user invite EMAIL`)."
 )
 UNKNOWN = (
@@ -63,7 +64,7 @@ def find_invite(session: Session, *, token: str, now: datetime) -> tuple[Invite,
     if invite is None or invite.used_at is not None:
         raise NotFound(UNKNOWN)
     if invite.expires_at <= now:
-        raise NotFound(EXPIRED.format(when=f"{invite.expires_at:%Y-%m-%d %H:%M}"))
+        raise NotFound(EXPIRED.format(when=when_text(invite.expires_at)))
     return invite, session.get_one(User, invite.user_id)
 
 

@@ -53,6 +53,19 @@ def ensure_user(
     return user
 
 
+def is_staff_anywhere(session: Session, *, user_id: int) -> bool:
+    """Whether the user is a TA or an instructor of some course."""
+    from app.courses.models import Enrollment, Role
+
+    return bool(
+        session.scalar(
+            select(Enrollment.id)
+            .where(Enrollment.user_id == user_id, Enrollment.role != Role.student.value)
+            .limit(1)
+        )
+    )
+
+
 def authenticate(session: Session, *, email: str, password: str) -> User | None:
     user = find_user(session, email=email)
     if user is None or not verify_password(user.password_hash, password):
@@ -107,6 +120,27 @@ def revoke_token(session: Session, *, token: str) -> bool:
     row.revoked_at = utcnow()
     session.flush()
     return True
+
+
+def tokens_of(session: Session, *, user: User) -> list[ApiToken]:
+    """A user's live tokens, newest first (revoked ones are gone for good)."""
+    return list(
+        session.scalars(
+            select(ApiToken)
+            .where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+            .order_by(ApiToken.id.desc())
+        )
+    )
+
+
+def revoke_own_token(session: Session, *, user: User, token_id: int) -> ApiToken:
+    """Revoke one of the user's own tokens by its id (its value is never stored)."""
+    row = session.get(ApiToken, token_id)
+    if row is None or row.user_id != user.id or row.revoked_at is not None:
+        raise NotFound("You have no such token, or it was revoked already; reload the page.")
+    row.revoked_at = utcnow()
+    session.flush()
+    return row
 
 
 def revoke_tokens(session: Session, *, user: User, name: str | None = None) -> int:

@@ -1,4 +1,5 @@
-"""Accounts on the web: changing one's password, and the invite links that set one.
+"""Accounts on the web: one's password and API tokens, the invite links that set a password,
+and "forgot password", which mails such a link where the server sends mail.
 
 As every page, a handler's database work (rendering included) is one function handed to
 `web.run` or, before anyone is logged in, `db.run` (app.core.deps).
@@ -6,27 +7,48 @@ As every page, a handler's database work (rendering included) is one function ha
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import PublicDb, WebDb
-from app.core.errors import DomainError
-from app.users.invites import accept_invite, change_password, find_invite
+from app.core.deps import PublicDb, RowId, WebDb
+from app.core.errors import DomainError, Invalid
+from app.core.mail import outbox
+from app.core.settings import get_settings
+from app.core.timefmt import when_text
+from app.users.invites import accept_invite, change_password, find_invite, issue_invite
 from app.users.models import User
+from app.users.service import (
+    create_api_token,
+    find_user,
+    normalize_email,
+    revoke_own_token,
+    tokens_of,
+)
+from app.web.routes import client_network
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
 
 
+def _account(session: Session, user: User, **extra: Any) -> dict[str, Any]:
+    return {
+        "me": user,
+        "tokens": tokens_of(session, user=user),
+        "new_token": None,
+        "message": "",
+        "error": None,
+        **extra,
+    }
+
+
 @router.get("/account", response_class=HTMLResponse)
 async def account_page(request: Request, web: WebDb, message: str = "") -> Response:
     def page(session: Session, user: User) -> Response:
-        context = {"me": user, "message": message[:200], "error": None}
-        return render(request, "account.html", context)
+        return render(request, "account.html", _account(session, user, message=message[:200]))
 
     return await web.run(page)
 
@@ -46,9 +68,56 @@ async def change_password_form(
             change_password(session, user=user, current=current, password=password, confirm=confirm)
         except DomainError as exc:
             session.rollback()
-            page = {"me": user, "message": "", "error": exc.message}
+            page = _account(session, user, error=exc.message)
             return render(request, "account.html", page, status_code=exc.status_code)
         return RedirectResponse("/account?message=Your+password+was+changed.", status_code=303)
+
+    return await web.run(work)
+
+
+@router.post("/account/tokens", response_class=HTMLResponse)
+async def create_token_form(
+    request: Request,
+    web: WebDb,
+    name: Annotated[str, Form()],
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    """A new API token, shown on the page this once (only its hash is kept)."""
+
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        label = name.strip()
+        try:
+            if not label:
+                raise Invalid("Name the token (say, 'laptop' or 'CI'), so you can tell it apart.")
+            token = create_api_token(session, user=user, name=label)
+        except DomainError as exc:
+            session.rollback()
+            context = _account(session, user, error=exc.message)
+            return render(request, "account.html", context, status_code=exc.status_code)
+        page = render(
+            request,
+            "account.html",
+            _account(session, user, new_token=token, message=f"Created the token {label}."),
+        )
+        page.headers["Cache-Control"] = "no-store"  # the token must not sit in a cache
+        return page
+
+    return await web.run(work)
+
+
+@router.post("/account/tokens/{token_id}/revoke")
+async def revoke_token_form(
+    request: Request,
+    token_id: RowId,
+    web: WebDb,
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        row = revoke_own_token(session, user=user, token_id=token_id)
+        text = f"Revoked the token {row.name or row.id}: it stops working at once."
+        return RedirectResponse(f"/account?message={text.replace(' ', '+')}", status_code=303)
 
     return await web.run(work)
 
@@ -100,3 +169,91 @@ async def accept_invite_form(
     request.session.clear()
     request.session["user_id"] = outcome
     return RedirectResponse("/", status_code=303)
+
+
+# --- forgot password -----------------------------------------------------------------------
+
+ASK_THE_STAFF = (
+    "This server sends no e-mail, so it cannot mail you a link: ask your course staff (your "
+    "instructor or a TA) for a link to set a new password. They make one on the course's "
+    "People page, or with `kernelgrader user invite EMAIL`."
+)
+
+
+def _sent_sentence(minutes: int) -> str:
+    # The same whether or not the address has an account: the page tells nobody who has one.
+    return (
+        "If an account uses that address, a link to set a new password is on its way to it. "
+        f"It works once, for {minutes} minutes; look in your spam folder too. No mail within a "
+        "few minutes? Ask your course staff for a link."
+    )
+
+
+@router.get("/password/forgot", response_class=HTMLResponse)
+async def forgot_page(request: Request) -> Response:
+    settings = get_settings()
+    return render(
+        request,
+        "forgot.html",
+        {"mail": settings.mail_enabled, "ask_staff": ASK_THE_STAFF, "sent": None, "error": None},
+    )
+
+
+@router.post("/password/forgot", response_class=HTMLResponse)
+async def forgot_form(
+    request: Request,
+    db: PublicDb,
+    email: Annotated[str, Form()],
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    settings = get_settings()
+    context: dict[str, Any] = {
+        "mail": settings.mail_enabled,
+        "ask_staff": ASK_THE_STAFF,
+        "sent": None,
+        "error": None,
+    }
+    if not settings.mail_enabled:
+        return render(request, "forgot.html", context, status_code=503)
+    try:
+        address = normalize_email(email)
+    except Invalid as exc:
+        context["error"] = exc.message
+        return render(request, "forgot.html", context, status_code=422)
+    # Each request counts, per address and per client network: mail is not a free channel.
+    checks = (
+        (request.app.state.reset_throttle, "account:" + address),
+        (
+            request.app.state.reset_address_throttle,
+            "address:" + client_network(request.client.host if request.client else ""),
+        ),
+    )
+    wait = max(throttle.retry_after(key) for throttle, key in checks)
+    if wait:
+        context["error"] = f"Too many reset requests; wait {wait} seconds, then try again."
+        page = render(request, "forgot.html", context, status_code=429)
+        page.headers["Retry-After"] = str(wait)
+        return page
+    for throttle, key in checks:
+        throttle.failed(key)
+    minutes = settings.password_reset_minutes
+
+    def work(session: Session) -> tuple[str, str] | None:
+        user = find_user(session, email=address)
+        if user is None:
+            return None
+        issued = issue_invite(session, user=user, now=utcnow(), days=minutes / (24 * 60))
+        return user.email, (
+            f"Someone, probably you, asked for a new password for the kernelgrader account "
+            f"{user.email}.\n\nChoose one with this link; it works once, until "
+            f"{when_text(issued.expires_at)}:\n\n{issued.url}\n\nIf it was not you, ignore this "
+            "mail: your password stays as it is.\n"
+        )
+
+    mail = await db.run(work)
+    if mail is not None:
+        # Sent by the mail thread once the link is committed; the answer does not wait for it.
+        outbox.send(to=mail[0], subject="Set a new kernelgrader password", body=mail[1])
+    context["sent"] = _sent_sentence(minutes)
+    return render(request, "forgot.html", context)

@@ -7,11 +7,12 @@ template may read a row's relations), in one function handed to `web.run` (app.c
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -21,12 +22,14 @@ from app.core.errors import DomainError, RateLimited
 from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
 from app.courses.deadlines import deadline_for, lab_state
-from app.courses.models import Lab
+from app.courses.models import Course, Lab
 from app.courses.service import (
     courses_of,
     get_course,
     get_lab,
     labs_of,
+    move_lab,
+    require_instructor,
     require_member,
     require_staff,
 )
@@ -55,6 +58,20 @@ if TYPE_CHECKING:
     from graders.spec import LabSpec
 
 router = APIRouter(include_in_schema=False)
+
+STATIC = Path(__file__).parent / "static"
+# Browsers ask for /favicon.ico on every page whatever the page links; a day in their cache.
+_ICON_HEADERS = {"Cache-Control": "public, max-age=86400"}
+
+
+@router.get("/favicon.ico")
+async def favicon_ico() -> Response:
+    return FileResponse(STATIC / "favicon.ico", media_type="image/x-icon", headers=_ICON_HEADERS)
+
+
+@router.get("/favicon.svg")
+async def favicon_svg() -> Response:
+    return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml", headers=_ICON_HEADERS)
 
 
 def _safe_next(target: str | None) -> str:
@@ -156,7 +173,7 @@ async def home(request: Request, web: WebDb) -> Response:
 
 
 @router.get("/courses/{course}", response_class=HTMLResponse)
-async def course_page(request: Request, course: str, web: WebDb) -> Response:
+async def course_page(request: Request, course: str, web: WebDb, message: str = "") -> Response:
     def page(session: Session, user: User) -> Response:
         found = get_course(session, slug=course)
         role = require_member(session, user=user, course=found)
@@ -178,10 +195,43 @@ async def course_page(request: Request, course: str, web: WebDb) -> Response:
         return render(
             request,
             "course.html",
-            {"course": found, "role": role, "rows": rows, "archived": archived, "now": now},
+            {
+                "course": found,
+                "role": role,
+                "rows": rows,
+                "archived": archived,
+                "now": now,
+                "message": message[:300],
+            },
         )
 
     return await web.run(page)
+
+
+@router.post("/courses/{course}/labs/{lab}/move")
+async def move_lab_form(
+    request: Request,
+    course: str,
+    lab: str,
+    web: WebDb,
+    by: Annotated[int, Form(ge=-1000, le=1000)],
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    """Instructors: move a lab up (by=-1) or down (by=1) in the course's list."""
+
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found = get_course(session, slug=course)
+        require_instructor(session, user=user, course=found)
+        row = get_lab(session, course=found, slug=lab)
+        moved = move_lab(session, lab=row, by=by)
+        where = "up" if by < 0 else "down"
+        text = f"Moved {row.title} {where}." if moved else f"{row.title} is already at that end."
+        return RedirectResponse(
+            f"/courses/{found.slug}?message={quote(text)}#lab-{row.slug}", status_code=303
+        )
+
+    return await web.run(work)
 
 
 def _lab_context(session: Session, user: User, course: str, lab: str) -> dict[str, object]:
@@ -259,6 +309,7 @@ async def submit_form(
                 filename=file.filename,
                 data=data,
                 now=utcnow(),
+                size=file.size,
             )
         except DomainError as exc:
             session.rollback()
@@ -290,6 +341,8 @@ async def submission_page(request: Request, submission_id: RowId, web: WebDb) ->
             "submission.html",
             {
                 "s": view,
+                "course_title": session.get_one(Course, lab.course_id).title,
+                "lab_title": lab.title,
                 "source_lines": source_lines(source_text_of(session, submission=submission)),
                 "staff": staff,
                 "pending": is_pending(submission),
@@ -358,6 +411,15 @@ async def gradebook_page(request: Request, course: str, web: WebDb) -> Response:
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)
         labs, rows = gradebook(session, course=found)
-        return render(request, "gradebook.html", {"course": found, "labs": labs, "rows": rows})
+        return render(
+            request,
+            "gradebook.html",
+            {
+                "course": found,
+                "labs": labs,
+                "rows": rows,
+                "total_max": sum(lab.max_score for lab in labs),
+            },
+        )
 
     return await web.run(page)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.core.deps import WebDb
 from app.core.errors import DomainError, Invalid
+from app.core.timefmt import when_text
 from app.courses.extensions import extensions_of, grant_extension, revoke_extension
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
 from app.courses.service import (
@@ -254,13 +255,20 @@ def _extensions_context(session: Session, found: Course, lab: str, email: str) -
         .where(Enrollment.course_id == found.id, Enrollment.role == Role.student.value)
         .order_by(User.email)
     ).all()
+    labs = labs_of(session, course=found)
+    # Every lab is listed; one without a due date has nothing to extend, so it is shown but
+    # cannot be picked, and the page says why (and where to give it one).
+    chosen = next((row for row in labs if row.slug == lab), None)
+    undated_choice = chosen if chosen is not None and chosen.due_at is None else None
     return {
         "course": found,
-        # Only a lab with a due date can be extended.
-        "labs": [lab for lab in labs_of(session, course=found) if lab.due_at is not None],
+        "labs": labs,
+        "extendable": [row for row in labs if row.due_at is not None],
         "students": students,
         "rows": extensions_of(session, course=found),
-        "chosen_lab": lab,
+        # Preselected only when it can be extended: never another lab in its place.
+        "chosen_lab": chosen.slug if chosen is not None and chosen.due_at is not None else "",
+        "undated_choice": undated_choice,
         "chosen_email": email,
         "message": "",
         "error": None,
@@ -321,7 +329,7 @@ async def grant_extension_form(
             return render(request, "extensions.html", context, status_code=exc.status_code)
         return _back(
             f"/courses/{found.slug}/extensions",
-            f"{email} may submit {lab} until {due_at:%Y-%m-%d %H:%M} UTC.",
+            f"{email} may submit {lab} until {when_text(due_at)}.",
         )
 
     return await web.run(work)

@@ -11,10 +11,11 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from app.core.errors import Forbidden
 from app.core.security import csrf_tokens_match, new_csrf_token
+from app.core.timefmt import when_text
 from app.submissions.status_words import status_tone, status_word
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -27,8 +28,8 @@ def markdown(text: str) -> Markup:
     return Markup(_markdown.render(text))
 
 
-def when(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "—"
+def when(value: datetime | str | None) -> str:
+    return when_text(value)
 
 
 _LOG_LINE = re.compile(r"\((\d+)\)\s*:\s*(error|warning)", re.IGNORECASE)
@@ -45,6 +46,24 @@ def log_lines(log: str) -> list[tuple[str, int | None]]:
 
 def flagged_lines(log: str) -> set[int]:
     return {number for _, number in log_lines(log) if number is not None}
+
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def staff_text(text: str) -> Markup:
+    """A staff note as it is written (a command in `backticks`), with the commands set as code
+    and /admin/system as a link; everything else escaped."""
+    out = []
+    for i, part in enumerate(_CODE_SPAN.split(text)):
+        escaped = str(escape(part))
+        if i % 2:
+            out.append(f"<code>{escaped}</code>")
+        else:
+            out.append(
+                escaped.replace("/admin/system", '<a href="/admin/system">/admin/system</a>')
+            )
+    return Markup("".join(out))
 
 
 def number(value: float | None, digits: int = 3) -> str:
@@ -69,6 +88,7 @@ def points(value: float | None) -> str:
 templates.env.filters["markdown"] = markdown
 templates.env.filters["points"] = points
 templates.env.filters["when"] = when
+templates.env.filters["staff_text"] = staff_text
 templates.env.filters["number"] = number
 templates.env.filters["status_word"] = status_word
 templates.env.filters["status_tone"] = status_tone

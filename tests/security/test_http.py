@@ -193,7 +193,7 @@ async def test_a_filename_with_dot_dot_is_kept_as_a_name_and_never_a_path(
 ) -> None:
     data_dir = get_settings().data_dir.resolve()
     before = {p for p in data_dir.rglob("*")}
-    for filename in ("../../../../etc/passwd", "..\\..\\windows\\win.ini", "/tmp/evil.cu"):
+    for filename in ("../../../../etc/passwd.cu", "..\\..\\windows\\win.ini.cu", "/tmp/e.cu"):
         r = await api_submit(client, world, world.student, filename=filename)
         assert r.status_code == 202, r.text
         row = session.get_one(Submission, r.json()["id"])

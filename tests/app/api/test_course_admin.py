@@ -208,6 +208,47 @@ async def test_the_zip_holds_each_students_counted_submission(
     assert low.id != best.id
 
 
+async def test_the_zip_holds_a_compiled_kernel_over_a_counted_compile_error(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session)
+    t0 = utcnow() - timedelta(hours=1)
+    broken, _ = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.compile_error,
+        score=0,
+        created_at=t0,
+        job_state=JobState.failed,
+    )
+    broken.compile_ok = False
+    broken.source_text = "// does not compile\n"
+    # Compiled since, and waiting for a GPU: its verdict (and score) is still to come.
+    waiting, _ = make_submission(
+        session,
+        user=world.student.user,
+        lab=world.lab,
+        status=Status.compiled,
+        created_at=t0 + minutes(5),
+        job_state=JobState.waiting_gpu,
+    )
+    waiting.compile_ok = True
+    waiting.source_text = "// compiled\n" + GOOD_KERNEL
+    session.commit()
+    r = await client.get(f"{lab_url(world)}/submissions.zip", headers=world.ta.auth)
+    archive = zipfile.ZipFile(io.BytesIO(r.content))
+    mine = [n for n in archive.namelist() if world.student.email in n]
+    assert len(mine) == 1 and archive.read(mine[0]).decode().startswith("// compiled")
+    manifest = list(csv.DictReader(io.StringIO(archive.read("scale-test/manifest.csv").decode())))
+    row = next(m for m in manifest if m["email"] == world.student.email)
+    assert (row["submission_id"], row["which"], row["score"]) == (
+        str(waiting.id),
+        "latest that compiled (not graded yet)",
+        "",
+    )
+
+
 async def test_regrade_all_queues_behind_new_uploads(
     client: httpx.AsyncClient, session: Session
 ) -> None:

@@ -273,9 +273,9 @@ async def test_unreadable_uploads_are_refused_with_a_reason(
 async def test_the_filename_is_never_a_path(
     client: httpx.AsyncClient, world: World, session: Session
 ) -> None:
-    r = await submit(client, world, world.student, filename="../../etc/passwd")
+    r = await submit(client, world, world.student, filename="../../etc/passwd.cu")
     assert r.status_code == 202
-    assert session.get_one(Submission, r.json()["id"]).filename == "passwd"
+    assert session.get_one(Submission, r.json()["id"]).filename == "passwd.cu"
 
 
 async def test_a_lab_not_yet_released_refuses(client: httpx.AsyncClient, session: Session) -> None:

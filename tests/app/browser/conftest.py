@@ -28,6 +28,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from tests.app.browser.seed import PASSWORD, People, seed
+from tests.app.mail.smtp import Inbox, smtp_server
 
 CHROMIUM_ARGS = [
     "--no-sandbox",  # CI runs as root
@@ -59,6 +60,16 @@ def chromium_path() -> str:
     return found
 
 
+def axe_path() -> Path:
+    """axe-core's browser bundle, installed from the npm registry by scripts/ci-browser.sh."""
+    given = os.environ.get("KERNELGRADER_AXE")
+    root = Path(__file__).resolve().parents[3]
+    path = Path(given) if given else root / ".cache/npm/node_modules/axe-core/axe.min.js"
+    if not path.is_file():
+        _unavailable(f"axe-core is not installed at {path} (run scripts/ci-browser.sh)")
+    return path
+
+
 def screenshot_dir() -> Path:
     if not _SCREENSHOTS:
         given = os.environ.get("KERNELGRADER_SCREENSHOTS")
@@ -86,6 +97,7 @@ class Server:
     ids: dict[str, int]
     db_url: str
     log: Path
+    mail: Inbox | None = None
 
     def session(self) -> Session:
         from app.core.database import engine_for
@@ -94,7 +106,18 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def mail(request: pytest.FixtureRequest) -> Iterator[Inbox | None]:
+    """A real SMTP server on loopback for the module's server, where the module sets
+    `MAIL = True`; None (the server sends no mail) otherwise."""
+    if not getattr(request.module, "MAIL", False):
+        yield None
+        return
+    with smtp_server() as inbox:
+        yield inbox
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, mail: Inbox | None) -> Iterator[Server]:
     chromium_path()  # skip (or fail under CI) before starting anything
     try:
         import playwright  # noqa: F401
@@ -102,15 +125,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         _unavailable(f"Playwright is not installed ({exc})")
     folder = tmp_path_factory.mktemp("browser-server")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELGRADER_")}
+    port = _free_port()
     env.update(
         KERNELGRADER_DATA_DIR=str(folder / "var"),
         KERNELGRADER_RUN_ON_GPU="false",
         KERNELGRADER_BROKER_POLLING_SECONDS="0.1",
         KERNELGRADER_SWEEP_SECONDS="0.5",
+        # Its own address: LTI's launch URL and invite links start with it.
+        KERNELGRADER_PUBLIC_URL=f"http://127.0.0.1:{port}",
     )
-    port = _free_port()
-    # Its own address: LTI's launch URL and invite links start with it.
-    env["KERNELGRADER_PUBLIC_URL"] = f"http://127.0.0.1:{port}"
+    if mail is not None:
+        env.update(
+            KERNELGRADER_SMTP_HOST=mail.host,
+            KERNELGRADER_SMTP_PORT=str(mail.port),
+            KERNELGRADER_SMTP_SECURITY="none",
+            KERNELGRADER_SMTP_FROM="kernelgrader <grader@example.edu>",
+        )
     log = folder / "serve.log"
     with log.open("w") as out:
         process = subprocess.Popen(
@@ -131,8 +161,24 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 time.sleep(0.2)
         assert process.poll() is None, log.read_text()
         assert re.search(r"created the course 'demo'", log.read_text()), log.read_text()
+        # The local worker registers before the seed below writes: a seed holding SQLite's
+        # write lock past the busy timeout stopped a worker that was still announcing itself.
+        while time.monotonic() < deadline and process.poll() is None:
+            workers = httpx.get(f"{base}/api/v1/health", timeout=2).json()["workers"]
+            if any(w["alive"] and w["compile"] for w in workers):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the local worker never registered:\n" + log.read_text())
         db_url = f"sqlite:///{folder / 'var' / 'kernelgrader.sqlite'}"
-        server = Server(base=base, people=None, ids={}, db_url=db_url, log=log)  # type: ignore[arg-type]
+        server = Server(
+            base=base,
+            people=None,  # type: ignore[arg-type]
+            ids={},
+            db_url=db_url,
+            log=log,
+            mail=mail,
+        )
         with server.session() as session:
             server.people, server.ids = seed(session)
             session.commit()
@@ -195,12 +241,64 @@ class Visitor:
         self.page.screenshot(path=str(path), full_page=full_page)
         return path
 
+    def axe(self) -> list[dict[str, Any]]:
+        """The page's serious and critical accessibility violations, by axe-core."""
+        self.page.add_script_tag(path=str(axe_path()))
+        found = self.page.evaluate(
+            """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations
+                .map(v => ({id: v.id, impact: v.impact, help: v.help,
+                            nodes: v.nodes.slice(0, 4).map(n => n.target.join(" "))}))"""
+        )
+        return [v for v in found if v["impact"] in ("serious", "critical")]
+
+    def focused(self) -> dict[str, str]:
+        """What has the keyboard focus: its tag, text, name, and whether a ring shows it."""
+        return dict(
+            self.page.evaluate(
+                """() => {
+                    const e = document.activeElement; const s = getComputedStyle(e);
+                    const ring = s.outlineStyle !== "none" && s.outlineWidth !== "0px";
+                    return {tag: e.tagName.toLowerCase(),
+                            text: (e.innerText || e.value || "").trim(),
+                            label: e.getAttribute("aria-label") || "", name: e.name || "",
+                            type: e.type || "", href: e.getAttribute("href") || "",
+                            ring: ring ? "yes" : "no"} }"""
+            )
+        )
+
+    def tab_to(self, matches: Any, *, limit: int = 120, backwards: bool = False) -> dict[str, str]:
+        """Press Tab (or Shift+Tab) until the focused element satisfies `matches`."""
+        seen = []
+        for _ in range(limit):
+            self.page.keyboard.press("Shift+Tab" if backwards else "Tab")
+            now = self.focused()
+            if matches(now):
+                return now
+            seen.append(now.get("text") or now.get("label") or now.get("name") or now["tag"])
+        raise AssertionError(f"Tab never reached it; focus went through {seen}")
+
     def sideways_overflow(self) -> int:
         """How many CSS pixels the page is wider than the window (0: no sideways scroll)."""
         return int(
             self.page.evaluate(
                 "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)"
                 " - window.innerWidth"
+            )
+        )
+
+    def overflowing(self) -> list[str]:
+        """The innermost elements that reach past the window's right edge, for a failure."""
+        return list(
+            self.page.evaluate(
+                """() => [...document.querySelectorAll("body *")]
+                    .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1
+                                 && ![...e.children].some(c =>
+                                        c.getBoundingClientRect().right > window.innerWidth + 1))
+                    .filter(e => !e.closest(".scroll, pre"))
+                    .slice(0, 5)
+                    .map(e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "")
+                              + (e.className ? "." + String(e.className).split(" ").join(".") : "")
+                              + " " + Math.round(e.getBoundingClientRect().right))"""
             )
         )
 

@@ -180,6 +180,9 @@ MAIN_PAGES = [
     ("ta", "/courses/demo/extensions"),
     ("instructor", "/courses/demo/labs/matmul-tiled/settings"),
     ("instructor", "/"),
+    ("instructor", "/courses/demo/people"),
+    ("ta", "/courses/demo/people"),
+    ("ta", "/admin/system"),
 ]
 
 
@@ -188,6 +191,9 @@ def test_main_pages_have_no_sideways_scroll_at_390_pixels(visitor: Any, server: 
     anonymous.go("/login")
     assert anonymous.sideways_overflow() == 0
     anonymous.shot("login-390")
+    anonymous.go("/password/forgot")
+    assert anonymous.sideways_overflow() == 0
+    anonymous.shot("19-forgot-no-mail-390")
     people = {
         "student": server.people.student,
         "ta": server.people.ta,
@@ -206,8 +212,8 @@ def test_main_pages_have_no_sideways_scroll_at_390_pixels(visitor: Any, server: 
         v.shot(f"390-{who}-{name}-top", full_page=False)
         overflow = v.sideways_overflow()
         if overflow > 0:
-            wide.append((path, overflow))
-    assert wide == [], f"pages wider than 390 px (path, extra px): {wide}"
+            wide.append((path, overflow, v.overflowing()))
+    assert wide == [], f"pages wider than 390 px (path, extra px, what): {wide}"
 
 
 def test_the_api_docs_render_offline(visitor: Any, server: Server) -> None:
@@ -294,3 +300,158 @@ def test_staff_see_the_common_findings_of_the_class(visitor: Any, server: Server
         assert "Warps wait most for" in table
         assert v.sideways_overflow() == 0
         v.shot(f"common-findings-{width}")
+
+
+# --- issue 19: what a new instructor and a new student tripped on ---------------------------
+
+
+def _fresh_course(server: Server) -> str:
+    """A course whose labs have no due dates (as a new instructor's), with the TA and Ada."""
+    from sqlalchemy import select
+
+    from app.courses.models import Role
+    from app.courses.service import add_lab, create_course, enroll
+    from app.users.models import User
+
+    with server.session() as session:
+        course = create_course(session, slug="fresh", title="Fresh course")
+        for lab in ("vector-scale", "hadamard"):
+            add_lab(session, course=course, ref=lab)
+        for email, role in ((server.people.ta, Role.ta), (server.people.student, Role.student)):
+            user = session.scalars(select(User).where(User.email == email)).one()
+            enroll(session, user=user, course=course, role=role)
+        session.commit()
+    return "fresh"
+
+
+def test_extensions_say_why_a_lab_cannot_be_extended_and_never_pick_another(
+    visitor: Any, server: Server
+) -> None:
+    course = _fresh_course(server)
+    ta = visitor()
+    ta.login(server.people.ta)
+    # Item 1: no lab has a due date; the page says so and why, and Grant cannot be pressed.
+    ta.go(f"/courses/{course}/extensions")
+    assert "No lab of this course has a due date yet" in ta.page.inner_text("#no-due-dates")
+    assert ta.page.locator("#grant button[type=submit]").is_disabled()
+    options = ta.page.locator("select[name=lab] option").all_inner_texts()
+    assert "Scale a vector (no due date)" in options and len(options) == 3
+    ta.shot("19-extensions-no-due-dates-1280")
+    # Item 2: the "extend" link of a lab without a due date preselects no other lab.
+    ta.go("/courses/demo/labs/vector-scale/students")
+    ta.page.locator("#students tr", has_text=server.people.student).locator("text=extend").click()
+    ta.page.wait_for_load_state()
+    assert ta.page.locator("select[name=lab]").input_value() == ""
+    note = ta.page.inner_text("#undated-choice")
+    assert "has no due date, so there is nothing to extend yet" in note
+    ta.shot("19-extensions-undated-choice-1280")
+    # A lab with a due date is preselected by its own link.
+    ta.go("/courses/demo/labs/matmul-tiled/students")
+    ta.page.locator("#students tr", has_text=server.people.student).locator("text=extend").click()
+    ta.page.wait_for_load_state()
+    assert ta.page.locator("select[name=lab]").input_value() == "matmul-tiled"
+    phone = visitor(width=390, height=844)
+    phone.login(server.people.ta)
+    phone.go(f"/courses/{course}/extensions")
+    assert phone.sideways_overflow() == 0
+    phone.shot("19-extensions-no-due-dates-390")
+
+
+def test_a_student_reads_no_staff_text_on_a_compiled_submission(
+    visitor: Any, server: Server, tmp_path: Path
+) -> None:
+    student = visitor(width=390, height=844)
+    student.login(server.people.student)
+    upload(student, "vector-scale", GOOD_KERNEL, tmp_path, "scale.cu")
+    student.page.wait_for_selector('[data-status="compiled"]', timeout=60_000)
+    # Item 7: the badge wraps at 390 px instead of running off the side.
+    assert student.sideways_overflow() == 0
+    student.shot("19-submission-compiled-student-390", full_page=False)
+    text = student.page.inner_text("main")
+    assert "waits for a GPU worker" in text
+    for staff_words in ("KERNELGRADER_", "kernelgrader worker", "/admin/system", "`", "cudaError"):
+        assert staff_words not in text, staff_words
+    assert student.page.locator("#staff-note").count() == 0
+    assert student.page.locator("header >> text=System").count() == 0
+    submission = student.page.url.rsplit("/", 1)[1]
+    wide = visitor()
+    wide.login(server.people.student)
+    wide.go(f"/submissions/{submission}")
+    wide.shot("19-submission-compiled-student-1280", full_page=False)
+    # Item 3: staff read the technical side, commands set as code, /admin/system a link.
+    ta = visitor()
+    ta.login(server.people.ta)
+    ta.go(f"/submissions/{submission}")
+    note = ta.page.locator("#staff-note")
+    assert "KERNELGRADER_RUN_ON_GPU=false" in note.inner_text()
+    assert "`" not in note.inner_text()
+    ta.shot("19-submission-compiled-staff-1280", full_page=False)
+    ta.page.click("header >> text=System")
+    ta.page.wait_for_url("**/admin/system")
+    ta.shot("19-admin-system-1280", full_page=False)
+    phone = visitor(width=390, height=844)
+    phone.login(server.people.ta)
+    phone.go(f"/submissions/{submission}")
+    assert phone.sideways_overflow() == 0
+    phone.shot("19-submission-compiled-staff-390", full_page=False)
+
+
+def test_my_submissions_keep_every_column_at_390_pixels(visitor: Any, server: Server) -> None:
+    phone = visitor(width=390, height=844)
+    phone.login(server.people.student)
+    phone.go("/courses/demo/labs/matmul-tiled")
+    assert phone.sideways_overflow() == 0
+    row = phone.page.locator("#my-submissions tr").nth(1)
+    for label in ("#", "When", "File", "Status", "Score"):
+        cell = row.locator(f'td[data-label="{label}"]')
+        assert cell.is_visible(), label
+        box = cell.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, label
+    assert "tiled.cu" in row.inner_text() and "/ " in row.inner_text()
+    phone.page.locator("#my-submissions").scroll_into_view_if_needed()
+    phone.shot("19-lab-my-submissions-390", full_page=False)
+
+
+def test_no_page_asks_for_something_that_is_not_there(visitor: Any, server: Server) -> None:
+    """Item 6: no 404 for /favicon.ico (or anything else) on the pages people open."""
+    v = visitor()
+    failed: list[str] = []
+    v.page.on(
+        "response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None
+    )
+    v.login(server.people.instructor)
+    for path in ("/courses/demo", "/courses/demo/labs/matmul-tiled", "/account", "/redoc"):
+        v.go(path)
+        v.page.wait_for_load_state("networkidle")
+    icon = v.page.request.get(server.base + "/favicon.ico")
+    assert icon.status == 200
+    assert failed == [] and v.outside == [], (failed, v.outside)
+
+
+def test_docs_authorize_sends_the_token(visitor: Any, server: Server) -> None:
+    """Item 5: Authorize takes a token and "Try it out" then gets a 200, not a 401."""
+    from app.users.service import create_api_token, find_user
+
+    with server.session() as session:
+        user = find_user(session, email=server.people.student)
+        assert user is not None
+        token = create_api_token(session, user=user, name="docs test")
+        session.commit()
+    v = visitor()
+    v.go("/docs")
+    v.page.click("button.authorize")
+    v.page.fill(".modal-ux input", token)
+    v.page.click(".modal-ux button.authorize")
+    v.page.click(".modal-ux button.btn-done")
+    v.shot("19-docs-authorized-1280", full_page=False)
+    op = v.page.locator("#operations-courses-list_labs_api_v1_courses__course__labs_get")
+    op.locator(".opblock-summary").click()
+    assert "401" in op.inner_text() and "ErrorDetail" in v.page.content()
+    op.locator("button.try-out__btn").click()
+    op.locator("input[placeholder=course]").fill("demo")
+    op.locator("button.execute").click()
+    status = op.locator(".live-responses-table tbody .response-col_status").first
+    status.wait_for(timeout=30_000)
+    assert status.inner_text().strip() == "200", op.inner_text()
+    assert "matmul-tiled" in op.locator(".live-responses-table").inner_text()
+    assert v.outside == []

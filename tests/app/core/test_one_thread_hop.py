@@ -140,13 +140,22 @@ def dependency_calls(route: APIRoute, extra: tuple[Any, ...]) -> Iterator[Callab
         stack.extend(dependant.dependencies)
 
 
+def _runs_on_the_loop(call: Callable[..., Any]) -> bool:
+    """As FastAPI judges it: an `async def`, or an object whose `__call__` is one (the
+    security schemes, such as HTTPBearer, that put the Authorize button on /docs)."""
+    if inspect.iscoroutinefunction(call):
+        return True
+    dunder = getattr(type(call), "__call__", None)  # noqa: B004
+    return not inspect.isclass(call) and inspect.iscoroutinefunction(dunder)
+
+
 def problems(app: FastAPI) -> list[str]:
     found = []
     for path, route, extra in api_routes(list(app.routes)):
         where = f"{sorted(route.methods)} {path}"
         for call in dependency_calls(route, extra):
             name = getattr(call, "__qualname__", repr(call))
-            if not inspect.iscoroutinefunction(call):
+            if not _runs_on_the_loop(call):
                 # FastAPI runs it in a thread of its own: a hop before the handler's.
                 found.append(f"{where}: dependency {name} is not async def")
             if opened := reaches(call, nested=True):

@@ -54,12 +54,15 @@ def test_a_worker_registers_beats_and_stops(session: Session) -> None:
 def test_a_queued_submission_says_when_no_live_worker_could_take_it(session: Session) -> None:
     name = unique("host:")
     register(name)
-    assert service.queued_message(session, "Waiting.") == "Waiting."
+    assert service.queued_message(session, "Waiting.") == ("Waiting.", "")
     # An hour on, every worker of this test run is silent.
     later = utcnow() + timedelta(hours=1)
-    message = service.queued_message(session, "Waiting.", now=later)
-    assert message.startswith("Waiting. No grading worker has been heard from")
-    assert "/admin/system" in message
+    message, note = service.queued_message(session, "Waiting.", now=later)
+    # The student reads a sentence for students; what to start and where is the staff's.
+    assert message.startswith("Waiting. The grader is not running at the moment")
+    assert "/admin/system" not in message and "`" not in message
+    assert note.startswith("No grading worker has been heard from")
+    assert "/admin/system" in note and "kernelgrader worker" in note
     service.mark_stopped(name)
 
 

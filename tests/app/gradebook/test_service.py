@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.models import Role, ScorePolicy
-from app.courses.service import add_lab, enroll
+from app.courses.service import add_lab, enroll, move_lab
 from app.gradebook.service import gradebook_csv
 from app.submissions.models import Status
 from app.submissions.service import set_status
@@ -83,11 +83,16 @@ def test_a_regrade_under_way_keeps_the_earlier_verdict_counted(session: Session)
     assert row[3:] == ["7", "0", "1", "7"]
 
 
-def test_columns_follow_due_date_then_slug_whatever_the_data(session: Session) -> None:
+def test_columns_follow_the_instructors_order_whatever_the_dates(session: Session) -> None:
     world = make_world(session)
-    # A second lab due earlier than the first: it comes first.
+    # A second lab, due earlier than the first: it still comes second, where it was added...
     world.lab.due_at = utcnow() + timedelta(days=10)
     early = add_lab(session, course=world.course, ref="vector-scale", due_at=utcnow())
+    session.commit()
+    assert rows(gradebook_csv(session, course=world.course))[0][3] == "scale-test"
+    # ...until the instructor moves it up.
+    assert move_lab(session, lab=early, by=-1)
+    assert not move_lab(session, lab=early, by=-1)  # already first
     session.commit()
     header = rows(gradebook_csv(session, course=world.course))[0]
     assert header == [

@@ -153,8 +153,10 @@ async def test_a_lab_that_names_a_gpu_model_waits_for_a_worker_of_that_model(
     assert (job.state, job.gpu_model) == (JobState.waiting_gpu.value, "h100-pcie")
     assert job.wait_seconds is not None and job.compile_seconds is not None
     assert "waits for a GPU worker" in submission.status_message
-    # No H100 worker runs in the tests: the message says so, for staff to act on.
-    assert "No worker that can run it on H100 PCIe GPUs" in submission.status_message
+    # No H100 worker runs in the tests: the staff's note says so, for them to act on; the
+    # student's message says nothing of workers to start.
+    assert "No worker that can run it on H100 PCIe GPUs" in submission.status_staff_note
+    assert "No worker that can run it" not in submission.status_message
 
 
 async def test_a_database_away_while_recording_is_no_error_and_the_worker_takes_its_job_back(
@@ -228,6 +230,8 @@ async def test_a_grader_fault_queues_the_job_again_until_its_attempts_are_spent(
         assert submission.status == Status.queued.value
         assert f"attempt {attempt + 1} of {attempts}" in submission.status_message
         assert "not your code" in submission.status_message
+        assert "the compiler stopped unexpectedly" in submission.status_staff_note
+        assert "the compiler stopped unexpectedly" not in submission.status_message
     # The next try goes through: the fault cost the student nothing.
     monkeypatch.setattr(worker, "record_compile", real_record)
     assert grade_job(sid, job_id, me="test-worker:8") is Outcome.compiled
