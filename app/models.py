@@ -4,7 +4,12 @@ from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
 from app.fleet.models import Worker
 from app.grading.models import CaseResult, GradingJob, ReferenceTiming
+from app.latedays.models import LateDayCharge, LateDayEvent
+from app.regrades.models import RegradeEvent, RegradeRequest
+from app.rubric.models import RubricComment, RubricItem, RubricScore
+from app.similarity.models import SimilarityPair, SimilarityReport
 from app.submissions.models import Submission, SubmissionEvent
+from app.teams.models import SubmissionCredit, Team, TeamInvite, TeamMember
 from app.users.models import ApiToken, Invite, User
 
 __all__ = [
@@ -17,10 +22,23 @@ __all__ = [
     "GradingJob",
     "Invite",
     "Lab",
+    "LateDayCharge",
+    "LateDayEvent",
     "LeaderboardEntry",
     "ReferenceTiming",
+    "RegradeEvent",
+    "RegradeRequest",
+    "RubricComment",
+    "RubricItem",
+    "RubricScore",
+    "SimilarityPair",
+    "SimilarityReport",
     "Submission",
+    "SubmissionCredit",
     "SubmissionEvent",
+    "Team",
+    "TeamInvite",
+    "TeamMember",
     "User",
     "Worker",
 ]
