@@ -58,6 +58,7 @@ def record_compile(
         submission.score = 0.0
         submission.graded_at = job.finished_at
         set_status(session, submission, Status.compile_error, result.message)
+        settle_late_days(session, submission=submission)
 
 
 def _case_row(job_id: int, position: int, case: Any) -> CaseResult:
@@ -146,3 +147,13 @@ def record_report(
     submission.review_flag = " ".join(report.flags)
     submission.graded_at = job.finished_at
     set_status(session, submission, Status.graded, report.summary)
+    settle_late_days(session, submission=submission)
+
+
+def settle_late_days(session: Session, *, submission: Submission) -> None:
+    """A verdict can change what counts: spend (or give back) the late days of everyone the
+    submission counts for, in the grading's own transaction (app.latedays.service)."""
+    from app.latedays.service import settle_submission
+
+    session.flush()
+    settle_submission(session, submission_id=submission.id, now=utcnow())

@@ -1,7 +1,9 @@
 """Submission rate limits: how many submissions one student may make to one lab per window.
 
 Counted from the submissions table itself, so every web replica agrees and nothing else needs
-storing. Staff are not limited: they try labs out before students do.
+storing. Staff are not limited: they try labs out before students do. A team's submissions count
+for each of its members (app.teams.service.credited_pairs), so a team has one quota, not one
+per member.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from app.core.settings import get_settings
 from app.courses.models import Course, Lab
 from app.courses.service import role_in
 from app.submissions.models import Submission
+from app.teams.service import credited_pairs
 from app.users.models import User
 
 
@@ -79,12 +82,11 @@ def submission_quota(session: Session, *, user: User, lab: Lab, now: datetime) -
     if limit <= 0 or (role is not None and role.is_staff):
         return Quota(limit=None, used=0, window_seconds=window, reset_at=None)
     since = now - timedelta(seconds=window)
+    pairs = credited_pairs([lab.id]).subquery()
     used, oldest = session.execute(
-        select(func.count(Submission.id), func.min(Submission.created_at)).where(
-            Submission.user_id == user.id,
-            Submission.lab_id == lab.id,
-            Submission.created_at > since,
-        )
+        select(func.count(Submission.id), func.min(Submission.created_at))
+        .join(pairs, pairs.c.submission_id == Submission.id)
+        .where(pairs.c.user_id == user.id, Submission.created_at > since)
     ).one()
     reset_at = None
     if oldest is not None:
