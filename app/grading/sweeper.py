@@ -32,6 +32,8 @@ from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import send_job, waiting_in_broker
 from app.grading.routing import gpu_queue, served_keys
 from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
+from app.similarity.service import send_report
+from app.similarity.sweep import reports_to_send
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 
@@ -46,6 +48,7 @@ class SweepReport:
     failed: list[int] = field(default_factory=list)  # lost jobs out of attempts
     to_gpu: list[int] = field(default_factory=list)  # compiled jobs handed to a GPU worker
     background: list[int] = field(default_factory=list)  # a lab regrade's jobs, a few at a time
+    similarity: list[int] = field(default_factory=list)  # similarity reports (re)sent
 
     def __bool__(self) -> bool:
         return bool(
@@ -55,6 +58,7 @@ class SweepReport:
             or self.failed
             or self.to_gpu
             or self.background
+            or self.similarity
         )
 
 
@@ -194,9 +198,12 @@ def sweep(
         for submission_id, job_id, queue, stamp in background_jobs_to_send(session, now=now):
             sends.append((submission_id, job_id, queue, stamp))
             report.background.append(job_id)
+        report.similarity = reports_to_send(session, now=now)
     # Send only once the state changes are committed, so a fast worker finds them.
     for submission_id, job_id, queue, stamp in sends:
         send_job(submission_id=submission_id, job_id=job_id, queue=queue, stamped_at=stamp)
+    for report_id in report.similarity:
+        send_report(report_id)
     return report
 
 
