@@ -29,6 +29,7 @@ from typing import IO, NamedTuple
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.core.database import as_dict
 from app.courses.deadlines import Deadline, deadline_from
 from app.courses.models import Course, Enrollment, Extension, Lab, Role, ScorePolicy
 from app.courses.service import labs_of
@@ -259,19 +260,19 @@ def rubric_max(session: Session, *, labs: list[Lab]) -> dict[int, float]:
 def late_days_left(session: Session, *, course: Course) -> dict[int, int]:
     """Each student's late days left: the course's budget, plus the staff's adjustments, less
     what was spent."""
-    adjusted = dict(
+    adjusted = as_dict(
         session.execute(
             select(LateDayEvent.user_id, func.sum(LateDayEvent.delta))
             .where(LateDayEvent.course_id == course.id, LateDayEvent.kind == "adjust")
             .group_by(LateDayEvent.user_id)
-        ).tuples()
+        )
     )
-    spent = dict(
+    spent = as_dict(
         session.execute(
             select(LateDayCharge.user_id, func.sum(LateDayCharge.days))
             .where(LateDayCharge.course_id == course.id)
             .group_by(LateDayCharge.user_id)
-        ).tuples()
+        )
     )
     users = set(adjusted) | set(spent)
     return {

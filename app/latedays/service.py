@@ -26,6 +26,7 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from app.core.database import as_dict
 from app.core.errors import Invalid, NotFound
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.release import late_day_cap
@@ -372,12 +373,12 @@ def balances(session: Session, *, course: Course) -> list[StudentBalance]:
         .where(Enrollment.course_id == course.id, Enrollment.role == Role.student.value)
         .order_by(User.email)
     ).all()
-    spent = dict(
+    spent = as_dict(
         session.execute(
             select(LateDayCharge.user_id, func.sum(LateDayCharge.days))
             .where(LateDayCharge.course_id == course.id)
             .group_by(LateDayCharge.user_id)
-        ).tuples()
+        )
     )
     out = []
     for s in students:

@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.core.database import as_dict
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound
 from app.courses.models import Course, Lab
 from app.courses.release import regrade_requests_close_at
@@ -317,7 +318,7 @@ def get_request(session: Session, *, user: User, request_id: int) -> RequestRow:
 def open_counts(session: Session, *, lab_ids: list[int]) -> dict[int, int]:
     from sqlalchemy import func
 
-    return dict(
+    return as_dict(
         session.execute(
             select(RegradeRequest.lab_id, func.count())
             .where(
@@ -325,7 +326,7 @@ def open_counts(session: Session, *, lab_ids: list[int]) -> dict[int, int]:
                 RegradeRequest.state == RequestState.open.value,
             )
             .group_by(RegradeRequest.lab_id)
-        ).tuples()
+        )
     )
 
 

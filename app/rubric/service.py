@@ -11,6 +11,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.core.database import as_dict
 from app.core.errors import Invalid, NotFound
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.rubric.models import RubricComment, RubricItem, RubricScore
@@ -178,10 +179,10 @@ def grades_of(session: Session, *, lab: Lab, user_id: int) -> list[ItemGrade]:
 
 def graded_counts(session: Session, *, lab: Lab) -> dict[int, int]:
     """Per student: how many of the lab's items they have points on."""
-    return dict(
+    return as_dict(
         session.execute(
             select(RubricScore.user_id, func.count())
             .where(RubricScore.lab_id == lab.id)
             .group_by(RubricScore.user_id)
-        ).tuples()
+        )
     )

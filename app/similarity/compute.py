@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from app.core.database import session_scope, utcnow
+from app.core.database import as_dict, session_scope, utcnow
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.similarity.models import ReportState, SimilarityPair, SimilarityReport
 from app.similarity.service import claim
@@ -93,10 +93,10 @@ def _entries(session: Session, lab: Lab) -> list[Entry]:
         sub = row.counted or row.last
         if sub is not None:
             chosen.setdefault(sub.id, []).append(row.student.email)
-    sources = dict(
+    sources = as_dict(
         session.execute(
             select(Submission.id, Submission.source_text).where(Submission.id.in_(list(chosen)))
-        ).tuples()
+        )
     )
     return [
         Entry(submission_id=sid, label=", ".join(sorted(emails)), source=sources[sid])
@@ -127,10 +127,10 @@ def _past_entries(session: Session, lab: Lab) -> list[Entry]:
     for sid, uid, lab_id, email, course in rows:
         latest[(lab_id, uid)] = (sid, f"{course}: {email}")
     ids = [sid for sid, _ in latest.values()]
-    sources = dict(
+    sources = as_dict(
         session.execute(
             select(Submission.id, Submission.source_text).where(Submission.id.in_(ids or [-1]))
-        ).tuples()
+        )
     )
     return [
         Entry(submission_id=sid, label=label, source=sources[sid], past=True)
@@ -144,7 +144,7 @@ def _slices(array: Any) -> list[list[int]]:
     return [[int(s), int(e)] for s, e in zip(array[0], array[1], strict=True)]
 
 
-def compute_pairs(
+def computeas_dict(
     entries: list[Entry], past: list[Entry], boilerplate: Any
 ) -> list[dict[str, Any]]:
     """Every pair of this course's entries, and each of them against every past one, most
@@ -191,7 +191,7 @@ def compute_report(report_id: int) -> str:
             entries = _entries(session, lab)
             past = _past_entries(session, lab) if report.include_past else []
             boilerplate, files = _boilerplate(lab)
-            pairs = compute_pairs(entries, past, boilerplate)
+            pairs = computeas_dict(entries, past, boilerplate)
             session.execute(delete(SimilarityPair).where(SimilarityPair.report_id == report.id))
             for rank, pair in enumerate(pairs, start=1):
                 session.add(

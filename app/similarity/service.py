@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.core.database import as_dict
 from app.core.errors import Conflict, NotFound
 from app.courses.models import Course, Lab
 from app.courses.service import require_staff
@@ -144,19 +145,19 @@ def pair_view(session: Session, *, user: User, report_id: int, rank: int) -> Pai
     )
     if pair is None:
         raise NotFound(f"Similarity report {report_id} has no pair {rank}.")
-    sources = dict(
+    sources = as_dict(
         session.execute(
             select(Submission.id, Submission.source_text).where(
                 Submission.id.in_([pair.a_submission_id, pair.b_submission_id])
             )
-        ).tuples()
+        )
     )
-    labs = dict(
+    labs = as_dict(
         session.execute(
             select(Submission.id, Lab.slug)
             .join(Lab, Lab.id == Submission.lab_id)
             .where(Submission.id.in_([pair.a_submission_id, pair.b_submission_id]))
-        ).tuples()
+        )
     )
     return PairView(
         pair=pair,

@@ -358,8 +358,9 @@ def invite(
 
 
 def invitations_for(session: Session, *, lab: Lab, user: User) -> list[tuple[TeamInvite, Team]]:
-    return list(
-        session.execute(
+    return [
+        (invite, team)
+        for invite, team in session.execute(
             select(TeamInvite, Team)
             .join(Team, Team.id == TeamInvite.team_id)
             .where(
@@ -368,8 +369,8 @@ def invitations_for(session: Session, *, lab: Lab, user: User) -> list[tuple[Tea
                 TeamInvite.answered_at.is_(None),
             )
             .order_by(TeamInvite.id)
-        ).tuples()
-    )
+        )
+    ]
 
 
 def answer_invitation(
