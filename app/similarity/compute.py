@@ -144,37 +144,48 @@ def _slices(array: Any) -> list[list[int]]:
     return [[int(s), int(e)] for s, e in zip(array[0], array[1], strict=True)]
 
 
-def computeas_dict(
-    entries: list[Entry], past: list[Entry], boilerplate: Any
-) -> list[dict[str, Any]]:
+@dataclass
+class Found:
+    a: Entry
+    b: Entry
+    share_a: float  # of a's fingerprinted code, the share found in b
+    share_b: float
+    overlap: int  # shared tokens
+    slices_a: list[list[int]]  # character ranges of a's source shared with b
+    slices_b: list[list[int]]
+
+    @property
+    def key(self) -> tuple[float, int]:
+        return (-max(self.share_a, self.share_b), -self.overlap)
+
+
+def compute_pairs(entries: list[Entry], past: list[Entry], boilerplate: Any) -> list[Found]:
     """Every pair of this course's entries, and each of them against every past one, most
     similar first (by the larger of the two shares)."""
     from copydetect import compare_files
 
     prints = [_fingerprint(e.source, boilerplate=boilerplate) for e in entries]
     past_prints = [_fingerprint(e.source, boilerplate=boilerplate) for e in past]
-    found = []
-    candidates = [
-        (i, j, entries[j], prints[j])
-        for i in range(len(entries))
-        for j in range(i + 1, len(entries))
-    ] + [(i, j, past[j], past_prints[j]) for i in range(len(entries)) for j in range(len(past))]
-    for i, _, other, other_print in candidates:
+    count = len(entries)
+    candidates = [(i, entries[j], prints[j]) for i in range(count) for j in range(i + 1, count)]
+    candidates += [(i, past[j], past_prints[j]) for i in range(count) for j in range(len(past))]
+    found: list[Found] = []
+    for i, other, other_print in candidates:
         overlap, (share_a, share_b), (slices_a, slices_b) = compare_files(prints[i], other_print)
         if overlap <= 0 or max(share_a, share_b) < LIST_AT_LEAST:
             continue
         found.append(
-            {
-                "a": entries[i],
-                "b": other,
-                "share_a": float(share_a),
-                "share_b": float(share_b),
-                "overlap": int(overlap),
-                "slices_a": _slices(slices_a),
-                "slices_b": _slices(slices_b),
-            }
+            Found(
+                a=entries[i],
+                b=other,
+                share_a=float(share_a),
+                share_b=float(share_b),
+                overlap=int(overlap),
+                slices_a=_slices(slices_a),
+                slices_b=_slices(slices_b),
+            )
         )
-    found.sort(key=lambda p: (-max(p["share_a"], p["share_b"]), -p["overlap"]))
+    found.sort(key=lambda f: f.key)
     return found[:TOP_PAIRS]
 
 
@@ -191,22 +202,22 @@ def compute_report(report_id: int) -> str:
             entries = _entries(session, lab)
             past = _past_entries(session, lab) if report.include_past else []
             boilerplate, files = _boilerplate(lab)
-            pairs = computeas_dict(entries, past, boilerplate)
+            pairs = compute_pairs(entries, past, boilerplate)
             session.execute(delete(SimilarityPair).where(SimilarityPair.report_id == report.id))
             for rank, pair in enumerate(pairs, start=1):
                 session.add(
                     SimilarityPair(
                         report_id=report.id,
                         rank=rank,
-                        a_submission_id=pair["a"].submission_id,
-                        b_submission_id=pair["b"].submission_id,
-                        a_label=pair["a"].label[:400],
-                        b_label=pair["b"].label[:400],
-                        a_similarity=pair["share_a"],
-                        b_similarity=pair["share_b"],
-                        overlap_tokens=pair["overlap"],
-                        a_slices=pair["slices_a"],
-                        b_slices=pair["slices_b"],
+                        a_submission_id=pair.a.submission_id,
+                        b_submission_id=pair.b.submission_id,
+                        a_label=pair.a.label[:400],
+                        b_label=pair.b.label[:400],
+                        a_similarity=pair.share_a,
+                        b_similarity=pair.share_b,
+                        overlap_tokens=pair.overlap,
+                        a_slices=pair.slices_a,
+                        b_slices=pair.slices_b,
                     )
                 )
             report.state = ReportState.done.value
