@@ -18,7 +18,11 @@ from starlette.middleware.sessions import SessionMiddleware
 from app import __version__
 from app.api.docs import add_offline_docs
 from app.api.labs import router as labs_router
+from app.api.latedays import router as latedays_router
+from app.api.regrades import router as regrades_router
 from app.api.routes import router as api_router
+from app.api.similarity import router as similarity_router
+from app.api.teams import router as teams_router
 from app.api.tokens import router as tokens_router
 from app.core.errors import DomainError, NotAuthenticated, RateLimited, ServerBusy
 from app.core.http_security import SecurityHeadersMiddleware
@@ -143,6 +147,10 @@ def create_app() -> FastAPI:
     app.include_router(api_router)
     app.include_router(labs_router)
     app.include_router(tokens_router)
+    app.include_router(teams_router)
+    app.include_router(latedays_router)
+    app.include_router(regrades_router)
+    app.include_router(similarity_router)
     app.include_router(web_router)
     app.include_router(staff_router)
     app.include_router(account_router)
