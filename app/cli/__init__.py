@@ -7,7 +7,18 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import courses, database, extensions, grading, people, workers
+from app.cli import (
+    courses,
+    database,
+    extensions,
+    grading,
+    latedays,
+    people,
+    regrades,
+    similarity,
+    teams,
+    workers,
+)
 
 cli = typer.Typer(help="kernelgrader: a CUDA kernel autograder.", no_args_is_help=True)
 for command in (grading.regrade, workers.status, workers.worker, workers.serve):
@@ -21,8 +32,14 @@ for sub, name in [
     (people.token_cli, "token"),
     (grading.gradebook_cli, "gradebook"),
     (extensions.extension_cli, "extension"),
+    (teams.team_cli, "team"),
+    (latedays.latedays_cli, "latedays"),
+    (regrades.request_cli, "regrade-request"),
+    (regrades.rubric_cli, "rubric"),
+    (similarity.similarity_cli, "similarity"),
 ]:
     cli.add_typer(sub, name=name)
+courses.course_cli.command("policies")(latedays.course_policies)
 
 
 @cli.callback()
