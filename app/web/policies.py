@@ -20,7 +20,6 @@ from app.courses.models import Course, Lab
 from app.courses.policies import update_lab_policies
 from app.courses.release import late_day_cap, released_at
 from app.courses.service import (
-    KEEP,
     get_course,
     get_lab,
     labs_of,
@@ -276,11 +275,7 @@ async def lab_policies_form(
                 team_size=_int(team_size, "Team size"),
                 late_day_cap=_int(late_day_cap, "Late-day cap") if late_day_cap.strip() else None,
                 late_penalty=penalty,
-                grades_released_at=released
-                if (release_now or grades_released_at)
-                else KEEP
-                if row.grades_released_at is None
-                else released,
+                grades_released_at=released,
             )
         except DomainError as exc:
             session.rollback()
