@@ -38,6 +38,7 @@ from app.core.throttle import FailureThrottle
 from app.fleet.routes import router as fleet_router
 from app.web.account import router as account_router
 from app.web.policies import router as policies_router
+from app.web.reviews import router as reviews_router
 from app.web.routes import router as web_router
 from app.web.staff import router as staff_router
 from app.web.templating import render, templates
@@ -156,6 +157,7 @@ def create_app() -> FastAPI:
     app.include_router(staff_router)
     app.include_router(account_router)
     app.include_router(policies_router)
+    app.include_router(reviews_router)
     add_offline_docs(app)
     app.include_router(fleet_router)
     _document_errors_as_sent(app)
