@@ -129,6 +129,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 time.sleep(0.2)
         assert process.poll() is None, log.read_text()
         assert re.search(r"created the course 'demo'", log.read_text()), log.read_text()
+        # Seed only once the local worker has announced itself: seeding holds SQLite's write
+        # lock for a while (password hashes), and a worker starting meanwhile found the
+        # database locked and exited, leaving nothing to take jobs.
+        while time.monotonic() < deadline:
+            workers = httpx.get(f"{base}/api/v1/health", timeout=2).json().get("workers", [])
+            if any(w.get("alive") for w in workers):
+                break
+            time.sleep(0.2)
         db_url = f"sqlite:///{folder / 'var' / 'kernelgrader.sqlite'}"
         server = Server(base=base, people=None, ids={}, db_url=db_url, log=log)  # type: ignore[arg-type]
         with server.session() as session:
