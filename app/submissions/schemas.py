@@ -33,7 +33,7 @@ class CaseRead(BaseModel):
     name: str
     hidden: bool
     passed: bool
-    # None where a hidden case's details stay hidden from a student until the due date.
+    # None where a hidden case's details stay hidden from a student until the grades' release.
     sizes: dict[str, int | float] | None  # whole numbers, and floats (alpha = 0.01)
     verdict: str | None
     message: str | None
@@ -168,8 +168,8 @@ def hidden_details_visible(course: Course, lab: Lab, *, viewer_is_staff: bool) -
 
 
 HIDDEN_OUTPUT = (
-    "What the kernel printed is shown after the due date, since it includes what it printed "
-    "during the hidden cases."
+    "What the kernel printed is shown once the grades are released, since it includes what it "
+    "printed during the hidden cases."
 )
 
 
