@@ -356,11 +356,9 @@ def student_cells(
     labs in `rubric` (those whose grades the student may see)."""
     subs: dict[int, list[Scored]] = {lab.id: [] for lab in labs}
     if labs:
-        pairs = credited_pairs(list(subs)).subquery()
+        pairs = credited_pairs(list(subs), user_id=user_id).subquery()
         for row in session.execute(
-            select(*SCORED_COLUMNS)
-            .join(pairs, pairs.c.submission_id == Submission.id)
-            .where(pairs.c.user_id == user_id)
+            select(*SCORED_COLUMNS).join(pairs, pairs.c.submission_id == Submission.id)
         ):
             subs[row[1]].append(Scored._make(row))
     inputs = policy_inputs(session, labs=labs, user_id=user_id)

@@ -312,10 +312,8 @@ def submissions_of(
         # Theirs, and their teams' that count for them.
         from app.teams.service import credited_pairs
 
-        pairs = credited_pairs(lab_ids).subquery()
-        query = query.where(
-            Submission.id.in_(select(pairs.c.submission_id).where(pairs.c.user_id == user_id))
-        )
+        pairs = credited_pairs(lab_ids, user_id=user_id).subquery()
+        query = query.where(Submission.id.in_(select(pairs.c.submission_id)))
     return list(session.scalars(query.order_by(Submission.id.desc()).limit(limit)))
 
 

@@ -408,9 +408,11 @@ def credit_submission(session: Session, *, submission: Submission, lab: Lab) -> 
     return others
 
 
-def credited_pairs(lab_ids: list[int]) -> Select[tuple[int, int]]:
+def credited_pairs(lab_ids: list[int], user_id: int | None = None) -> Select[tuple[int, int]]:
     """(submission id, user id) for every submission of these labs and every student it
-    counts for: its author, and its team's other members of its moment."""
+    counts for: its author, and its team's other members of its moment. With `user_id`, only
+    that student's, filtered inside each half so both use their user index (a student's
+    page or upload never reads the whole lab)."""
     ids = lab_ids or [-1]
     authored = select(
         Submission.id.label("submission_id"), Submission.user_id.label("user_id")
@@ -420,13 +422,16 @@ def credited_pairs(lab_ids: list[int]) -> Select[tuple[int, int]]:
         .join(Submission, Submission.id == SubmissionCredit.submission_id)
         .where(Submission.lab_id.in_(ids))
     )
+    if user_id is not None:
+        authored = authored.where(Submission.user_id == user_id)
+        credited = credited.where(SubmissionCredit.user_id == user_id)
     return union_all(authored, credited)  # type: ignore[return-value]
 
 
 def credited_ids(session: Session, *, user_id: int, lab_ids: list[int]) -> set[int]:
     """The submissions of these labs that count for the student (their own, their teams')."""
-    pairs = credited_pairs(lab_ids).subquery()
-    return set(session.scalars(select(pairs.c.submission_id).where(pairs.c.user_id == user_id)))
+    pairs = credited_pairs(lab_ids, user_id=user_id).subquery()
+    return set(session.scalars(select(pairs.c.submission_id)))
 
 
 def credited_users(session: Session, *, submission_id: int) -> list[int]:
