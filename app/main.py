@@ -18,7 +18,11 @@ from starlette.middleware.sessions import SessionMiddleware
 from app import __version__
 from app.api.docs import add_offline_docs
 from app.api.labs import router as labs_router
+from app.api.latedays import router as latedays_router
+from app.api.regrades import router as regrades_router
 from app.api.routes import router as api_router
+from app.api.similarity import router as similarity_router
+from app.api.teams import router as teams_router
 from app.api.tokens import router as tokens_router
 from app.auth.routes import sign_in_routers
 from app.core.errors import DomainError, NotAuthenticated, RateLimited, ServerBusy
@@ -37,6 +41,8 @@ from app.profiling.api import router as profiles_api_router
 from app.profiling.pages import router as profiles_pages_router
 from app.web.account import router as account_router
 from app.web.people import router as people_router
+from app.web.policies import router as policies_router
+from app.web.reviews import router as reviews_router
 from app.web.routes import router as web_router
 from app.web.staff import router as staff_router
 from app.web.templating import render, templates
@@ -161,12 +167,18 @@ def create_app() -> FastAPI:
     app.include_router(labs_router)
     app.include_router(tokens_router)
     app.include_router(profiles_api_router)
+    app.include_router(teams_router)
+    app.include_router(latedays_router)
+    app.include_router(regrades_router)
+    app.include_router(similarity_router)
     # Before the web router: /submissions/compare is not /submissions/{id}.
     app.include_router(profiles_pages_router)
     app.include_router(web_router)
     app.include_router(staff_router)
     app.include_router(account_router)
     app.include_router(people_router)
+    app.include_router(policies_router)
+    app.include_router(reviews_router)
     add_offline_docs(app)
     app.include_router(fleet_router)
     for router in sign_in_routers():

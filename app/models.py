@@ -5,6 +5,7 @@ from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
 from app.fleet.models import Worker
 from app.grading.models import CaseResult, GradingJob, ReferenceTiming
+from app.latedays.models import LateDayCharge, LateDayEvent
 from app.lti.models import (
     LtiContext,
     LtiLineItem,
@@ -14,8 +15,12 @@ from app.lti.models import (
     LtiToolKey,
 )
 from app.profiling.models import KernelProfile, ProfileReport, ReferenceProfile
+from app.regrades.models import RegradeEvent, RegradeRequest
+from app.rubric.models import RubricComment, RubricItem, RubricScore
+from app.similarity.models import SimilarityPair, SimilarityReport
 from app.sso.models import SsoProvider
 from app.submissions.models import Submission, SubmissionEvent
+from app.teams.models import SubmissionCredit, Team, TeamInvite, TeamMember
 from app.users.models import ApiToken, Invite, User
 
 __all__ = [
@@ -29,6 +34,8 @@ __all__ = [
     "Invite",
     "KernelProfile",
     "Lab",
+    "LateDayCharge",
+    "LateDayEvent",
     "LeaderboardEntry",
     "ProfileReport",
     "ReferenceProfile",
@@ -42,8 +49,19 @@ __all__ = [
     "SignInProblem",
     "SignInState",
     "SsoProvider",
+    "RegradeEvent",
+    "RegradeRequest",
+    "RubricComment",
+    "RubricItem",
+    "RubricScore",
+    "SimilarityPair",
+    "SimilarityReport",
     "Submission",
+    "SubmissionCredit",
     "SubmissionEvent",
+    "Team",
+    "TeamInvite",
+    "TeamMember",
     "User",
     "UserIdentity",
     "Worker",

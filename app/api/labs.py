@@ -26,6 +26,8 @@ from app.courses.extensions import (
     revoke_extension,
 )
 from app.courses.models import Course, Lab, LatePolicy, ScorePolicy
+from app.courses.policies import update_lab_policies
+from app.courses.release import released_at
 from app.courses.service import (
     KEEP,
     archive_lab,
@@ -56,6 +58,16 @@ class LabSettings(BaseModel):
     late_policy: LatePolicy | None = None
     score_policy: ScorePolicy | None = None
     archived: bool | None = Field(None, description="false restores a removed lab")
+    team_size: int | None = Field(None, description="most students in a team (1: alone)")
+    late_day_cap: int | None = Field(
+        None, description="most late days on this lab; null: the course's cap"
+    )
+    late_penalty: float | None = Field(
+        None, description="percent of the score lost per late day not covered (0 to 100)"
+    )
+    grades_released_at: datetime | None = Field(
+        None, description="when students see hidden details and rubric points; null: default"
+    )
 
 
 class LabSettingsRead(BaseModel):
@@ -69,6 +81,12 @@ class LabSettingsRead(BaseModel):
     archived_at: datetime | None
     # The content digest of the lab folder as last checked and read (graders LabSpec.digest).
     digest: str = ""
+    team_size: int = 1
+    late_day_cap: int | None = None
+    late_penalty: float = 0.0
+    grades_released_at: datetime | None = None
+    # When the grades are (or will be) released: the set time, or the due date and cap.
+    released_at: datetime | None = None
     changes: list[str] = []
 
 
@@ -144,8 +162,13 @@ def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
     return found, get_lab(session, course=found, slug=lab)
 
 
-def _settings_read(lab: Lab, changes: list[str] | None = None) -> LabSettingsRead:
+def _settings_read(session: Session, lab: Lab, changes: list[str] | None = None) -> LabSettingsRead:
     return LabSettingsRead(
+        team_size=lab.team_size,
+        late_day_cap=lab.late_day_cap,
+        late_penalty=lab.late_penalty,
+        grades_released_at=lab.grades_released_at,
+        released_at=released_at(session.get_one(Course, lab.course_id), lab),
         slug=lab.slug,
         title=lab.title,
         release_at=lab.release_at,
@@ -161,7 +184,8 @@ def _settings_read(lab: Lab, changes: list[str] | None = None) -> LabSettingsRea
 
 @router.patch("/courses/{course}/labs/{lab}", tags=["labs"], responses=errors(*COURSE))
 async def patch_lab(course: str, lab: str, body: LabSettings, api: ApiDb) -> LabSettingsRead:
-    """Instructors: change a lab's dates and policies (late flags follow a new due date), or
+    """Instructors: change a lab's dates and policies (late flags follow a new due date; team
+    size, late-day cap, late penalty, the grades' release), or
     restore a removed lab with `"archived": false`. The lab's folder is read again first: where
     it changed, it is checked (422 with the failed checks, nothing saved) and its points, title
     and version recorded."""
@@ -183,7 +207,18 @@ async def patch_lab(course: str, lab: str, body: LabSettings, api: ApiDb) -> Lab
             changes.append("removed")
         if body.archived is False and restore_lab(session, lab=row):
             changes.append("restored")
-        return _settings_read(row, changes)
+        changes += update_lab_policies(
+            session,
+            lab=row,
+            now=utcnow(),
+            team_size=body.team_size,
+            late_day_cap=body.late_day_cap if "late_day_cap" in given else KEEP,
+            late_penalty=body.late_penalty,
+            grades_released_at=_aware(body.grades_released_at)
+            if "grades_released_at" in given
+            else KEEP,
+        )
+        return _settings_read(session, row, changes)
 
     return await api.run(work)
 
@@ -197,7 +232,7 @@ async def remove_lab(course: str, lab: str, api: ApiDb) -> LabSettingsRead:
         found, row = _lab(session, course, lab)
         require_instructor(session, user=user, course=found)
         archive_lab(session, lab=row, now=utcnow())
-        return _settings_read(row, ["removed"])
+        return _settings_read(session, row, ["removed"])
 
     return await api.run(work)
 

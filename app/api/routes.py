@@ -27,11 +27,12 @@ from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
 from app.core.spool import chunks_of, text_spool
 from app.courses.deadlines import deadline_for, lab_state
-from app.courses.models import Lab
+from app.courses.models import Lab, LatePolicy
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
 from app.fleet.service import WorkerView, grading_sentence, recent_workers
 from app.gradebook.service import write_canvas_csv, write_gradebook_csv
 from app.grading.queue import send_job, stamp_send
+from app.latedays.service import available_for
 from app.submissions.models import Status
 from app.submissions.quota import submission_quota
 from app.submissions.schemas import SubmissionCreated, SubmissionRead, submission_read
@@ -140,6 +141,10 @@ async def list_labs(course: str, api: ApiDb) -> list[LabRead]:
         labs = []
         for lab in labs_of(session, course=found):
             deadline = deadline_for(session, lab=lab, user_id=user.id)
+            # A lab refusing late work stays open while the caller's late days cover it.
+            grace = 0
+            if lab.late_policy == LatePolicy.refuse.value and deadline.is_late(now):
+                grace = available_for(session, course=found, lab=lab, user_id=user.id)
             labs.append(
                 LabRead(
                     slug=lab.slug,
@@ -151,7 +156,9 @@ async def list_labs(course: str, api: ApiDb) -> list[LabRead]:
                     score_policy=lab.score_policy,
                     late_policy=lab.late_policy,
                     max_score=lab.max_score,
-                    open=lab_state(lab, deadline, now=now, staff=role.is_staff).accepts,
+                    open=lab_state(
+                        lab, deadline, now=now, staff=role.is_staff, late_days=grace
+                    ).accepts,
                     submit_url=f"/api/v1/courses/{found.slug}/labs/{lab.slug}/submissions",
                     submissions_remaining=submission_quota(
                         session, user=user, lab=lab, now=now

@@ -7,7 +7,19 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import courses, database, extensions, grading, people, sign_in, workers
+from app.cli import (
+    courses,
+    database,
+    extensions,
+    grading,
+    latedays,
+    people,
+    regrades,
+    sign_in,
+    similarity,
+    teams,
+    workers,
+)
 from app.cli.common import require_database
 
 cli = typer.Typer(help="kernelgrader: a CUDA kernel autograder.", no_args_is_help=True)
@@ -24,8 +36,14 @@ for sub, name in [
     (extensions.extension_cli, "extension"),
     (sign_in.sso_cli, "sso"),
     (sign_in.lti_cli, "lti"),
+    (teams.team_cli, "team"),
+    (latedays.latedays_cli, "latedays"),
+    (regrades.request_cli, "regrade-request"),
+    (regrades.rubric_cli, "rubric"),
+    (similarity.similarity_cli, "similarity"),
 ]:
     cli.add_typer(sub, name=name)
+courses.course_cli.command("policies")(latedays.course_policies)
 
 
 # Commands that may create the database (or, for `lab`, check its own sub-commands: `lab check`

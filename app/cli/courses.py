@@ -170,12 +170,30 @@ def lab_update(
     score_policy: Annotated[
         str | None, typer.Option("--score-policy", help="which submission counts: best or last")
     ] = None,
+    team_size: Annotated[
+        int | None, typer.Option(help="most students in one team (1: everyone alone)")
+    ] = None,
+    late_day_cap: Annotated[
+        str | None,
+        typer.Option(help="most late days a student may spend on it; 'none': the course's cap"),
+    ] = None,
+    late_penalty: Annotated[
+        float | None, typer.Option(help="percent of the score lost per late day not covered")
+    ] = None,
+    release_grades: Annotated[
+        str | None,
+        typer.Option(
+            help="when students see hidden details and rubric points (UTC, ISO 8601; 'now'; "
+            "'default': the due date plus the late-day cap)"
+        ),
+    ] = None,
 ) -> None:
     """Re-read the lab's folder (checked first where it changed: points, title and version come
     from its lab.toml), and change the lab's dates and policies; late flags follow a new due
     date."""
-    from app.core.database import session_scope
+    from app.core.database import session_scope, utcnow
     from app.courses.models import LatePolicy, ScorePolicy
+    from app.courses.policies import update_lab_policies
     from app.courses.service import reread_lab, update_lab
 
     try:
@@ -197,12 +215,47 @@ def lab_update(
                 late_policy=late_value,
                 score_policy=score_value,
             )
+            changes += update_lab_policies(
+                session,
+                lab=row,
+                now=utcnow(),
+                team_size=team_size,
+                late_day_cap=_cap(late_day_cap),
+                late_penalty=late_penalty,
+                grades_released_at=_release(release_grades),
+            )
     except DomainError as exc:
         raise fail(exc.message) from None
     if changes:
         typer.echo(f"{course}/{lab} now " + "; ".join(changes) + ".")
     else:
         typer.echo(f"{course}/{lab} already had these settings; nothing changed.")
+
+
+def _cap(text: str | None) -> int | None | Keep:
+    from app.courses.service import KEEP
+
+    if text is None:
+        return KEEP
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise fail(f"--late-day-cap is a number of days or 'none', not {text!r}.") from None
+
+
+def _release(text: str | None) -> datetime | None | Keep:
+    from app.core.database import utcnow
+    from app.courses.service import KEEP
+
+    if text is None:
+        return KEEP
+    if text.strip().lower() == "default":
+        return None
+    if text.strip().lower() == "now":
+        return utcnow()
+    return when(text)
 
 
 @lab_cli.command("remove")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import resources
@@ -171,3 +171,8 @@ def alembic_config() -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     return config
+
+
+def as_dict(rows: Iterable[Any]) -> dict[Any, Any]:
+    """Two-column result rows as a dict: key, value (a Result itself is not a mapping)."""
+    return {key: value for key, value in rows}

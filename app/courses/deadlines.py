@@ -8,8 +8,9 @@ edited, an extension granted or revoked): every reader (pages, API, gradebook) t
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -28,6 +29,12 @@ class Deadline:
 
     def is_late(self, at: datetime) -> bool:
         return self.due_at is not None and at > self.due_at
+
+    def days_late(self, at: datetime) -> int:
+        """Started days past the due date (a minute late is one late day); 0 when on time."""
+        if self.due_at is None or at <= self.due_at:
+            return 0
+        return math.ceil((at - self.due_at) / timedelta(days=1))
 
 
 def deadline_for(session: Session, *, lab: Lab, user_id: int) -> Deadline:
@@ -67,9 +74,12 @@ class LabState:
         return self.availability is Availability.open
 
 
-def lab_state(lab: Lab, deadline: Deadline, *, now: datetime, staff: bool) -> LabState:
+def lab_state(
+    lab: Lab, deadline: Deadline, *, now: datetime, staff: bool, late_days: int = 0
+) -> LabState:
     """What a submission made now would meet. Staff try labs out before release and after the
-    due date, so only archiving closes a lab to them."""
+    due date, so only archiving closes a lab to them. `late_days`: how many the student could
+    still spend on this lab; a lab that refuses late work takes it that many days longer."""
     if lab.archived_at is not None:
         return LabState(Availability.archived, lab.archived_at, False)
     late = deadline.is_late(now)
@@ -78,7 +88,10 @@ def lab_state(lab: Lab, deadline: Deadline, *, now: datetime, staff: bool) -> La
     if lab.release_at is not None and now < lab.release_at:
         return LabState(Availability.not_released, lab.release_at, False)
     if late and lab.late_policy == LatePolicy.refuse.value:
-        return LabState(Availability.closed, deadline.due_at, True)
+        if deadline.days_late(now) <= late_days:
+            return LabState(Availability.open, None, True)
+        assert deadline.due_at is not None
+        return LabState(Availability.closed, deadline.due_at + timedelta(days=late_days), True)
     return LabState(Availability.open, None, late)
 
 

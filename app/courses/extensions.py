@@ -62,7 +62,16 @@ def grant_extension(
     row.granted_by_id = granted_by.id if granted_by else None
     row.note = note.strip()
     refresh_late_flags(session, lab=lab, user_id=student.id)
+    _settle(session, course=course, lab=lab, student=student)
     return row
+
+
+def _settle(session: Session, *, course: Course, lab: Lab, student: User) -> None:
+    # Extensions win over late days: days a covered submission had spent come back.
+    from app.core.database import utcnow
+    from app.latedays.service import settle_lab
+
+    settle_lab(session, course=course, lab=lab, now=utcnow(), user_id=student.id)
 
 
 def revoke_extension(session: Session, *, lab: Lab, student: User) -> bool:
@@ -74,6 +83,7 @@ def revoke_extension(session: Session, *, lab: Lab, student: User) -> bool:
         return False
     session.delete(row)
     refresh_late_flags(session, lab=lab, user_id=student.id)
+    _settle(session, course=session.get_one(Course, lab.course_id), lab=lab, student=student)
     return True
 
 

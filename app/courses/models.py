@@ -38,6 +38,12 @@ class Course(Base):
     slug: Mapped[str] = mapped_column(String(64), unique=True)
     title: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Late days each student may spend across the course's labs (0: no budget), and at most
+    # how many on one lab (None: as many as are left); a lab may set its own cap.
+    late_days: Mapped[int] = mapped_column(default=0, server_default="0")
+    late_day_cap: Mapped[int | None] = mapped_column(default=None)
+    # Days after a lab's grades are released during which its students may ask for a regrade.
+    regrade_window_days: Mapped[int] = mapped_column(default=7, server_default="7")
 
 
 class Enrollment(Base):
@@ -80,6 +86,14 @@ class Lab(Base):
     # Where the lab stands in its course's list, as the instructor orders it (smaller first);
     # a new lab goes last. Every list of labs (pages, gradebook, API) follows it.
     position: Mapped[int] = mapped_column(default=0, server_default="0")
+    # Most students in one team (1: everyone submits alone).
+    team_size: Mapped[int] = mapped_column(default=1, server_default="1")
+    # This lab's own cap on late days (None: the course's).
+    late_day_cap: Mapped[int | None] = mapped_column(default=None)
+    # Percent of the counted score lost per late day the budget does not cover (0: none).
+    late_penalty: Mapped[float] = mapped_column(default=0.0, server_default="0")
+    # When the staff released the grades (see app.courses.release); None: at the default.
+    grades_released_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class Extension(Base):

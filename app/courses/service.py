@@ -263,6 +263,13 @@ def update_lab(
     if not isinstance(due_at, Keep):
         refresh_late_flags(session, lab=lab)
     session.flush()
+    if changes:
+        # What counts, and how late it is, may have moved: late days follow.
+        from app.core.database import utcnow
+        from app.latedays.service import settle_lab
+
+        course = session.get_one(Course, lab.course_id)
+        settle_lab(session, course=course, lab=lab, now=utcnow())
     return changes
 
 

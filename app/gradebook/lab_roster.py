@@ -17,10 +17,11 @@ from sqlalchemy.orm import Session, load_only
 from app.core.errors import Invalid
 from app.courses.deadlines import Deadline, deadline_from, extensions_by_user
 from app.courses.models import Enrollment, Lab, Role
-from app.gradebook.service import LabCell, Scored, lab_cell
+from app.gradebook.service import LabCell, Scored, lab_cell, policy_inputs
 from app.performance.service import TimedResult, timed_results
 from app.submissions.models import Submission
 from app.submissions.service import LISTED
+from app.teams.models import SubmissionCredit, Team, TeamMember
 from app.users.models import User
 
 # ?status= values of the staff view and its API.
@@ -45,10 +46,11 @@ class StudentRow:
     # The newest submission that compiled, graded or not: the zip's choice where the counted
     # one is a compile error and a later one is still on its way to a verdict.
     compiled: Submission | None = None
+    team: str = ""  # the team they are in now, if any
 
     @property
     def late(self) -> bool:
-        return self.cell.counted is not None and self.cell.counted.late
+        return self.cell.late
 
 
 def lab_roster(
@@ -77,15 +79,35 @@ def lab_roster(
     # Only the columns a list shows: no source, log or report (the zip reads the chosen
     # sources, in one query of its own).
     of_lab = select(Submission).where(Submission.lab_id == lab.id)
-    shown = load_only(*LISTED, Submission.sha256, Submission.compile_ok)
-    for sub in session.scalars(of_lab.options(shown)):
+    by_id: dict[int, Submission] = {}
+    columns = load_only(
+        *LISTED, Submission.sha256, Submission.compile_ok, Submission.points_adjustment
+    )
+    for sub in session.scalars(of_lab.options(columns)):
+        by_id[sub.id] = sub
         by_user.setdefault(sub.user_id, []).append(sub)
+    # A team's submission counts for each member of its moment.
+    for sub_id, user_id in session.execute(
+        select(SubmissionCredit.submission_id, SubmissionCredit.user_id)
+        .join(Submission, Submission.id == SubmissionCredit.submission_id)
+        .where(Submission.lab_id == lab.id)
+    ):
+        by_user.setdefault(user_id, []).append(by_id[sub_id])
+    inputs = policy_inputs(session, labs=[lab])
+    teams = {
+        user_id: name
+        for user_id, name in session.execute(
+            select(TeamMember.user_id, Team.name)
+            .join(Team, Team.id == TeamMember.team_id)
+            .where(TeamMember.lab_id == lab.id, TeamMember.left_at.is_(None))
+        )
+    }
     extensions = extensions_by_user(session, lab=lab)
     timed = timed_results(session, lab=lab)
     rows = []
     for student in students:
         subs = by_user.get(student.id, [])
-        cell = lab_cell(lab, [Scored.of(s) for s in subs])
+        cell = inputs.cell(lab, student.id, lab_cell(lab, [Scored.of(s) for s in subs]))
         counted = (
             next(s for s in subs if s.id == cell.counted.submission_id) if cell.counted else None
         )
@@ -103,6 +125,7 @@ def lab_roster(
                     key=lambda s: (s.created_at, s.id),
                     default=None,
                 ),
+                team=teams.get(student.id, ""),
             )
         )
     return [r for r in rows if _keep(r, lab, status, late, extension, query)]

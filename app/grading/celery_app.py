@@ -31,7 +31,7 @@ def make_celery() -> Celery:
     app = Celery(
         "kernelgrader",
         broker=settings.broker_url,
-        include=["app.grading.tasks", "app.profiling.tasks"],
+        include=["app.grading.tasks", "app.profiling.tasks", "app.similarity.tasks"],
     )
     app.conf.update(
         broker_transport_options=transport_options,

@@ -59,6 +59,8 @@ def record_compile(
         submission.score = 0.0
         submission.graded_at = job.finished_at
         set_status(session, submission, Status.compile_error, result.message)
+        # Late days first: they change the counted score that the LMS is sent.
+        settle_late_days(session, submission=submission)
         note_grading(session, submission=submission)
 
 
@@ -155,4 +157,14 @@ def record_report(
     from app.profiling.service import queue_after_grading
 
     queue_after_grading(session, submission=submission, job=job, report=report)
+    settle_late_days(session, submission=submission)
     note_grading(session, submission=submission)
+
+
+def settle_late_days(session: Session, *, submission: Submission) -> None:
+    """A verdict can change what counts: spend (or give back) the late days of everyone the
+    submission counts for, in the grading's own transaction (app.latedays.service)."""
+    from app.latedays.service import settle_submission
+
+    session.flush()
+    settle_submission(session, submission_id=submission.id, now=utcnow())

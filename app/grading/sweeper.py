@@ -34,6 +34,8 @@ from app.grading.routing import gpu_queue, served_keys
 from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
 from app.profiling.queue import send_profile
 from app.profiling.sweep import profiles_to_send
+from app.similarity.service import send_report
+from app.similarity.sweep import reports_to_send
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 
@@ -49,6 +51,7 @@ class SweepReport:
     to_gpu: list[int] = field(default_factory=list)  # compiled jobs handed to a GPU worker
     background: list[int] = field(default_factory=list)  # a lab regrade's jobs, a few at a time
     profiles: list[int] = field(default_factory=list)  # profiling jobs, when no grading waits
+    similarity: list[int] = field(default_factory=list)  # similarity reports (re)sent
 
     def __bool__(self) -> bool:
         return bool(
@@ -59,6 +62,7 @@ class SweepReport:
             or self.to_gpu
             or self.background
             or self.profiles
+            or self.similarity
         )
 
 
@@ -204,11 +208,14 @@ def sweep(
         # Profiling jobs last, and only while no grading waits (app.profiling.sweep).
         profile_sends = profiles_to_send(session, now=now)
         report.profiles = [profile_id for profile_id, _, _ in profile_sends]
+        report.similarity = reports_to_send(session, now=now)
     # Send only once the state changes are committed, so a fast worker finds them.
     for submission_id, job_id, queue, stamp in sends:
         send_job(submission_id=submission_id, job_id=job_id, queue=queue, stamped_at=stamp)
     for profile_id, queue, stamp in profile_sends:
         send_profile(profile_id=profile_id, queue=queue, stamped_at=stamp)
+    for report_id in report.similarity:
+        send_report(report_id)
     return report
 
 

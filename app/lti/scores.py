@@ -14,8 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.models import UserIdentity
 from app.core.database import utcnow
-from app.courses.models import Enrollment, Lab, Role
-from app.gradebook.service import SCORED_COLUMNS, Scored, counted_submission
+from app.courses.models import Course, Enrollment, Lab, Role
 from app.lti.models import LtiContext, LtiLineItem, LtiPlatform, LtiScoreSync, SyncState
 from app.submissions.models import Submission
 
@@ -43,14 +42,19 @@ def want_line_item(
 
 
 def note_grading(session: Session, *, submission: Submission) -> None:
-    """A submission got a verdict: its author's counted score may have changed in every LMS
-    course whose column holds this lab. Called by the worker in the grading's transaction."""
+    """A submission got a verdict: the counted score of its author, and of every teammate it
+    counts for, may have changed in every LMS course whose column holds this lab. Called by
+    the worker in the grading's transaction."""
     lab = session.get(Lab, submission.lab_id)
     if lab is None:
         return
     items = list(session.scalars(select(LtiLineItem).where(LtiLineItem.lab_id == lab.id)))
-    if items:
-        refresh_scores(session, lab=lab, line_items=items, user_id=submission.user_id)
+    if not items:
+        return
+    from app.teams.service import credited_users
+
+    for user_id in credited_users(session, submission_id=submission.id):
+        refresh_scores(session, lab=lab, line_items=items, user_id=user_id)
 
 
 def refresh_scores(
@@ -61,40 +65,45 @@ def refresh_scores(
     user_id: int | None = None,
     now: datetime | None = None,
 ) -> int:
-    """Bring the rows of these columns up to the counted scores (one student's, or every
-    enrolled student's); return how many rows now wait to be sent."""
+    """Bring the rows of these columns up to the counted scores, as the gradebook counts them
+    (a team's submission for each member, late days and the lab's late penalty, rubric points
+    once the grades are released), for one student or every enrolled student; return how many
+    rows now wait to be sent."""
+    from app.courses.release import is_released
+    from app.gradebook.service import student_cell
+
     now = now or utcnow()
-    query = select(*SCORED_COLUMNS, Submission.user_id).where(Submission.lab_id == lab.id)
     if user_id is not None:
-        query = query.where(Submission.user_id == user_id)
+        students = [user_id]
     else:
-        query = query.join(
-            Enrollment,
-            (Enrollment.user_id == Submission.user_id) & (Enrollment.course_id == lab.course_id),
-        ).where(Enrollment.role == Role.student.value)
-    by_user: dict[int, list[Scored]] = {}
-    for row in session.execute(query):
-        by_user.setdefault(row[-1], []).append(Scored(*row[:-1]))
+        students = list(
+            session.scalars(
+                select(Enrollment.user_id).where(
+                    Enrollment.course_id == lab.course_id,
+                    Enrollment.role == Role.student.value,
+                )
+            )
+        )
+    course = session.get_one(Course, lab.course_id)
+    released = is_released(course, lab, now=now)
+    cells = {sid: student_cell(session, lab=lab, user_id=sid, rubric=released) for sid in students}
     changed = 0
     for item in line_items:
         context = session.get_one(LtiContext, item.context_id)
         platform = session.get_one(LtiPlatform, context.platform_id)
-        subjects = _lms_ids(session, issuer=platform.issuer, user_ids=list(by_user))
-        for author, submissions in by_user.items():
-            counted = counted_submission(lab, submissions)
-            if counted is None or author not in subjects:
+        subjects = _lms_ids(session, issuer=platform.issuer, user_ids=list(cells))
+        for student, cell in cells.items():
+            if cell.score is None or student not in subjects:
                 continue  # nothing counts yet, or the student never came from this LMS
-            created = next(
-                s.created_at for s in submissions if s.submission_id == counted.submission_id
-            )
+            submitted = cell.counted.created_at if cell.counted is not None else None
             changed += _set_score(
                 session,
                 item=item,
-                user_id=author,
-                lms_id=subjects[author],
-                score=counted.score,
+                user_id=student,
+                lms_id=subjects[student],
+                score=cell.score,
                 max_score=lab.max_score,
-                submitted_at=created,
+                submitted_at=submitted or now,
                 now=now,
             )
     session.flush()

@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.database import as_dict
 from app.core.errors import Conflict, Forbidden, Invalid
 from app.courses.models import Course, Lab, LeaderboardEntry
 from app.courses.service import require_member
-from app.performance.service import best_times_by_student, timed_results
+from app.performance.service import TimedResult, timed_results
+from app.submissions.models import Submission
+from app.teams.models import SubmissionCredit
 from app.users.models import User
 
 _PSEUDONYM = re.compile(r"^[^\W_][\w .'-]{1,22}[^\W_]$")
@@ -90,7 +93,9 @@ def my_entry(session: Session, *, lab: Lab, user: User) -> LeaderboardEntry | No
 
 
 def leaderboard(session: Session, *, lab: Lab, viewer_id: int | None = None) -> list[Board]:
-    """One board per GPU model with at least one entry, the busiest first."""
+    """One board per GPU model with at least one entry, the busiest first. A team is one place:
+    its submissions count for every member of their moment, and it shows under the pseudonym
+    of its member who opted in first."""
     entries = {
         e.user_id: e
         for e in session.scalars(select(LeaderboardEntry).where(LeaderboardEntry.lab_id == lab.id))
@@ -98,20 +103,50 @@ def leaderboard(session: Session, *, lab: Lab, viewer_id: int | None = None) -> 
     if not entries:
         return []
     results = timed_results(session, lab=lab)
-    models = sorted({r.gpu_model for r in results.values() if r.user_id in entries})
+    teams = as_dict(
+        session.execute(
+            select(Submission.id, Submission.team_id).where(
+                Submission.lab_id == lab.id, Submission.team_id.is_not(None)
+            )
+        )
+    )
+    credited: dict[int, set[int]] = {sid: {r.user_id} for sid, r in results.items()}
+    for sid, uid in session.execute(
+        select(SubmissionCredit.submission_id, SubmissionCredit.user_id)
+        .join(Submission, Submission.id == SubmissionCredit.submission_id)
+        .where(Submission.lab_id == lab.id)
+    ):
+        if sid in credited:
+            credited[sid].add(uid)
+
+    def competitor(result: TimedResult) -> tuple[str, int]:
+        team = teams.get(result.submission_id)
+        return ("team", team) if team is not None else ("student", result.user_id)
+
+    shown = {sid: r for sid, r in results.items() if credited[sid] & set(entries)}
+    models = sorted({r.gpu_model for r in shown.values()})
     boards = []
     for model in models:
-        best = best_times_by_student(results, student_ids=set(entries), gpu_model=model)
+        best: dict[tuple[str, int], TimedResult] = {}
+        for r in shown.values():
+            if r.gpu_model != model or not r.all_passed:
+                continue
+            key = competitor(r)
+            if key not in best or r.median_ms < best[key].median_ms:
+                best[key] = r
         ordered = sorted(best.values(), key=lambda r: (r.median_ms, r.submission_id))
-        places = [
-            Place(
-                rank=i + 1,
-                pseudonym=entries[r.user_id].pseudonym,
-                median_ms=r.median_ms,
-                is_you=r.user_id == viewer_id,
+        places = []
+        for i, r in enumerate(ordered):
+            people = credited[r.submission_id]
+            first = min((entries[u] for u in people if u in entries), key=lambda e: e.id)
+            places.append(
+                Place(
+                    rank=i + 1,
+                    pseudonym=first.pseudonym,
+                    median_ms=r.median_ms,
+                    is_you=viewer_id in people,
+                )
             )
-            for i, r in enumerate(ordered)
-        ]
         if places:
             boards.append(Board(gpu_model=model, places=places))
     return sorted(boards, key=lambda b: -len(b.places))

@@ -123,7 +123,17 @@ def _withheld(spec: LabSpec, case: str, *, lab: Lab, viewer_is_staff: bool) -> b
     from app.submissions.schemas import hidden_details_visible
 
     hidden = any(c.name == case and c.hidden for c in spec.cases)
-    return hidden and not hidden_details_visible(lab, viewer_is_staff=viewer_is_staff)
+    if not hidden:
+        return False
+    from sqlalchemy.orm import object_session
+
+    from app.courses.models import Course
+
+    session = object_session(lab)
+    course = session.get_one(Course, lab.course_id) if session is not None else None
+    if course is None:
+        return not viewer_is_staff
+    return not hidden_details_visible(course, lab, viewer_is_staff=viewer_is_staff)
 
 
 def ladder_view(

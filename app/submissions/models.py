@@ -59,6 +59,13 @@ class Submission(Base):
     # For staff only: why this grading deserves a look (a median far faster than any reference).
     review_flag: Mapped[str] = mapped_column(Text, default="")
     graded_at: Mapped[datetime | None] = mapped_column(default=None)
+    # The team it was made for (its members then are in submission_credits), if any.
+    team_id: Mapped[int | None] = mapped_column(
+        ForeignKey("teams.id", ondelete="SET NULL"), default=None, index=True
+    )
+    # Points the staff added or took away (an accepted regrade request), on top of `score`;
+    # a regrade by a worker replaces `score` and keeps this.
+    points_adjustment: Mapped[float] = mapped_column(default=0.0, server_default="0")
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 

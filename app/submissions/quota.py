@@ -1,7 +1,9 @@
 """Submission rate limits: how many submissions one student may make to one lab per window.
 
 Counted from the submissions table itself, so every web replica agrees and nothing else needs
-storing. Staff are not limited: they try labs out before students do.
+storing. Staff are not limited: they try labs out before students do. A team's submissions count
+for each of its members (app.teams.service.credited_pairs), so a team has one quota, not one
+per member.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, union_all
 from sqlalchemy.orm import Session
 
 from app.core.errors import RateLimited
@@ -18,6 +20,7 @@ from app.core.settings import get_settings
 from app.courses.models import Course, Lab
 from app.courses.service import role_in
 from app.submissions.models import Submission
+from app.teams.models import SubmissionCredit
 from app.users.models import User
 
 
@@ -79,13 +82,24 @@ def submission_quota(session: Session, *, user: User, lab: Lab, now: datetime) -
     if limit <= 0 or (role is not None and role.is_staff):
         return Quota(limit=None, used=0, window_seconds=window, reset_at=None)
     since = now - timedelta(seconds=window)
-    used, oldest = session.execute(
-        select(func.count(Submission.id), func.min(Submission.created_at)).where(
-            Submission.user_id == user.id,
+    # The student's own submissions and their teams' that count for them, each half by its
+    # user index: the count runs under the student's write turn, so it must stay small.
+    authored = select(Submission.created_at.label("at")).where(
+        Submission.user_id == user.id,
+        Submission.lab_id == lab.id,
+        Submission.created_at > since,
+    )
+    credited = (
+        select(Submission.created_at.label("at"))
+        .join(SubmissionCredit, SubmissionCredit.submission_id == Submission.id)
+        .where(
+            SubmissionCredit.user_id == user.id,
             Submission.lab_id == lab.id,
             Submission.created_at > since,
         )
-    ).one()
+    )
+    times = union_all(authored, credited).subquery()
+    used, oldest = session.execute(select(func.count(), func.min(times.c.at))).one()
     reset_at = None
     if oldest is not None:
         # func.min bypasses the column type on some backends; put the zone back if it is gone.

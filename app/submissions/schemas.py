@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.models import Course, Lab
+from app.courses.release import is_released
 from app.grading.models import CaseResult, GradingJob, JobState
 from app.submissions.models import Status, Submission
 from app.submissions.service import events_of, queue_position
@@ -32,7 +33,7 @@ class CaseRead(BaseModel):
     name: str
     hidden: bool
     passed: bool
-    # None where a hidden case's details stay hidden from a student until the due date.
+    # None where a hidden case's details stay hidden from a student until the grades' release.
     sizes: dict[str, int | float] | None  # whole numbers, and floats (alpha = 0.01)
     verdict: str | None
     message: str | None
@@ -166,13 +167,15 @@ def _case_read(row: CaseResult, *, show_hidden: bool, gpu_model: str | None) -> 
     )
 
 
-def hidden_details_visible(lab: Lab, *, viewer_is_staff: bool) -> bool:
-    return viewer_is_staff or (lab.due_at is not None and utcnow() >= lab.due_at)
+def hidden_details_visible(course: Course, lab: Lab, *, viewer_is_staff: bool) -> bool:
+    """Staff always; students once the lab's grades are released (app.courses.release: by
+    default the due date, plus the late-day cap where the course gives late days)."""
+    return viewer_is_staff or is_released(course, lab, now=utcnow())
 
 
 HIDDEN_OUTPUT = (
-    "What the kernel printed is shown after the due date, since it includes what it printed "
-    "during the hidden cases."
+    "What the kernel printed is shown once the grades are released, since it includes what it "
+    "printed during the hidden cases."
 )
 
 
@@ -218,8 +221,8 @@ def _lab_version_now(lab: Lab) -> str | None:
 def submission_read(
     session: Session, *, submission: Submission, viewer_is_staff: bool
 ) -> SubmissionRead:
-    lab, course_slug, owner_email = session.execute(
-        select(Lab, Course.slug, User.email)
+    lab, course, owner_email = session.execute(
+        select(Lab, Course, User.email)
         .join(Course, Course.id == Lab.course_id)
         .join(User, User.id == submission.user_id)
         .where(Lab.id == submission.lab_id)
@@ -243,7 +246,8 @@ def submission_read(
             )
         )
     attempts = sum(j.attempt for j in jobs)
-    show_hidden = hidden_details_visible(lab, viewer_is_staff=viewer_is_staff)
+    course_slug = course.slug
+    show_hidden = hidden_details_visible(course, lab, viewer_is_staff=viewer_is_staff)
     report: dict[str, Any] = (job.report or {}) if job else {}
     # Only a job a worker took has case rows, hidden ones among them (a job that recorded
     # verdicts and then lost its worker keeps them, and its history may name them): a

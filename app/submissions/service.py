@@ -13,12 +13,13 @@ from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooL
 from app.core.settings import get_settings
 from app.core.timefmt import when_text
 from app.courses.deadlines import Availability, deadline_for, lab_state
-from app.courses.models import Course, Enrollment, Lab, Role
+from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role
 from app.courses.service import require_member
 from app.fleet.service import queued_message
 from app.grading.models import GradingJob, JobState, Priority
 from app.submissions.models import Status, Submission, SubmissionEvent
 from app.submissions.quota import enforce_submission_quota
+from app.teams.models import SubmissionCredit, Team
 from app.users.models import User
 
 
@@ -125,9 +126,16 @@ def create_submission(
     size: int | None = None,
 ) -> Intake:
     """Check and store a submission with a queued grading job; the caller commits, then sends."""
+    from app.latedays.service import available_for
+    from app.teams.service import credit_submission, team_of
+
     role = require_member(session, user=user, course=course)
     deadline = deadline_for(session, lab=lab, user_id=user.id)
-    state = lab_state(lab, deadline, now=now, staff=role.is_staff)
+    # A lab that refuses late work takes it as long as the student's late days can cover it.
+    grace = 0
+    if lab.late_policy == LatePolicy.refuse.value and deadline.is_late(now):
+        grace = available_for(session, course=course, lab=lab, user_id=user.id)
+    state = lab_state(lab, deadline, now=now, staff=role.is_staff, late_days=grace)
     if state.availability is Availability.archived:
         raise Closed(
             f"The course staff removed {lab.slug}, so it takes no more submissions; your "
@@ -140,9 +148,16 @@ def create_submission(
         )
     if state.availability is Availability.closed:
         yours = " (your extension)" if deadline.extended else ""
+        days = ""
+        if course.late_days > 0:
+            days = (
+                f"; your late days cover {grace} day{'s' if grace != 1 else ''} of it"
+                if grace
+                else "; you have no late days left for it"
+            )
         raise Closed(
             f"{lab.title} was due at {when_text(deadline.due_at)}{yours} and does not "
-            "accept late submissions; ask the course staff if you need an extension."
+            f"accept late submissions{days}. Ask the course staff if you need an extension."
         )
     late = state.late_now
     check_filename(filename)
@@ -157,6 +172,15 @@ def create_submission(
             .values(email=User.email)
             .execution_options(synchronize_session=False)
         )
+        # A team shares one quota: its members' uploads take turns on the team's row too.
+        team = team_of(session, lab=lab, user_id=user.id) if lab.team_size > 1 else None
+        if team is not None:
+            session.execute(
+                update(Team)
+                .where(Team.id == team.id)
+                .values(name=Team.name)
+                .execution_options(synchronize_session=False)
+            )
     enforce_submission_quota(session, user=user, lab=lab, now=now)
     submission = Submission(
         user_id=user.id,
@@ -170,6 +194,7 @@ def create_submission(
     )
     session.add(submission)
     session.flush()
+    credit_submission(session, submission=submission, lab=lab)
     message, note = queued_message(session, "Waiting for a worker to compile it.", now=now)
     set_status(session, submission, Status.queued, message, staff_note=note)
     job = GradingJob(submission_id=submission.id, queued_at=now)
@@ -192,8 +217,9 @@ def visible_submission(
 ) -> tuple[Submission, bool]:
     """The submission and whether the user is staff of its course, in one read.
 
-    A student sees their own submissions; staff see every submission of their course. The
-    source text is left in the database until something shows it (`source_text_of`).
+    A student sees their own submissions and their teams' (those that count for them); staff
+    see every submission of their course. The source text is left in the database until
+    something shows it (`source_text_of`).
     """
     row = session.execute(
         select(Submission, Enrollment.role)
@@ -210,6 +236,15 @@ def visible_submission(
         staff = role is not None and Role(role).is_staff
         if submission.user_id == user.id or staff:
             return submission, staff
+        # A teammate it counts for sees it as its author does.
+        credited = session.scalar(
+            select(SubmissionCredit.id).where(
+                SubmissionCredit.submission_id == submission.id,
+                SubmissionCredit.user_id == user.id,
+            )
+        )
+        if credited is not None:
+            return submission, False
     raise NotFound(f"There is no submission {submission_id} that you may see.")
 
 
@@ -314,7 +349,11 @@ def submissions_of(
         .where(Submission.lab_id.in_(lab_ids))
     )
     if user_id is not None:
-        query = query.where(Submission.user_id == user_id)
+        # Theirs, and their teams' that count for them.
+        from app.teams.service import credited_pairs
+
+        pairs = credited_pairs(lab_ids, user_id=user_id).subquery()
+        query = query.where(Submission.id.in_(select(pairs.c.submission_id)))
     return list(session.scalars(query.order_by(Submission.id.desc()).limit(limit)))
 
 

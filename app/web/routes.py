@@ -7,6 +7,7 @@ template may read a row's relations), in one function handed to `web.run` (app.c
 from __future__ import annotations
 
 import ipaddress
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import quote, urlsplit
@@ -21,8 +22,9 @@ from app.core.deps import PublicDb, RowId, WebDb
 from app.core.errors import DomainError, RateLimited
 from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
-from app.courses.deadlines import deadline_for, lab_state
-from app.courses.models import Course, Lab
+from app.courses.deadlines import Deadline, deadline_for, lab_state
+from app.courses.models import Course, Lab, LatePolicy
+from app.courses.release import is_released
 from app.courses.service import (
     courses_of,
     get_course,
@@ -36,6 +38,7 @@ from app.courses.service import (
 from app.courses.specs import spec_for
 from app.gradebook.service import Student, best_scores, gradebook, is_pending
 from app.grading.queue import send_job, stamp_send
+from app.latedays.service import available_for, balance
 from app.performance.leaderboard import my_entry
 from app.performance.service import submission_performance
 from app.profiling.views import profile_view
@@ -52,6 +55,7 @@ from app.submissions.service import (
 from app.users.models import User
 from app.users.service import authenticate
 from app.web.perf_charts import submission_charts
+from app.web.reviews import lab_policy_context, regrade_context
 from app.web.templating import check_csrf, render
 
 if TYPE_CHECKING:
@@ -178,8 +182,10 @@ async def course_page(request: Request, course: str, web: WebDb, message: str = 
         found = get_course(session, slug=course)
         role = require_member(session, user=user, course=found)
         labs = labs_of(session, course=found)
-        scores = best_scores(session, user=user, labs=labs)
         now = utcnow()
+        # Rubric points count on a student's page once their lab's grades are released.
+        shown = {lab.id for lab in labs if role.is_staff or is_released(found, lab, now=now)}
+        scores = best_scores(session, user=user, labs=labs, rubric=shown)
         rows = []
         for lab in labs:
             deadline = deadline_for(session, lab=lab, user_id=user.id)
@@ -188,10 +194,17 @@ async def course_page(request: Request, course: str, web: WebDb, message: str = 
                     "lab": lab,
                     "cell": scores[lab.id],
                     "deadline": deadline,
-                    "state": lab_state(lab, deadline, now=now, staff=role.is_staff),
+                    "state": lab_state(
+                        lab,
+                        deadline,
+                        now=now,
+                        staff=role.is_staff,
+                        late_days=_grace(session, found, lab, user, deadline, now),
+                    ),
                 }
             )
         archived = labs_of(session, course=found, archived=True) if role.is_staff else []
+        left = balance(session, course=found, user_id=user.id).left if found.late_days else 0
         return render(
             request,
             "course.html",
@@ -202,6 +215,7 @@ async def course_page(request: Request, course: str, web: WebDb, message: str = 
                 "archived": archived,
                 "now": now,
                 "message": message[:300],
+                "late_days_left": left,
             },
         )
 
@@ -242,13 +256,15 @@ def _lab_context(session: Session, user: User, course: str, lab: str) -> dict[st
     # finds their own submissions and a note that it is closed.
     now = utcnow()
     deadline = deadline_for(session, lab=lab_row, user_id=user.id)
+    grace = _grace(session, found, lab_row, user, deadline, now)
     return {
         "quota": submission_quota(session, user=user, lab=lab_row, now=now).sentence(now),
         "course": found,
         "role": role,
         "lab": lab_row,
         "deadline": deadline,
-        "state": lab_state(lab_row, deadline, now=now, staff=role.is_staff),
+        "state": lab_state(lab_row, deadline, now=now, staff=role.is_staff, late_days=grace),
+        "grace": grace,
         "entry": my_entry(session, lab=lab_row, user=user),
         "spec": spec_for(lab_row),
         "spec_page": _spec_page(spec_for(lab_row)),
@@ -257,7 +273,17 @@ def _lab_context(session: Session, user: User, course: str, lab: str) -> dict[st
         "now": utcnow(),
         "error": None,
         "sanitizer_rule": _sanitizer_rule(spec_for(lab_row)),
+        **lab_policy_context(session, user=user, course=found, lab=lab_row, staff=role.is_staff),
     }
+
+
+def _grace(
+    session: Session, course: Course, lab: Lab, user: User, deadline: Deadline, now: datetime
+) -> int:
+    """Late days that keep a lab refusing late work open for the student (app.latedays)."""
+    if lab.late_policy != LatePolicy.refuse.value or not deadline.is_late(now):
+        return 0
+    return available_for(session, course=course, lab=lab, user_id=user.id)
 
 
 def _spec_page(spec: LabSpec) -> str:
@@ -349,6 +375,7 @@ async def submission_page(request: Request, submission_id: RowId, web: WebDb) ->
                 "perf": perf,
                 "charts": submission_charts(perf) if perf else {},
                 "profile": profile,
+                **regrade_context(session, submission=submission, user=user, staff=staff),
             },
         )
 

@@ -22,6 +22,7 @@ from app.core.errors import DomainError, Invalid
 from app.core.timefmt import when_text
 from app.courses.extensions import extensions_of, grant_extension, revoke_extension
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
+from app.courses.release import released_at
 from app.courses.service import (
     archive_lab,
     get_course,
@@ -160,6 +161,7 @@ async def lab_settings_page(
                 "can_edit": role is Role.instructor,
                 "message": message[:300],
                 "error": None,
+                "released_at": released_at(found, row),
             },
         )
 
@@ -201,7 +203,14 @@ async def lab_settings_form(
             session.rollback()
             changes, error = None, exc.message
         if changes is None:
-            page = {"course": found, "lab": row, "can_edit": True, "message": "", "error": error}
+            page = {
+                "course": found,
+                "lab": row,
+                "can_edit": True,
+                "message": "",
+                "error": error,
+                "released_at": released_at(found, row),
+            }
             return render(request, "lab_settings.html", page, status_code=422)
         text = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
         return _back(f"/courses/{found.slug}/labs/{row.slug}/settings", text)

@@ -1,0 +1,397 @@
+"""Late-day budgets: spending them when a late submission comes to count, the staff's
+adjustments, and what each student has left.
+
+A course gives every student `Course.late_days` days, at most a cap of them on one lab
+(app.courses.release.late_day_cap). A late submission spends days when it becomes the one
+that counts for the student (a worker recorded its grade, or a regrade, a new due date, an
+extension or a changed policy made it count): `settle` makes the student's one charge row of
+the lab (`LateDayCharge`, unique per lab and student) match the submission that counts now,
+within what is left of the budget, and records the change as a `LateDayEvent`. A charge never
+takes days already spent on another lab; days a student gets back (an extension, an on-time
+submission counting instead, a staff grant) are offered to their labs still late beyond their
+days, earliest due first.
+
+Every settle of a student takes the student's turn first, a write on their enrolment row (a
+row lock on PostgreSQL, the write lock on SQLite), so two gradings finishing at once (two
+uploads, a regrade beside a grading) read and spend the same budget one after the other:
+the days are spent once. Extensions still win: lateness is measured from the due date in force
+for the student, so an extension that covers a submission refunds what it had spent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from app.core.database import as_dict
+from app.core.errors import Invalid, NotFound
+from app.courses.models import Course, Enrollment, Lab, Role
+from app.courses.release import late_day_cap
+from app.courses.service import labs_of
+from app.latedays.models import LateDayCharge, LateDayEvent
+from app.users.models import User
+
+MAX_LATE_DAYS = 365
+MAX_REASON = 500
+
+
+@dataclass(frozen=True)
+class Balance:
+    budget: int  # the course's
+    adjusted: int  # the staff's grants (+) and deductions (-) for this student
+    spent: int
+
+    @property
+    def total(self) -> int:
+        return self.budget + self.adjusted
+
+    @property
+    def left(self) -> int:
+        return self.total - self.spent
+
+
+@dataclass(frozen=True)
+class LabUse:
+    lab: Lab
+    charge: LateDayCharge
+
+
+def balance(session: Session, *, course: Course, user_id: int) -> Balance:
+    adjusted = session.scalar(
+        select(func.coalesce(func.sum(LateDayEvent.delta), 0)).where(
+            LateDayEvent.course_id == course.id,
+            LateDayEvent.user_id == user_id,
+            LateDayEvent.kind == "adjust",
+        )
+    )
+    spent = session.scalar(
+        select(func.coalesce(func.sum(LateDayCharge.days), 0)).where(
+            LateDayCharge.course_id == course.id, LateDayCharge.user_id == user_id
+        )
+    )
+    return Balance(budget=course.late_days, adjusted=int(adjusted or 0), spent=int(spent or 0))
+
+
+def take_turn(session: Session, *, course_id: int, user_id: int) -> None:
+    """Wait for (and hold until commit) this student's turn at their late days."""
+    session.execute(
+        update(Enrollment)
+        .where(Enrollment.course_id == course_id, Enrollment.user_id == user_id)
+        .values(role=Enrollment.role)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def _charge_of(session: Session, *, lab: Lab, user_id: int) -> LateDayCharge | None:
+    # Read afresh, not from the session's memory: another transaction may have just changed it.
+    return session.scalar(
+        select(LateDayCharge)
+        .where(LateDayCharge.lab_id == lab.id, LateDayCharge.user_id == user_id)
+        .execution_options(populate_existing=True)
+    )
+
+
+def available_for(session: Session, *, course: Course, lab: Lab, user_id: int) -> int:
+    """Late days the student could spend on this lab now: what is left, plus what the lab
+    holds already, within the lab's cap."""
+    if course.late_days <= 0:
+        return 0
+    held = _charge_of(session, lab=lab, user_id=user_id)
+    left = balance(session, course=course, user_id=user_id).left
+    return max(0, min(late_day_cap(course, lab), left + (held.days if held else 0)))
+
+
+def settle(
+    session: Session,
+    *,
+    course: Course,
+    lab: Lab,
+    user_id: int,
+    now: datetime,
+    reason: str = "",
+    by: User | None = None,
+    turn_taken: bool = False,
+) -> LateDayCharge | None:
+    """Make the student's late-day charge of the lab match the submission that counts for them
+    now; return the charge (None where nothing is or was spent)."""
+    from app.gradebook.service import student_cell
+
+    held = _charge_of(session, lab=lab, user_id=user_id)
+    if course.late_days <= 0 and held is None:
+        return None
+    if not turn_taken:
+        session.flush()
+        take_turn(session, course_id=course.id, user_id=user_id)
+        held = _charge_of(session, lab=lab, user_id=user_id)
+    cell = student_cell(session, lab=lab, user_id=user_id, rubric=False)
+    counted, days_late = cell.counted, cell.days_late
+    if held is None and days_late == 0:
+        return None
+    before = held.days if held else 0
+    left_elsewhere = balance(session, course=course, user_id=user_id).left + before
+    want = max(0, min(days_late, late_day_cap(course, lab), left_elsewhere))
+    if held is None:
+        held = LateDayCharge(course_id=course.id, lab_id=lab.id, user_id=user_id, days=0)
+        session.add(held)
+    submission_id = counted.submission_id if counted is not None else None
+    changed = (held.days, held.submission_id, held.days_late) != (want, submission_id, days_late)
+    held.days, held.submission_id, held.days_late = want, submission_id, days_late
+    if changed:
+        held.updated_at = now
+    session.flush()
+    if want != before:
+        spending = want > before
+        why = reason or (
+            f"submission {submission_id} counts, {days_late} day{'s' if days_late != 1 else ''} "
+            "late"
+            if spending
+            else "the lateness it paid for no longer counts"
+        )
+        session.add(
+            LateDayEvent(
+                course_id=course.id,
+                user_id=user_id,
+                lab_id=lab.id,
+                submission_id=submission_id,
+                kind="spend" if spending else "refund",
+                delta=before - want,
+                remaining_after=balance(session, course=course, user_id=user_id).left,
+                reason=why,
+                by_id=by.id if by else None,
+                at=now,
+            )
+        )
+        session.flush()
+        if want < before:
+            _offer_back(session, course=course, user_id=user_id, now=now, skip=lab.id)
+    return held
+
+
+def _offer_back(
+    session: Session, *, course: Course, user_id: int, now: datetime, skip: int | None = None
+) -> None:
+    """Days came back: cover labs still late beyond what they spent, earliest due first."""
+    short = {
+        c.lab_id
+        for c in session.scalars(
+            select(LateDayCharge).where(
+                LateDayCharge.course_id == course.id,
+                LateDayCharge.user_id == user_id,
+                LateDayCharge.days < LateDayCharge.days_late,
+            )
+        )
+        if c.lab_id != skip
+    }
+    for lab in labs_of(session, course=course):
+        if lab.id not in short:
+            continue
+        if balance(session, course=course, user_id=user_id).left <= 0:
+            return
+        settle(session, course=course, lab=lab, user_id=user_id, now=now, turn_taken=True)
+
+
+def settle_submission(session: Session, *, submission_id: int, now: datetime) -> None:
+    """After a grading: settle every student the submission counts for (in id order, so two
+    settles of a team never wait on each other crosswise)."""
+    from app.submissions.models import Submission
+    from app.teams.service import credited_users
+
+    lab_id = session.scalar(select(Submission.lab_id).where(Submission.id == submission_id))
+    lab = session.get(Lab, lab_id) if lab_id is not None else None
+    if lab is None:
+        return
+    course = session.get_one(Course, lab.course_id)
+    if course.late_days <= 0 and not _any_charge(session, lab=lab):
+        return
+    for user_id in sorted(credited_users(session, submission_id=submission_id)):
+        settle(session, course=course, lab=lab, user_id=user_id, now=now)
+
+
+def _any_charge(session: Session, *, lab: Lab) -> bool:
+    found = session.scalar(select(LateDayCharge.id).where(LateDayCharge.lab_id == lab.id).limit(1))
+    return found is not None
+
+
+def settle_lab(
+    session: Session, *, course: Course, lab: Lab, now: datetime, user_id: int | None = None
+) -> None:
+    """After a change that can move what counts or how late it is (a due date, an extension, a
+    policy, a cap): settle the lab's students (one of them, if given)."""
+    if course.late_days <= 0 and not _any_charge(session, lab=lab):
+        return
+    users = (
+        [user_id]
+        if user_id is not None
+        else sorted(
+            session.scalars(
+                select(Enrollment.user_id).where(
+                    Enrollment.course_id == course.id, Enrollment.role == Role.student.value
+                )
+            )
+        )
+    )
+    for uid in users:
+        settle(session, course=course, lab=lab, user_id=uid, now=now)
+
+
+def settle_course(session: Session, *, course: Course, now: datetime) -> None:
+    for lab in labs_of(session, course=course):
+        settle_lab(session, course=course, lab=lab, now=now)
+
+
+def set_budget(
+    session: Session,
+    *,
+    course: Course,
+    days: int | None = None,
+    cap: int | None | str = "keep",
+    now: datetime,
+) -> list[str]:
+    """Instructors: the course's late days per student and its per-lab cap (None: no cap)."""
+    changes = []
+    if days is not None:
+        if days < 0 or days > MAX_LATE_DAYS:
+            raise Invalid(
+                f"A late-day budget is 0 to {MAX_LATE_DAYS} days (0: none); {days} is not."
+            )
+        total = func.sum(LateDayCharge.days)
+        spent = session.scalar(
+            select(total)
+            .where(LateDayCharge.course_id == course.id)
+            .group_by(LateDayCharge.user_id)
+            .order_by(total.desc())
+            .limit(1)
+        )
+        if spent and days < int(spent):
+            raise Invalid(
+                f"A student has already spent {int(spent)} late days in {course.slug}; the "
+                f"budget cannot go below that. Refund them first, or keep at least {int(spent)}."
+            )
+        if days != course.late_days:
+            course.late_days = days
+            changes.append(f"gives {days} late days per student" if days else "gives no late days")
+    if cap != "keep":
+        if cap is not None and (not isinstance(cap, int) or cap < 0 or cap > MAX_LATE_DAYS):
+            raise Invalid(f"A per-lab cap is 0 to {MAX_LATE_DAYS} days, or none.")
+        if cap != course.late_day_cap:
+            course.late_day_cap = cap  # type: ignore[assignment]
+            changes.append(f"caps late days at {cap} per lab" if cap is not None else "has no cap")
+    if changes:
+        session.flush()
+        settle_course(session, course=course, now=now)
+    return changes
+
+
+def adjust(
+    session: Session,
+    *,
+    course: Course,
+    student: User,
+    delta: int,
+    reason: str,
+    by: User | None,
+    now: datetime,
+) -> Balance:
+    """Staff: give a student more late days (delta > 0) or take some away, with a reason."""
+    reason = " ".join(reason.split())
+    if not reason:
+        raise Invalid("Say why the late days change; the student and the staff see the reason.")
+    if len(reason) > MAX_REASON:
+        raise Invalid(f"The reason is longer than {MAX_REASON} characters; shorten it.")
+    if delta == 0 or abs(delta) > MAX_LATE_DAYS:
+        raise Invalid(f"Change the late days by 1 to {MAX_LATE_DAYS} days, up or down.")
+    role = session.scalar(
+        select(Enrollment.role).where(
+            Enrollment.course_id == course.id, Enrollment.user_id == student.id
+        )
+    )
+    if role != Role.student.value:
+        raise NotFound(f"{student.email} is not a student of {course.slug}.")
+    take_turn(session, course_id=course.id, user_id=student.id)
+    now_balance = balance(session, course=course, user_id=student.id)
+    if now_balance.left + delta < 0:
+        raise Invalid(
+            f"{student.email} has {now_balance.left} late days left; taking {-delta} would "
+            "leave fewer than none. Take at most what is left."
+        )
+    session.add(
+        LateDayEvent(
+            course_id=course.id,
+            user_id=student.id,
+            kind="adjust",
+            delta=delta,
+            remaining_after=now_balance.left + delta,
+            reason=reason,
+            by_id=by.id if by else None,
+            at=now,
+        )
+    )
+    session.flush()
+    if delta > 0:
+        _offer_back(session, course=course, user_id=student.id, now=now)
+    return balance(session, course=course, user_id=student.id)
+
+
+def history(session: Session, *, course: Course, user_id: int) -> list[tuple[LateDayEvent, str]]:
+    """The student's late-day events, newest first, with the lab's slug ("" for none)."""
+    rows = session.execute(
+        select(LateDayEvent, Lab.slug)
+        .outerjoin(Lab, Lab.id == LateDayEvent.lab_id)
+        .where(LateDayEvent.course_id == course.id, LateDayEvent.user_id == user_id)
+        .order_by(LateDayEvent.id.desc())
+    ).all()
+    return [(event, slug or "") for event, slug in rows]
+
+
+def uses(session: Session, *, course: Course, user_id: int) -> list[LabUse]:
+    rows = session.execute(
+        select(Lab, LateDayCharge)
+        .join(LateDayCharge, LateDayCharge.lab_id == Lab.id)
+        .where(LateDayCharge.course_id == course.id, LateDayCharge.user_id == user_id)
+        .order_by(Lab.slug)
+    ).all()
+    return [LabUse(lab=lab, charge=charge) for lab, charge in rows]
+
+
+@dataclass(frozen=True)
+class StudentBalance:
+    student: User
+    balance: Balance
+
+
+def balances(session: Session, *, course: Course) -> list[StudentBalance]:
+    """Every student of the course with their late days, by email."""
+    from app.gradebook.service import late_days_left
+
+    left = late_days_left(session, course=course)
+    students = session.scalars(
+        select(User)
+        .join(Enrollment, Enrollment.user_id == User.id)
+        .where(Enrollment.course_id == course.id, Enrollment.role == Role.student.value)
+        .order_by(User.email)
+    ).all()
+    spent = as_dict(
+        session.execute(
+            select(LateDayCharge.user_id, func.sum(LateDayCharge.days))
+            .where(LateDayCharge.course_id == course.id)
+            .group_by(LateDayCharge.user_id)
+        )
+    )
+    out = []
+    for s in students:
+        used = int(spent.get(s.id) or 0)
+        remaining = left.get(s.id, course.late_days)
+        out.append(
+            StudentBalance(
+                student=s,
+                balance=Balance(
+                    budget=course.late_days,
+                    adjusted=remaining + used - course.late_days,
+                    spent=used,
+                ),
+            )
+        )
+    return out

@@ -1,0 +1,1 @@
+"""Regrade requests: a student asks, the staff answer (issue 20)."""

@@ -1,0 +1,188 @@
+"""Rubric points on top of the autograde: a lab's staff-graded items (code quality, a short
+report), reusable comments per item, and each student's points, which the gradebook adds to
+the counted score. Students see theirs once the lab's grades are released
+(app.courses.release)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core.database import as_dict
+from app.core.errors import Invalid, NotFound
+from app.courses.models import Course, Enrollment, Lab, Role
+from app.rubric.models import RubricComment, RubricItem, RubricScore
+from app.users.models import User
+
+MAX_ITEM_POINTS = 1000.0
+MAX_COMMENT = 500
+MAX_ITEMS = 50
+
+
+@dataclass(frozen=True)
+class ItemGrade:
+    item: RubricItem
+    score: RubricScore | None
+
+
+def items_of(session: Session, *, lab: Lab) -> list[RubricItem]:
+    return list(
+        session.scalars(
+            select(RubricItem)
+            .where(RubricItem.lab_id == lab.id)
+            .order_by(RubricItem.position, RubricItem.id)
+        )
+    )
+
+
+def add_item(
+    session: Session, *, lab: Lab, title: str, max_points: float, description: str = ""
+) -> RubricItem:
+    name = " ".join(title.split())
+    if not name or len(name) > 200:
+        raise Invalid("A rubric item needs a title of 1 to 200 characters.")
+    if not (0 < max_points <= MAX_ITEM_POINTS):
+        raise Invalid(
+            f"A rubric item is worth more than 0 and at most {MAX_ITEM_POINTS:g} points; "
+            f"{max_points:g} is not."
+        )
+    if len(description) > 4000:
+        raise Invalid("The description is longer than 4000 characters; shorten it.")
+    count = session.scalar(select(func.count()).where(RubricItem.lab_id == lab.id)) or 0
+    if count >= MAX_ITEMS:
+        raise Invalid(f"{lab.slug} has {MAX_ITEMS} rubric items, the most allowed.")
+    if session.scalar(
+        select(RubricItem.id).where(RubricItem.lab_id == lab.id, RubricItem.title == name)
+    ):
+        raise Invalid(f"{lab.slug} already has a rubric item called {name!r}.")
+    item = RubricItem(
+        lab_id=lab.id,
+        position=int(count),
+        title=name,
+        max_points=float(max_points),
+        description=description.strip(),
+    )
+    session.add(item)
+    session.flush()
+    return item
+
+
+def get_item(session: Session, *, lab: Lab, item_id: int) -> RubricItem:
+    item = session.get(RubricItem, item_id)
+    if item is None or item.lab_id != lab.id:
+        raise NotFound(f"{lab.slug} has no rubric item {item_id}.")
+    return item
+
+
+def remove_item(session: Session, *, lab: Lab, item_id: int) -> None:
+    """Remove an item and every student's points on it."""
+    session.delete(get_item(session, lab=lab, item_id=item_id))
+    session.flush()
+
+
+def add_comment(session: Session, *, item: RubricItem, text: str, by: User | None) -> RubricComment:
+    body = " ".join(text.split())
+    if not body or len(body) > MAX_COMMENT:
+        raise Invalid(f"A reusable comment is 1 to {MAX_COMMENT} characters.")
+    existing = session.scalar(
+        select(RubricComment).where(RubricComment.item_id == item.id, RubricComment.text == body)
+    )
+    if existing is not None:
+        return existing
+    row = RubricComment(item_id=item.id, text=body, created_by_id=by.id if by else None)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def comments_of(session: Session, *, lab: Lab) -> dict[int, list[RubricComment]]:
+    out: dict[int, list[RubricComment]] = {}
+    for row in session.scalars(
+        select(RubricComment)
+        .join(RubricItem, RubricItem.id == RubricComment.item_id)
+        .where(RubricItem.lab_id == lab.id)
+        .order_by(RubricComment.id)
+    ):
+        out.setdefault(row.item_id, []).append(row)
+    return out
+
+
+def _student(session: Session, *, course: Course, student: User) -> None:
+    role = session.scalar(
+        select(Enrollment.role).where(
+            Enrollment.course_id == course.id, Enrollment.user_id == student.id
+        )
+    )
+    if role != Role.student.value:
+        raise Invalid(
+            f"{student.email} is not a student of {course.slug}; rubric points are theirs."
+        )
+
+
+def grade(
+    session: Session,
+    *,
+    course: Course,
+    lab: Lab,
+    student: User,
+    scores: dict[int, tuple[float | None, str]],
+    by: User | None,
+    now: datetime,
+) -> list[RubricScore]:
+    """Staff: set a student's points (and comment) per item; None points clears the item.
+    Every value is checked before any is written."""
+    _student(session, course=course, student=student)
+    items = {item.id: item for item in items_of(session, lab=lab)}
+    for item_id, (points, comment) in scores.items():
+        if item_id not in items:
+            raise NotFound(f"{lab.slug} has no rubric item {item_id}.")
+        item = items[item_id]
+        if points is not None and not (0 <= points <= item.max_points):
+            raise Invalid(f"{item.title}: {points:g} is outside 0 to {item.max_points:g} points.")
+        if len(comment) > 4000:
+            raise Invalid(f"{item.title}: the comment is longer than 4000 characters.")
+    saved = []
+    for item_id, (points, comment) in scores.items():
+        row = session.scalar(
+            select(RubricScore).where(
+                RubricScore.item_id == item_id, RubricScore.user_id == student.id
+            )
+        )
+        if points is None:
+            if row is not None:
+                session.delete(row)
+            continue
+        if row is None:
+            row = RubricScore(item_id=item_id, lab_id=lab.id, user_id=student.id, points=points)
+            session.add(row)
+        row.points = float(points)
+        row.comment = comment.strip()
+        row.graded_by_id = by.id if by else None
+        row.updated_at = now
+        saved.append(row)
+    session.flush()
+    return saved
+
+
+def grades_of(session: Session, *, lab: Lab, user_id: int) -> list[ItemGrade]:
+    scores = {
+        s.item_id: s
+        for s in session.scalars(
+            select(RubricScore).where(RubricScore.lab_id == lab.id, RubricScore.user_id == user_id)
+        )
+    }
+    return [ItemGrade(item=i, score=scores.get(i.id)) for i in items_of(session, lab=lab)]
+
+
+def graded_counts(session: Session, *, lab: Lab) -> dict[int, int]:
+    """Per student: how many of the lab's items they have points on."""
+    return as_dict(
+        session.execute(
+            select(RubricScore.user_id, func.count())
+            .where(RubricScore.lab_id == lab.id)
+            .group_by(RubricScore.user_id)
+        )
+    )

@@ -1,0 +1,1 @@
+"""Similarity reports: MOSS-style fingerprinting of a lab's counted submissions (issue 20)."""

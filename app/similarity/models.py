@@ -1,0 +1,61 @@
+"""Similarity reports of a lab, computed by a worker, and their most similar pairs."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, ForeignKey, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.database import Base, utcnow
+
+
+class ReportState(enum.StrEnum):
+    queued = "queued"
+    running = "running"
+    done = "done"
+    failed = "failed"
+
+
+class SimilarityReport(Base):
+    __tablename__ = "similarity_reports"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    lab_id: Mapped[int] = mapped_column(ForeignKey("labs.id", ondelete="CASCADE"), index=True)
+    requested_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )
+    # Also compare with the same lab's submissions in the other courses (earlier terms).
+    include_past: Mapped[bool] = mapped_column(default=False)
+    state: Mapped[str] = mapped_column(String(20), default=ReportState.queued.value, index=True)
+    attempt: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(default=None)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    error: Mapped[str] = mapped_column(Text, default="")
+    # What was compared: submissions, earlier terms' submissions, boilerplate files.
+    stats: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class SimilarityPair(Base):
+    """Two submissions and the passages they share (character ranges of each source)."""
+
+    __tablename__ = "similarity_pairs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    report_id: Mapped[int] = mapped_column(
+        ForeignKey("similarity_reports.id", ondelete="CASCADE"), index=True
+    )
+    rank: Mapped[int]
+    a_submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
+    b_submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
+    a_label: Mapped[str] = mapped_column(String(400))
+    b_label: Mapped[str] = mapped_column(String(400))
+    a_similarity: Mapped[float]
+    b_similarity: Mapped[float]
+    overlap_tokens: Mapped[int]
+    a_slices: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    b_slices: Mapped[list[Any]] = mapped_column(JSON, default=list)

@@ -1,0 +1,47 @@
+"""What the API shows of similarity reports (staff only)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class SimilarityAsk(BaseModel):
+    include_past: bool = False
+
+
+class SimilarityPairRead(BaseModel):
+    rank: int
+    a_submission: int
+    b_submission: int
+    a: str
+    b: str
+    a_similarity: float
+    b_similarity: float
+    overlap_tokens: int
+    url: str
+
+
+class SimilarityReportRead(BaseModel):
+    id: int
+    lab: str
+    state: str
+    include_past: bool
+    created_at: datetime
+    finished_at: datetime | None
+    error: str
+    stats: dict[str, Any]
+    url: str
+    pairs: list[SimilarityPairRead] = []
+
+
+class PassageRead(BaseModel):
+    text: str
+    shared: bool
+
+
+class SimilarityPairDetail(SimilarityPairRead):
+    a_passages: list[PassageRead]
+    b_passages: list[PassageRead]

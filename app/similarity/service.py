@@ -1,0 +1,186 @@
+"""Similarity reports: the staff ask for one (the web request only writes a queued row and
+sends `similarity.compute(report_id)` once it is committed), a worker computes it
+(app.similarity.compute), and the staff read its most similar pairs side by side. Students
+never reach any of it: every read here checks the course's staff first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.core.database import as_dict
+from app.core.errors import Conflict, NotFound
+from app.courses.models import Course, Lab
+from app.courses.service import require_staff
+from app.similarity.models import ReportState, SimilarityPair, SimilarityReport
+from app.submissions.models import Submission
+from app.users.models import User
+
+SIMILARITY_TASK = "similarity.compute"
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A stretch of one side's source: shared with the other side or not."""
+
+    text: str
+    shared: bool
+
+
+@dataclass(frozen=True)
+class PairView:
+    pair: SimilarityPair
+    a_passages: list[Passage]
+    b_passages: list[Passage]
+    a_lab: str
+    b_lab: str
+
+
+def request_report(
+    session: Session,
+    *,
+    course: Course,
+    lab: Lab,
+    user: User | None,
+    include_past: bool,
+    now: datetime,
+) -> SimilarityReport:
+    """Queue a report of the lab; the caller commits, then sends (`send_report`)."""
+    if user is not None:
+        require_staff(session, user=user, course=course)
+    busy = session.scalar(
+        select(SimilarityReport.id).where(
+            SimilarityReport.lab_id == lab.id,
+            SimilarityReport.state.in_([ReportState.queued.value, ReportState.running.value]),
+        )
+    )
+    if busy is not None:
+        raise Conflict(
+            f"Report {busy} of {lab.slug} is still being computed; wait for it before asking "
+            "for another."
+        )
+    report = SimilarityReport(
+        lab_id=lab.id,
+        requested_by_id=user.id if user else None,
+        include_past=include_past,
+        created_at=now,
+        sent_at=now,
+    )
+    session.add(report)
+    session.flush()
+    return report
+
+
+def send_report(report_id: int) -> bool:
+    """Put the report's job on the main queue; False (the sweep sends it later) on failure."""
+    import logging
+
+    from app.grading.celery_app import QUEUE, celery_app
+
+    try:
+        celery_app.send_task(SIMILARITY_TASK, args=[report_id], queue=QUEUE)
+    except Exception:
+        logging.getLogger(__name__).exception(
+            "could not send similarity report %s; the sweeper sends it", report_id
+        )
+        return False
+    return True
+
+
+def reports_of(session: Session, *, lab: Lab) -> list[SimilarityReport]:
+    return list(
+        session.scalars(
+            select(SimilarityReport)
+            .where(SimilarityReport.lab_id == lab.id)
+            .order_by(SimilarityReport.id.desc())
+        )
+    )
+
+
+def get_report(session: Session, *, user: User, report_id: int) -> tuple[SimilarityReport, Lab]:
+    report = session.get(SimilarityReport, report_id)
+    if report is None:
+        raise NotFound(f"There is no similarity report {report_id}.")
+    lab = session.get_one(Lab, report.lab_id)
+    require_staff(session, user=user, course=session.get_one(Course, lab.course_id))
+    return report, lab
+
+
+def pairs_of(session: Session, *, report: SimilarityReport) -> list[SimilarityPair]:
+    return list(
+        session.scalars(
+            select(SimilarityPair)
+            .where(SimilarityPair.report_id == report.id)
+            .order_by(SimilarityPair.rank)
+        )
+    )
+
+
+def _passages(text: str, slices: list[list[int]]) -> list[Passage]:
+    out, at = [], 0
+    for start, end in sorted((max(0, s), min(len(text), e)) for s, e in slices):
+        if start < at:
+            start = at
+        if start >= end:
+            continue
+        if start > at:
+            out.append(Passage(text[at:start], False))
+        out.append(Passage(text[start:end], True))
+        at = end
+    if at < len(text):
+        out.append(Passage(text[at:], False))
+    return out
+
+
+def pair_view(session: Session, *, user: User, report_id: int, rank: int) -> PairView:
+    report, _ = get_report(session, user=user, report_id=report_id)
+    pair = session.scalar(
+        select(SimilarityPair).where(
+            SimilarityPair.report_id == report.id, SimilarityPair.rank == rank
+        )
+    )
+    if pair is None:
+        raise NotFound(f"Similarity report {report_id} has no pair {rank}.")
+    sources = as_dict(
+        session.execute(
+            select(Submission.id, Submission.source_text).where(
+                Submission.id.in_([pair.a_submission_id, pair.b_submission_id])
+            )
+        )
+    )
+    labs = as_dict(
+        session.execute(
+            select(Submission.id, Lab.slug)
+            .join(Lab, Lab.id == Submission.lab_id)
+            .where(Submission.id.in_([pair.a_submission_id, pair.b_submission_id]))
+        )
+    )
+    return PairView(
+        pair=pair,
+        a_passages=_passages(sources.get(pair.a_submission_id, ""), pair.a_slices),
+        b_passages=_passages(sources.get(pair.b_submission_id, ""), pair.b_slices),
+        a_lab=labs.get(pair.a_submission_id, ""),
+        b_lab=labs.get(pair.b_submission_id, ""),
+    )
+
+
+def claim(session: Session, *, report_id: int, now: datetime) -> bool:
+    """A worker takes a queued report; False when another took it or it is finished."""
+    moved = session.execute(
+        update(SimilarityReport)
+        .where(
+            SimilarityReport.id == report_id,
+            SimilarityReport.state == ReportState.queued.value,
+        )
+        .values(
+            state=ReportState.running.value,
+            started_at=now,
+            attempt=SimilarityReport.attempt + 1,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return moved.rowcount == 1  # type: ignore[attr-defined]

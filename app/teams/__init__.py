@@ -1,0 +1,1 @@
+"""Teams: students who submit one lab together (issue 20)."""

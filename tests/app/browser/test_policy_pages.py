@@ -1,0 +1,260 @@
+"""Issue 20 in a real browser against a real server: teams, late days, a regrade request asked
+and answered through the pages, and a similarity report computed by the server's own worker
+and read side by side. Screenshots: teams-*, late-days-*, regrade-*, similarity-*."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from app.core.database import utcnow
+from app.courses.service import get_course, get_lab, update_lab
+from app.grading.models import GradingJob, JobState
+from app.grading.record import record_report
+from app.latedays.service import adjust
+from app.rubric.service import add_item, grade
+from app.submissions.models import Status, Submission
+from app.submissions.service import set_status
+from app.teams.service import credit_submission, form_team, invite
+from app.users.models import User
+from graders.results import GradeReport
+from tests.app.browser.conftest import Server
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+DOT = """\
+// dot product: one partial sum per block, then an atomic add
+extern "C" __global__ void dot(const float* a, const float* b, float* out, unsigned int n)
+{
+    __shared__ float partial[256];
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float mine = 0.0f;
+    for (unsigned int j = i; j < n; j += blockDim.x * gridDim.x) { mine += a[j] * b[j]; }
+    partial[threadIdx.x] = mine;
+    __syncthreads();
+    for (unsigned int width = blockDim.x / 2; width > 0; width >>= 1) {
+        if (threadIdx.x < width) { partial[threadIdx.x] += partial[threadIdx.x + width]; }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) { atomicAdd(out, partial[0]); }
+}
+"""
+
+OWN = """\
+extern "C" __global__ void dot(const float* x, const float* y, float* result, unsigned int count)
+{
+    float acc = 0.0f;
+    for (unsigned int k = blockIdx.x * blockDim.x + threadIdx.x; k < count;
+         k += gridDim.x * blockDim.x) {
+        acc = fmaf(x[k], y[k], acc);
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        acc += __shfl_down_sync(0xffffffffu, acc, offset);
+    }
+    if ((threadIdx.x & 31) == 0) { atomicAdd(result, acc); }
+}
+"""
+
+
+def _graded(session: Any, user: User, lab: Any, source: str, at: Any, score: float) -> int:
+    sub = Submission(
+        user_id=user.id,
+        lab_id=lab.id,
+        source_text=source,
+        sha256="2" * 64,
+        filename="dot.cu",
+        created_at=at,
+        max_score=lab.max_score,
+        late=bool(lab.due_at and at > lab.due_at),
+    )
+    session.add(sub)
+    session.flush()
+    credit_submission(session, submission=sub, lab=lab)
+    set_status(session, sub, Status.running)
+    job = GradingJob(submission_id=sub.id, state=JobState.started.value, queued_at=at)
+    session.add(job)
+    session.flush()
+    report = GradeReport(lab=lab.slug, cases=[], score=score, max_score=lab.max_score, summary="")
+    record_report(session, submission=sub, job=job, report=report)
+    return sub.id
+
+
+@pytest.fixture(scope="module")
+def policies(server: Server) -> dict[str, int]:
+    """The demo course with late days, a team lab with a late team submission, a rubric."""
+    with server.session() as session:
+        course = get_course(session, slug="demo")
+        course.late_days = 3
+        course.late_day_cap = 2
+        people = {u.email: u for u in session.scalars(select(User))}
+        ada, alan, grace = (people[e] for e in ("ada@uni.edu", "alan@uni.edu", "grace@uni.edu"))
+        barbara = people["barbara@uni.edu"]
+        lab = get_lab(session, course=course, slug="dot-product")
+        lab.team_size = 2
+        lab.late_penalty = 10
+        update_lab(session, lab=lab, due_at=utcnow() - timedelta(hours=20))
+        now = utcnow()
+        form_team(
+            session,
+            course=course,
+            lab=lab,
+            name="Warp Nine",
+            emails=[ada.email, alan.email],
+            by=None,
+            now=now,
+        )
+        form_team(
+            session,
+            course=course,
+            lab=lab,
+            name="Bank Conflict",
+            emails=[barbara.email],
+            by=None,
+            now=now,
+        )
+        invite(session, course=course, lab=lab, user=barbara, email=grace.email, now=now)
+        ids = {
+            "team": _graded(session, ada, lab, DOT, now - timedelta(hours=2), 8),
+            "copy": _graded(
+                session, barbara, lab, DOT.replace("mine", "sum"), now - timedelta(hours=3), 8
+            ),
+            "own": _graded(session, people["claude@uni.edu"], lab, OWN, now - timedelta(days=1), 9),
+        }
+        adjust(
+            session,
+            course=course,
+            student=grace,
+            delta=1,
+            reason="documented illness",
+            by=None,
+            now=now,
+        )
+        matmul = get_lab(session, course=course, slug="matmul-tiled")
+        item = add_item(session, lab=matmul, title="Code quality", max_points=5)
+        grade(
+            session,
+            course=course,
+            lab=matmul,
+            student=ada,
+            scores={item.id: (4.0, "Clear names; explain the tile size.")},
+            by=None,
+            now=now,
+        )
+        session.commit()
+    return ids
+
+
+def test_teams_as_staff_and_as_a_student(visitor: Any, server: Server, policies: dict) -> None:
+    ta = visitor()
+    ta.login(server.people.ta)
+    ta.go("/courses/demo/labs/dot-product/teams")
+    table = ta.page.inner_text("#teams")
+    assert "Warp Nine" in table and "Bank Conflict" in table and "grace@uni.edu" in table
+    ta.shot("teams-staff-desktop")
+    grace = visitor()
+    grace.login(server.people.unnamed)
+    grace.go("/courses/demo/labs/dot-product/teams")
+    assert "Bank Conflict" in grace.page.inner_text("#invitations")
+    grace.shot("teams-invited-student-desktop")
+    grace.page.click("#invitations button[value=accept]")
+    grace.page.wait_for_selector("#message")
+    assert "You joined Bank Conflict" in grace.page.inner_text("#message")
+    ada = visitor()
+    ada.login(server.people.student)
+    ada.go("/courses/demo/labs/dot-product/teams")
+    assert "Warp Nine" in ada.page.inner_text("#my-team")
+    ada.shot("teams-student-desktop")
+    # The team's submission counts for Alan too, on the staff's view of the lab.
+    ta.go("/courses/demo/gradebook")
+    assert ta.outside == [] and grace.outside == [] and ada.outside == []
+
+
+def test_late_days_as_a_student_and_as_staff(visitor: Any, server: Server, policies: dict) -> None:
+    ada = visitor()
+    ada.login(server.people.student)
+    ada.go("/courses/demo/late-days")
+    # The team's submission was 18 hours late: one day spent, for Ada and for Alan.
+    assert ada.page.inner_text("#left") == "2"
+    assert "dot-product" in ada.page.inner_text("#history")
+    ada.shot("late-days-student-desktop")
+    phone = visitor(width=390, height=844)
+    phone.login(server.people.student)
+    phone.go("/courses/demo/late-days")
+    assert phone.sideways_overflow() == 0
+    phone.shot("late-days-student-390", full_page=False)
+    ta = visitor()
+    ta.login(server.people.ta)
+    ta.go("/courses/demo/late-days")
+    balances = ta.page.inner_text("#balances")
+    assert "alan@uni.edu" in balances and "grace@uni.edu" in balances
+    ta.page.select_option("#adjust select[name=email]", "ada@uni.edu")
+    ta.page.fill("#adjust input[name=days]", "1")
+    ta.page.fill("#adjust input[name=reason]", "conference travel")
+    ta.page.click("#adjust button[type=submit]")
+    ta.page.wait_for_selector("#message")
+    assert "ada@uni.edu now has 3 late days left" in ta.page.inner_text("#message")
+    ta.shot("late-days-staff-desktop")
+
+
+def test_a_regrade_request_asked_and_answered(visitor: Any, server: Server, policies: dict) -> None:
+    ada = visitor()
+    ada.login(server.people.student)
+    ada.go(f"/submissions/{server.ids['ada_matmul']}")
+    ada.page.select_option("#regrade-case", "square-1023")
+    ada.page.fill(
+        "#regrade-text", "My kernel guards the last partial tile; could the 1023 case be re-run?"
+    )
+    ada.page.click("#ask-regrade button[type=submit]")
+    ada.page.wait_for_url("**/regrade-requests/*")
+    request_url = ada.page.url.removeprefix(server.base)
+    assert "open" in ada.page.inner_text("#state")
+    ada.shot("regrade-request-student-desktop")
+    ta = visitor()
+    ta.login(server.people.ta)
+    ta.go("/courses/demo/labs/matmul-tiled/regrade-requests")
+    assert "partial tile" in ta.page.inner_text("#queue")
+    ta.shot("regrade-queue-staff-desktop")
+    ta.go(request_url)
+    ta.page.fill("#answer-form textarea[name=answer]", "Checked by hand: correct. Two points back.")
+    ta.page.fill("#answer-form input[name=points]", "2")
+    ta.page.click("#answer-form button[value=adjust]")
+    ta.page.wait_for_selector("#message")
+    ta.shot("regrade-request-answered-staff-desktop")
+    ada.go(request_url)
+    assert "Two points back" in ada.page.inner_text("#answer")
+    ada.go(f"/submissions/{server.ids['ada_matmul']}")
+    assert "+2" in ada.page.inner_text("#adjustment")
+    ada.shot("regrade-answer-on-submission-desktop")
+
+
+def test_a_similarity_report_computed_by_the_worker(
+    visitor: Any, server: Server, policies: dict
+) -> None:
+    ta = visitor()
+    ta.login(server.people.ta)
+    ta.go("/courses/demo/labs/dot-product/similarity")
+    ta.page.click("#run button[type=submit]")
+    ta.page.wait_for_selector("#message")
+    # The server's local worker takes the job; the page shows the pairs once it is done.
+    for _ in range(60):
+        ta.go("/courses/demo/labs/dot-product/similarity")
+        if ta.page.locator("#pairs").count():
+            break
+        ta.page.wait_for_timeout(1000)
+    # The team's copy heads the list; Claude's own kernel shares only the algorithm's shape.
+    top = ta.page.inner_text("#pairs tr >> nth=1")
+    assert "barbara@uni.edu" in top and "ada@uni.edu, alan@uni.edu" in top and "100%" in top
+    ta.shot("similarity-report-desktop")
+    ta.page.click("#pairs a >> nth=0")
+    ta.page.wait_for_selector("#side-a mark")
+    assert "partial[threadIdx.x]" in ta.page.inner_text(
+        "#side-a mark >> nth=0"
+    ) + ta.page.inner_text("#side-a")
+    ta.shot("similarity-pair-desktop")
+    student = visitor()
+    student.login(server.people.student)
+    response = student.page.goto(server.base + "/courses/demo/labs/dot-product/similarity")
+    assert response is not None and response.status == 403

@@ -1,0 +1,167 @@
+"""Similarity reports: computed by the worker's task with copydetect, the lab's references
+left out as boilerplate, optionally against earlier terms, shown to staff only."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.database import utcnow
+from app.courses.models import Lab, Role
+from app.courses.service import add_lab, create_course
+from app.similarity.models import ReportState, SimilarityReport
+from app.similarity.sweep import reports_to_send
+from app.similarity.tasks import compute
+from app.submissions.models import Submission
+from app.users.models import User
+from tests.app.conftest import World, make_member, make_world, unique
+from tests.app.factories import make_submission
+
+pytestmark = pytest.mark.anyio
+
+REFERENCES = "reference_kernels/vector-scale"
+
+# Written by "a student": a distinctive kernel, long enough to fingerprint.
+SHARED = """\
+__device__ float clamp_and_scale(float value, float factor, float lowest, float highest)
+{
+    float scaled = value * factor;
+    if (scaled < lowest) { scaled = lowest; }
+    if (scaled > highest) { scaled = highest; }
+    return scaled + 0.0f * lowest * highest;
+}
+
+extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, float factor)
+{
+    unsigned int first = blockIdx.x * blockDim.x * 4 + threadIdx.x;
+    #pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        unsigned int i = first + k * blockDim.x;
+        if (i < n) { dst[i] = clamp_and_scale(src[i], factor, -1.0e30f, 1.0e30f); }
+    }
+}
+"""
+
+OTHER = """\
+extern "C" __global__ void scale(const float* in, float* out, unsigned int count, float f)
+{
+    for (unsigned int j = threadIdx.x + blockIdx.x * blockDim.x; j < count;
+         j += gridDim.x * blockDim.x) {
+        float2 pair = make_float2(in[j], f);
+        out[j] = pair.x * pair.y;
+    }
+}
+"""
+
+
+def _submit(session: Session, world_lab: Lab, user: User, source: str) -> Submission:
+    sub, _ = make_submission(session, user=user, lab=world_lab, score=10)
+    sub.source_text = source
+    return sub
+
+
+def vector_world(session: Session) -> tuple[World, Lab]:
+    world = make_world(session)
+    lab = add_lab(session, course=world.course, ref="vector-scale")
+    session.commit()
+    return world, lab
+
+
+def _reference(name: str) -> str:
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[3] / REFERENCES / name).read_text()
+
+
+async def test_a_report_pairs_the_copies_and_leaves_the_references_out(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world, lab = vector_world(session)
+    third = make_member(session, world.course, Role.student)
+    fourth = make_member(session, world.course, Role.student)
+    _submit(session, lab, world.student.user, SHARED)
+    _submit(session, lab, world.other_student.user, SHARED.replace("value", "v"))
+    # Both hand in the lab's own reference kernels: boilerplate, never a pair.
+    _submit(session, lab, third.user, _reference("one_per_thread.cu"))
+    _submit(session, lab, fourth.user, _reference("one_per_thread.cu"))
+    session.commit()
+    base = f"/api/v1/courses/{world.course.slug}/labs/{lab.slug}/similarity"
+    r = await client.post(base, headers=world.student.auth, json={})
+    assert r.status_code == 403  # students never reach it
+    r = await client.post(base, headers=world.ta.auth, json={})
+    assert r.status_code == 202, r.text
+    report_id = r.json()["id"]
+    assert r.json()["state"] == "queued"
+    busy = await client.post(base, headers=world.ta.auth, json={})
+    assert busy.status_code == 409
+    # The worker's task (sent to the broker by the request), run here.
+    assert compute.apply(args=[report_id]).get() == "done"
+    assert compute.apply(args=[report_id]).get() == "done"  # delivered twice: one report
+    report = (await client.get(f"/api/v1/similarity/{report_id}", headers=world.ta.auth)).json()
+    assert report["stats"]["submissions"] == 4
+    assert report["stats"]["boilerplate_files"] == 2
+    pairs = report["pairs"]
+    assert len(pairs) == 1, pairs
+    (pair,) = pairs
+    assert {pair["a"], pair["b"]} == {world.student.email, world.other_student.email}
+    assert pair["a_similarity"] > 0.5 and pair["b_similarity"] > 0.5
+    detail = (await client.get(pair["url"], headers=world.ta.auth)).json()
+    shared = "".join(p["text"] for p in detail["a_passages"] if p["shared"])
+    assert "clamp_and_scale" in shared
+    assert "".join(p["text"] for p in detail["a_passages"]) in (
+        SHARED,
+        SHARED.replace("value", "v"),
+    )
+    for url in (f"/api/v1/similarity/{report_id}", pair["url"], base):
+        assert (await client.get(url, headers=world.student.auth)).status_code == 403
+
+
+def test_earlier_terms_are_compared_when_asked(session: Session) -> None:
+    world, lab = vector_world(session)
+    earlier = create_course(session, slug=unique("past"), title="Last year")
+    old_lab = add_lab(session, course=earlier, ref="vector-scale")
+    old_student = make_member(session, earlier, Role.student)
+    _submit(session, old_lab, old_student.user, SHARED)
+    _submit(session, lab, world.student.user, SHARED)
+    _submit(session, lab, world.other_student.user, OTHER)
+    report = SimilarityReport(lab_id=lab.id, include_past=True)
+    plain = SimilarityReport(lab_id=lab.id, include_past=False, state="done")
+    session.add_all([report, plain])
+    session.commit()
+    assert compute.apply(args=[report.id]).get() == "done"
+    session.expire_all()
+    from app.similarity.service import pairs_of
+
+    # Other tests' courses hold this lab too: look for this one's pair among them.
+    pairs = {(p.a_label, p.b_label): p for p in pairs_of(session, report=report)}
+    found = pairs[(world.student.email, f"{earlier.slug}: {old_student.email}")]
+    assert found.a_similarity == pytest.approx(1.0)
+    # The other student's own kernel matches nobody; the plain report compares nothing past.
+    assert not any(world.other_student.email in key for key in pairs)
+    assert compute.apply(args=[plain.id]).get() == "done"  # finished already: left alone
+
+
+def test_the_sweep_sends_a_report_whose_send_failed(session: Session) -> None:
+    world, lab = vector_world(session)
+    report = SimilarityReport(lab_id=lab.id, sent_at=None)
+    stuck = SimilarityReport(
+        lab_id=lab.id,
+        state=ReportState.running.value,
+        started_at=utcnow() - timedelta(hours=2),
+        attempt=1,
+    )
+    session.add_all([report, stuck])
+    session.commit()
+    picked = reports_to_send(session, now=utcnow())
+    session.commit()
+    assert report.id in picked and stuck.id in picked
+    assert (
+        session.scalar(select(SimilarityReport.state).where(SimilarityReport.id == stuck.id))
+        == ReportState.queued.value
+    )
+    # Stamped: the next sweep does not send them again at once.
+    assert not set(reports_to_send(session, now=utcnow())) & {report.id, stuck.id}
