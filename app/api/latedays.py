@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from sqlalchemy.orm import Session
 
+from app.api.errors import COURSE, errors
 from app.core.database import utcnow
 from app.core.deps import ApiDb
 from app.core.errors import Invalid
@@ -23,7 +24,7 @@ from app.latedays.schemas import (
 from app.users.models import User
 from app.users.service import get_user
 
-router = APIRouter(prefix="/api/v1", tags=["late days"])
+router = APIRouter(prefix="/api/v1", tags=["late days"], responses=errors(*COURSE))
 
 MAX_REGRADE_WINDOW_DAYS = 365
 

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
+from app.api.errors import COURSE, errors
 from app.core.database import utcnow
 from app.core.deps import ApiDb, RowId
 from app.core.errors import Forbidden
@@ -35,7 +36,7 @@ from app.rubric.schemas import (
 from app.users.models import User
 from app.users.service import get_user
 
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", responses=errors(*COURSE))
 
 
 def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:

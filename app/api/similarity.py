@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from sqlalchemy.orm import Session
 
+from app.api.errors import COURSE, errors
 from app.core.database import utcnow
 from app.core.deps import ApiDb, RowId
 from app.courses.models import Lab
@@ -20,7 +21,7 @@ from app.similarity.schemas import (
 )
 from app.users.models import User
 
-router = APIRouter(prefix="/api/v1", tags=["similarity"])
+router = APIRouter(prefix="/api/v1", tags=["similarity"], responses=errors(*COURSE))
 
 
 def _pair_read(report: SimilarityReport, pair: SimilarityPair) -> SimilarityPairRead:

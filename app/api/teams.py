@@ -7,6 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from sqlalchemy.orm import Session
 
+from app.api.errors import COURSE, errors
 from app.core.database import utcnow
 from app.core.deps import ApiDb, RowId
 from app.core.errors import NotFound
@@ -27,7 +28,7 @@ from app.teams.schemas import (
 from app.users.models import User
 from app.users.service import get_user
 
-router = APIRouter(prefix="/api/v1", tags=["teams"])
+router = APIRouter(prefix="/api/v1", tags=["teams"], responses=errors(*COURSE))
 
 
 def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
+from app.api.errors import COURSE, errors
 from app.core.database import utcnow
 from app.core.deps import ApiDb, RowId
 from app.core.errors import Forbidden, NotFound
@@ -28,7 +29,7 @@ from app.submissions.service import visible_submission
 from app.users.models import User
 from app.users.service import find_user
 
-router = APIRouter(prefix="/api/v1", tags=["profiles"])
+router = APIRouter(prefix="/api/v1", tags=["profiles"], responses=errors(*COURSE))
 
 
 class FindingRead(BaseModel):
