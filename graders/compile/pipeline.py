@@ -31,8 +31,9 @@ from graders.compile.declarations import (
     defined_constants,
     near_misses_in,
     resolve,
+    unread_notes,
 )
-from graders.compile.include_policy import check_includes, without_line_directives
+from graders.compile.include_policy import refused_by_compiler, review
 from graders.compile.log import (
     NO_LINE,
     clean_log,
@@ -41,6 +42,7 @@ from graders.compile.log import (
     static_shared_bytes,
     without_ptxas_info,
 )
+from graders.compile.preprocess import Program, preprocess, target_from_options
 from graders.compile.source_text import SourceViews
 from graders.compile.static_checks import find_barrier_problems
 from graders.spec import DeclareSpec
@@ -48,6 +50,7 @@ from graders.spec import DeclareSpec
 MAX_WARNINGS = 10
 # A warning flood makes megabytes of log; only the first part is ever shown.
 MAX_CHILD_LOG_CHARS = 1_000_000
+BYTE_ORDER_MARK = "\ufeff"
 # Asks ptxas for each kernel's static shared memory (its lines are removed from the log).
 PTXAS_VERBOSE = "--ptxas-options=-v"
 
@@ -83,6 +86,17 @@ def nvrtc_compile(
     return ok, error, log[:MAX_CHILD_LOG_CHARS].replace("\x00", ""), cubin
 
 
+def nvrtc_version() -> tuple[int, int] | None:
+    """NVRTC's (major, minor), which its `__CUDACC_VER_*__` macros say; None if unknown."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        major, minor = nvrtc.getVersion()
+        return int(major), int(minor)
+    except Exception:  # no NVRTC here: the preprocessor then leaves those macros unknown
+        return None
+
+
 def compile_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     """Sandbox target: source and lab facts in, a verdict (and the cubin) out."""
     started = time.perf_counter()
@@ -98,19 +112,24 @@ def _verdict(reason: str, message: str, **fields: Any) -> dict[str, Any]:
 
 
 def _compile(payload: dict[str, Any]) -> dict[str, Any]:
-    source: str = payload["source"]
+    # A Windows editor's byte-order mark: NVRTC reads it as a token ("unrecognized token" on
+    # line 1). The stored file keeps it; what is compiled starts after it.
+    source: str = payload["source"].removeprefix(BYTE_ORDER_MARK)
     name: str = payload["filename"]
-    problem = check_includes(source)
-    if problem:
-        return _verdict("forbidden_include", problem)
+    headers: dict[str, str] = payload.get("headers", {})
+    target = target_from_options(payload["options"], nvrtc_version())
+    program = preprocess(source, target, headers)
+    policy = review(program)
+    if policy.problem:
+        return _verdict("forbidden_include", policy.problem)
     nvrtc_started = time.perf_counter()
     ok, error, raw_log, cubin = nvrtc_compile(
-        without_line_directives(source),
-        name,
-        [*payload["options"], PTXAS_VERBOSE],
-        payload.get("headers", {}),
+        policy.compile_source, name, [*payload["options"], PTXAS_VERBOSE], headers
     )
     nvrtc_seconds = time.perf_counter() - nvrtc_started
+    refused = refused_by_compiler(raw_log, name, policy.rewritten)
+    if refused:  # the grader read the line as dead or a comment; NVRTC did not
+        return _verdict("forbidden_include", refused, nvrtc_seconds=nvrtc_seconds)
     shared_by_kernel = static_shared_bytes(raw_log)
     log = clean_log(without_ptxas_info(raw_log), name, source)
     common: dict[str, Any] = {"log": log, "nvrtc_seconds": nvrtc_seconds}
@@ -154,14 +173,15 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
         )
         for key, d in payload.get("declares", {}).items()
     }
-    constants = defined_constants(source)
+    constants = defined_constants(program)
     found = declarations_in(constants, declares)
     try:
         declarations = resolve(found, declares)
     except DeclarationError as exc:
         return _verdict("bad_declaration", str(exc), **common)
-    warnings = near_misses_in(constants, declares)
-    warnings += [f"Line {f.line}: {f.message}" for f in find_barrier_problems(source)]
+    warnings = unread_notes(found, declares)
+    warnings += near_misses_in(constants, declares)
+    warnings += [f"Line {f.line}: {f.message}" for f in find_barrier_problems(program)]
     warning_count = len(warnings)
     if warning_count > MAX_WARNINGS:
         more = warning_count - MAX_WARNINGS
@@ -180,11 +200,11 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
         **common,
         "cubin": base64.b64encode(cubin).decode("ascii"),
         "declarations": declarations,
-        "declared": sorted({d.name for d in found}),
+        "declared": sorted({d.name for d in found if d.value is not None}),
         "warnings": warnings,
         "warning_count": warning_count,
         "shared": shared,
-        "missing_tokens": _missing_tokens(source, payload.get("requires_text", [])),
+        "missing_tokens": _missing_tokens(program, payload.get("requires_text", [])),
     }
 
 
@@ -192,10 +212,10 @@ def _mib(size: int) -> str:
     return f"{size / (1 << 20):.0f} MiB" if size >= 1 << 20 else f"{size} bytes"
 
 
-def _missing_tokens(source: str, tokens: list[str]) -> list[str]:
+def _missing_tokens(program: Program, tokens: list[str]) -> list[str]:
     if not tokens:
         return []
-    bare = SourceViews.of(source).bare
+    bare = program.views.bare
     work.add(len(bare) * len(tokens))  # a literal search per token the lab requires
     return [t for t in tokens if not re.search(rf"(?<!\w){re.escape(t)}(?!\w)", bare)]
 

@@ -3,7 +3,12 @@
 Header lines (interfaces.md's format, plus the lines these files need):
     // lab: vector-scale                 the built-in lab the kernel is submitted to
     // stage: compile | run              where the defence acts
-    // expect-verdict: timeout | resource_limit   one verdict, or alternatives joined by '|'
+    // expect-verdict: timeout | resource_limit   one verdict, or alternatives joined by '|';
+                                         `ok` (compile stage): a tricky but legitimate file
+                                         that must compile (expect-message then reads the
+                                         message and the warnings)
+    // expect-declarations: TILE=16      optional (compile stage, ok): the values the grader
+                                         launches with
     // expect-message: did not finish    optional; a substring of the message (any case); messages
                                          show no absolute path (`/etc/passwd` reads `.../passwd`)
     // timing: on                        optional; grade with the timed repetitions
@@ -46,6 +51,7 @@ class HostileKernel:
     case_seconds: float
     why: str
     source: str
+    declarations: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -53,9 +59,10 @@ class HostileKernel:
 
 
 def load(path: Path) -> HostileKernel:
-    source = path.read_text(encoding="utf-8")
+    # Bytes as stored: a file saved with CRLF line ends or a byte-order mark keeps them.
+    source = path.read_bytes().decode("utf-8")
     header: dict[str, str] = {}
-    for line in source.splitlines():
+    for line in source.removeprefix("\ufeff").splitlines():
         if not line.startswith("//"):
             break
         key, sep, value = line[2:].partition(":")
@@ -74,6 +81,13 @@ def load(path: Path) -> HostileKernel:
         case_seconds=float(header.get("case-seconds", "2")),
         why=header.get("why", ""),
         source=source,
+        declarations={
+            name.strip(): int(value)
+            for name, _, value in (
+                item.partition("=") for item in header.get("expect-declarations", "").split(",")
+            )
+            if name.strip()
+        },
     )
 
 

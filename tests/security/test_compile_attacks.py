@@ -9,6 +9,7 @@ text must run in the sandboxed compile child, never in this (the worker's) proce
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import sys
 import time
@@ -293,3 +294,61 @@ def test_the_childs_own_output_goes_to_the_worker_log(
     logged = caplog.text
     assert "Traceback" in logged and "selftest_targets.py" in logged
     assert "UserWarning: a warning of the child's own" in logged
+
+
+# --- legitimate files read as the compiler reads them (issue 17) -------------------------
+
+
+def _kernel_file(name: str) -> str:
+    return (Path(__file__).parent / "kernels" / name).read_bytes().decode("utf-8")
+
+
+def test_the_tile_width_of_the_branch_the_compiler_takes_is_launched(tiled_lab: LabSpec) -> None:
+    # The grader read 32 from `#if 0`, the compiler used 16: "illegal address" on the GPU.
+    result = compile_in_worker(tiled_lab, _kernel_file("tile_width_in_dead_branch.cu"))
+    assert result.ok and result.declarations == {"TILE": 16}, result.message
+    assert result.static_shared_bytes == 2 * 16 * 16 * 4
+    assert result.message == "Compiled for sm_90 (TILE = 16)."
+
+
+def test_a_tile_width_taken_from_the_launch_gets_the_default_and_a_note(
+    tiled_lab: LabSpec,
+) -> None:
+    result = compile_in_worker(tiled_lab, _kernel_file("tile_width_from_the_launch.cu"))
+    assert result.ok and result.declarations == {"TILE": 32}, result.message
+    (note,) = result.warnings
+    assert note.startswith("Line 11: TILE is set to `blockDim.x`, which is not a whole-number")
+    assert "launches the kernel with this lab's default TILE = 32" in note
+    assert result.message == "Compiled for sm_90 with 1 warning."
+
+
+def test_a_line_the_scanner_calls_a_comment_is_refused_when_the_compiler_reads_it() -> None:
+    # Under C++11 `1'0` is no number: `'0; /* '` is a character literal, and the next line is
+    # a live #include. The views (C++14 rules) call it a comment; the line NVRTC compiles is
+    # `#error "/etc/passwd"`, so NVRTC stops there, never opening the file, and it is refused.
+    lab = load_builtin_lab("vector-scale")
+    lab = dataclasses.replace(lab, nvrtc_options=["-std=c++11"])
+    source = (
+        'extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, '
+        "float factor)\n{\n"
+        "    int quirk = 1'0; /* '\n"
+        '#include "/etc/passwd"\n'
+        "    */;\n"
+        "    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) dst[i] = src[i] * factor + 0 * quirk;\n}\n"
+    )
+    result = compile_in_worker(lab, source)
+    assert result.reason == "forbidden_include", (result.message, result.log)
+    assert result.message.startswith('Line 4 includes ".../passwd", which the grader does not')
+    assert not leaked_host_text(f"{result.message}\n{result.log}")
+    # Under C++17 (the default) the compiler agrees that it is a comment: the file compiles.
+    assert compile_in_worker(load_builtin_lab("vector-scale"), source).ok
+
+
+def test_trigraphs_are_refused_only_where_the_standard_reads_them() -> None:
+    lab = load_builtin_lab("vector-scale")
+    source = _kernel_file("trigraph_in_comment.cu")
+    assert compile_in_worker(lab, source).ok
+    cxx14 = dataclasses.replace(lab, nvrtc_options=["-std=c++14"])
+    result = compile_in_worker(cxx14, source)
+    assert result.reason == "forbidden_include" and "trigraph `??)`" in result.message
