@@ -39,6 +39,7 @@ from graders.compile.log import (
     clean_log,
     count_errors,
     first_error,
+    prioritized,
     static_shared_bytes,
     without_ptxas_info,
 )
@@ -48,7 +49,7 @@ from graders.compile.static_checks import find_barrier_problems
 from graders.spec import DeclareSpec
 
 MAX_WARNINGS = 10
-# A warning flood makes megabytes of log; only the first part is ever shown.
+# A warning flood makes megabytes of log; only the first part is ever shown (errors first).
 MAX_CHILD_LOG_CHARS = 1_000_000
 BYTE_ORDER_MARK = "\ufeff"
 # Asks ptxas for each kernel's static shared memory (its lines are removed from the log).
@@ -83,7 +84,7 @@ def nvrtc_compile(
         cubin = nvrtc.getCUBIN(program) if ok else b""
     finally:
         nvrtc.destroyProgram(program)
-    return ok, error, log[:MAX_CHILD_LOG_CHARS].replace("\x00", ""), cubin
+    return ok, error, prioritized(log.replace("\x00", ""), MAX_CHILD_LOG_CHARS), cubin
 
 
 def nvrtc_version() -> tuple[int, int] | None:

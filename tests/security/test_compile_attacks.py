@@ -352,3 +352,16 @@ def test_trigraphs_are_refused_only_where_the_standard_reads_them() -> None:
     cxx14 = dataclasses.replace(lab, nvrtc_options=["-std=c++14"])
     result = compile_in_worker(cxx14, source)
     assert result.reason == "forbidden_include" and "trigraph `??)`" in result.message
+
+
+def test_a_pragma_message_flood_keeps_what_the_grader_reads_from_the_log(
+    tiled_lab: LabSpec,
+) -> None:
+    # ptxas's shared-memory lines come after a megabyte of pragma text: cut off, the tiled
+    # kernel read as using dynamic shared memory only (`no_dynamic_shared_memory`).
+    chain = "".join(f"#define S{i} S{i - 1} S{i - 1}\n" for i in range(1, 17))
+    flood = '#define S0 "flood flood floo"\n' + chain + "#pragma message(S16)\n"
+    result = compile_in_worker(tiled_lab, flood + TILED)
+    assert result.ok, result.message
+    assert result.static_shared_bytes == 2 * 16 * 16 * 4
+    assert len(result.log) < 30_000 and "this message was cut" in result.log

@@ -20,6 +20,7 @@ from graders.compile.log import (
     clean_log,
     count_errors,
     first_error,
+    prioritized,
     static_shared_bytes,
 )
 from graders.compile.pipeline import error_sentence
@@ -51,6 +52,7 @@ LOG_READERS: dict[str, Callable[[str], Any]] = {
     "count_errors": lambda text: count_errors(text, "submission.cu"),
     "first_error": lambda text: first_error(text, "submission.cu"),
     "static_shared_bytes": static_shared_bytes,
+    "prioritized": lambda text: prioritized(text, 1_000_000),
 }
 
 
