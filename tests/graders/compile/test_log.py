@@ -102,7 +102,7 @@ def test_ptxas_verbose_lines_give_each_kernels_shared_memory_and_then_go() -> No
 def _pragma_message(line: int, size: int) -> str:
     return (
         f'{NAME}({line}): remark #20200-D: #pragma message: "{"x" * size}"\n'
-        f'  #pragma message(S20)\n  ^\n\n'
+        f"  #pragma message(S20)\n  ^\n\n"
     )
 
 
@@ -110,10 +110,10 @@ def test_errors_come_first_and_pragma_messages_last_before_the_log_is_capped() -
     # A 1 MiB `#pragma message` pushed the error past the cap: "an error that names no line".
     log = (
         _pragma_message(3, 1 << 20)
-        + f"{NAME}(9): warning #177-D: variable \"unused\" was declared but never referenced\n"
+        + f'{NAME}(9): warning #177-D: variable "unused" was declared but never referenced\n'
         + "  int unused;\n      ^\n\n"
         + f'{NAME}(12): error: identifier "totl" is undefined\n  C[0] = totl;\n         ^\n\n'
-        + f"{NAME}(13): error: expected a \";\"\n\n"
+        + f'{NAME}(13): error: expected a ";"\n\n'
         + f'1 error detected in the compilation of "{NAME}".\n'
     )
     ordered = prioritized(log, 1_000_000)
