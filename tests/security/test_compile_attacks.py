@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import graders.compile
+from graders.compile import compiler
 from graders.compile.compiler import compile_submission
 from graders.spec import LabSpec, load_builtin_lab
 from tests.security.hostile import leaked_host_text
@@ -223,6 +224,44 @@ def test_a_52_mib_device_array_is_a_verdict_with_the_limit() -> None:
     result = compile_in_worker(lab, source)
     assert not result.ok and result.reason == "resource_limit", result.message
     assert result.message.startswith("The compiled kernel is 52 MiB; the limit is 16 MiB.")
+
+
+def test_a_compiler_that_crashes_on_a_file_twice_gives_the_file_a_verdict(
+    tiled_lab: LabSpec, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # NVRTC aborting on a file (`malloc(): invalid size` on huge template instantiations)
+    # was status `error`, "a problem on our side ... submit the same file again".
+    monkeypatch.setattr(compiler, "COMPILE_TARGET", "tests.graders.compile.crash_targets:abort")
+    with caplog.at_level(logging.WARNING, logger="graders.compile.compiler"):
+        result = compile_in_worker(tiled_lab, TILED)
+    assert result.reason == "resource_limit", result.message
+    assert result.message.startswith(
+        "The compiler crashed on this file (killed by SIGABRT) each time it was tried, so it "
+        "could not be compiled."
+    )
+    assert "not your fault" not in result.message and "resubmit" not in result.message
+    assert caplog.text.count("crashed on attempt") == compiler.COMPILE_ATTEMPTS == 2
+
+
+def test_a_crash_that_does_not_come_again_is_not_the_files(
+    tiled_lab: LabSpec, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    target = "tests.graders.compile.crash_targets:abort_on_the_first_attempt"
+    monkeypatch.setattr(compiler, "COMPILE_TARGET", target)
+    with caplog.at_level(logging.WARNING, logger="graders.compile.compiler"):
+        result = compile_in_worker(tiled_lab, TILED)
+    assert result.ok and result.declarations == {"TILE": 16}, result.message
+    assert caplog.text.count("crashed on attempt 1 of 2") == 1
+
+
+def test_a_failure_of_the_grader_itself_stays_the_graders(
+    tiled_lab: LabSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An exception in the grader's own code is no compiler crash: not retried, not the file's.
+    target = "graders.sandbox.selftest_targets:raise_error"
+    monkeypatch.setattr(compiler, "COMPILE_TARGET", target)
+    result = compile_in_worker(tiled_lab, TILED)
+    assert result.reason == "internal" and "not your fault" in result.message
 
 
 def test_an_error_nvrtc_reports_without_the_usual_shape_is_named(tiled_lab: LabSpec) -> None:
