@@ -124,6 +124,7 @@ def compile_payload(
         },
         "requires_text": [t for t in lab.requires if t != "__shared__"],
         "max_cubin_bytes": MAX_CUBIN_BYTES,
+        "max_global_bytes": lab.limits.device_globals_mb << 20,
         "attempt": 1,
     }
 

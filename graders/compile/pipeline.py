@@ -21,6 +21,7 @@ from graders.compile import work
 from graders.compile.cubin import (
     CubinError,
     demangled_base,
+    global_variables,
     kernel_names,
     kernel_params,
     shared_section_size,
@@ -51,6 +52,8 @@ from graders.spec import DeclareSpec
 MAX_WARNINGS = 10
 # A warning flood makes megabytes of log; only the first part is ever shown (errors first).
 MAX_CHILD_LOG_CHARS = 1_000_000
+# A lab's default limit on the module's global variables (its `limits.device_globals_mb`).
+DEFAULT_MAX_GLOBAL_BYTES = 1 << 30
 BYTE_ORDER_MARK = "\ufeff"
 # Asks ptxas for each kernel's static shared memory (its lines are removed from the log).
 PTXAS_VERBOSE = "--ptxas-options=-v"
@@ -156,6 +159,10 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
             "tables in the kernel, or keep them small.",
             **common,
         )
+    global_limit = int(payload.get("max_global_bytes", DEFAULT_MAX_GLOBAL_BYTES))
+    problem = _globals_problem(cubin, global_limit)
+    if problem:
+        return _verdict("resource_limit", problem, **common)
     kernels = _kernels(payload)
     for kernel in kernels:
         verdict = _check_kernel(kernel, [k["name"] for k in kernels], cubin)
@@ -207,6 +214,42 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
         "shared": shared,
         "missing_tokens": _missing_tokens(program, payload.get("requires_text", [])),
     }
+
+
+def _globals_problem(cubin: bytes, limit: int) -> str | None:
+    """A sentence when the module's global variables need more device memory than `limit`:
+    loading the module allocates them all, used or not (an uninitialised `__device__` array
+    has no bytes in the cubin, only a size)."""
+    try:
+        variables, total = global_variables(cubin)
+    except CubinError:
+        return None  # the kernel checks below say what is wrong with the cubin
+    if total <= limit:
+        return None
+    largest = ", ".join(
+        f"`{_symbol_name(v.name)}` ({_size(v.size)})" for v in variables[:3] if v.size
+    )
+    return (
+        f"Your file's global variables (`__device__` arrays and variables) need {_size(total)} "
+        f"of GPU memory; this lab allows {_size(limit)}"
+        + (f" (the largest: {largest})" if largest else "")
+        + ". The GPU is shared with other students' gradings: keep global arrays small, take "
+        "the data from the kernel's parameters, and use shared memory for scratch space."
+    )
+
+
+def _symbol_name(symbol: str) -> str:
+    base = demangled_base(symbol)
+    return symbol if base == symbol else f"{base}` (C++ symbol `{symbol}"
+
+
+def _size(size: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            value = size / (1 << shift)
+            shown = f"{value:.0f}" if value >= 10 or value.is_integer() else f"{value:.1f}"
+            return f"{shown} {unit}"
+    return f"{size} bytes"
 
 
 def _mib(size: int) -> str:

@@ -421,7 +421,11 @@ def _tolerance(ctx: FieldReader, value: Any, params: list[ParamSpec]) -> dict[st
 
 
 def _limits(ctx: FieldReader, value: Any) -> LimitsSpec:
-    t = ctx.table(value, "limits", optional={"compile_seconds", "case_seconds", "memory_mb"})
+    t = ctx.table(
+        value,
+        "limits",
+        optional={"compile_seconds", "case_seconds", "memory_mb", "device_globals_mb"},
+    )
     d = LimitsSpec()
     return LimitsSpec(
         ctx.number(
@@ -429,6 +433,9 @@ def _limits(ctx: FieldReader, value: Any) -> LimitsSpec:
         ),
         ctx.number(t.get("case_seconds", d.case_seconds), "limits.case_seconds", positive=True),
         ctx.integer(t.get("memory_mb", d.memory_mb), "limits.memory_mb", minimum=256),
+        ctx.integer(
+            t.get("device_globals_mb", d.device_globals_mb), "limits.device_globals_mb", minimum=1
+        ),
     )
 
 

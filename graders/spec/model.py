@@ -245,6 +245,9 @@ class LimitsSpec:
     compile_seconds: float = 20.0
     case_seconds: float = 10.0
     memory_mb: int = 4096
+    # GPU memory a submission's global variables (`__device__` arrays) may take: loading the
+    # module allocates it all, whether the kernel touches it or not.
+    device_globals_mb: int = 1024
 
 
 @dataclass(frozen=True)

@@ -264,6 +264,37 @@ def test_a_failure_of_the_grader_itself_stays_the_graders(
     assert result.reason == "internal" and "not your fault" in result.message
 
 
+def test_global_variables_are_held_to_the_labs_device_memory_limit() -> None:
+    # A 48 GiB uninitialised `__device__` array loaded and passed every case, leaving the
+    # other gradings on the card 30 GiB. Its bytes are not in the cubin, only its size.
+    lab = load_builtin_lab("vector-scale")
+    source = (
+        "__device__ float hoard[3ull << 32];\n"
+        'extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, '
+        "float factor)\n{\n"
+        "    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) { hoard[i] = src[i]; dst[i] = hoard[i] * factor; }\n}\n"
+    )
+    result = compile_in_worker(lab, source)
+    assert result.reason == "resource_limit" and result.cubin is None, result.message
+    assert result.message.startswith(
+        "Your file's global variables (`__device__` arrays and variables) need 48 GiB of GPU "
+        "memory; this lab allows 1 GiB (the largest: `hoard` (48 GiB))."
+    )
+
+    # The limit is the lab's: 256 MiB refuses an array of 300 MiB, 64 GiB lets 48 GiB pass.
+    def limited(megabytes: int) -> LabSpec:
+        limits = dataclasses.replace(lab.limits, device_globals_mb=megabytes)
+        return dataclasses.replace(lab, limits=limits)
+
+    small = source.replace("3ull << 32", "75 << 20")
+    result = compile_in_worker(limited(256), small)
+    assert result.reason == "resource_limit" and "need 300 MiB" in result.message
+    assert "allows 256 MiB" in result.message
+    assert compile_in_worker(lab, small).ok
+    assert compile_in_worker(limited(65536), source).ok
+
+
 def test_an_error_nvrtc_reports_without_the_usual_shape_is_named(tiled_lab: LabSpec) -> None:
     # NVVM writes `Error:` with a capital: the grader counted 0 errors.
     source = (
