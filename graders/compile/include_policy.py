@@ -61,6 +61,10 @@ _FILE_QUERY = re.compile(r"__has_include(?:_next)?\b|__has_embed\b")
 # `CAT(__has_, include)("/etc/shadow")` builds the file query from pieces, so any `##` is refused.
 _TOKEN_PASTE = re.compile(r"##|%:%:")
 _TRIGRAPH = re.compile(r"\?\?[=/'()!<>-]")
+_UNDECIDED = (
+    " The line sits under a condition on a macro the grader cannot evaluate, so it counts as "
+    "compiled; to keep host code in the file, guard it with `#ifndef __CUDACC_RTC__`."
+)
 # NVRTC's words for an `#error` it reached: "s.cu(12): catastrophic error: #error directive: x".
 _ERROR_DIRECTIVE = "#error directive"
 _ERROR_HEADER = re.compile(r"^(.+?)\((\d+)\): (?:catastrophic )?error")
@@ -175,6 +179,8 @@ def _check_directives(program: Program) -> tuple[str | None, dict[int, tuple[int
         if not found:
             continue
         if live and code_is_directive:
+            if program.states[index] == Live.UNKNOWN:
+                return found[0] + _UNDECIDED, {}
             return found[0], {}
         last = code_lines[index + 1].number - 1 if index + 1 < len(code_lines) else None
         hidden[code_line.number] = (last or code_line.number, found[0])

@@ -186,6 +186,11 @@ def test_lines_the_compiler_skips_are_accepted_and_neutralised(prefix: str, line
 def test_an_include_the_grader_cannot_decide_is_refused(prefix: str) -> None:
     message = check_includes(prefix + "\n" + KERNEL)
     assert message is not None and "includes <cstdlib>" in message
+    assert message.endswith(
+        "resubmit. The line sits under a condition on a macro the grader cannot evaluate, so "
+        "it counts as compiled; to keep host code in the file, guard it with "
+        "`#ifndef __CUDACC_RTC__`."
+    )
 
 
 def test_an_allowed_include_is_compiled_as_written() -> None:
