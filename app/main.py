@@ -20,6 +20,7 @@ from app.api.docs import add_offline_docs
 from app.api.labs import router as labs_router
 from app.api.routes import router as api_router
 from app.api.tokens import router as tokens_router
+from app.auth.routes import sign_in_routers
 from app.core.errors import DomainError, NotAuthenticated, RateLimited, ServerBusy
 from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
@@ -32,6 +33,8 @@ from app.core.overload import (
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
 from app.fleet.routes import router as fleet_router
+from app.profiling.api import router as profiles_api_router
+from app.profiling.pages import router as profiles_pages_router
 from app.web.account import router as account_router
 from app.web.routes import router as web_router
 from app.web.staff import router as staff_router
@@ -143,11 +146,16 @@ def create_app() -> FastAPI:
     app.include_router(api_router)
     app.include_router(labs_router)
     app.include_router(tokens_router)
+    app.include_router(profiles_api_router)
+    # Before the web router: /submissions/compare is not /submissions/{id}.
+    app.include_router(profiles_pages_router)
     app.include_router(web_router)
     app.include_router(staff_router)
     app.include_router(account_router)
     add_offline_docs(app)
     app.include_router(fleet_router)
+    for router in sign_in_routers():
+        app.include_router(router)
     _document_errors_as_sent(app)
     return app
 

@@ -238,7 +238,7 @@ class Results:
 
 def seed(students: int) -> tuple[dict[str, str], str]:
     """The course, its lab, the students' tokens (email -> token) and a TA's token."""
-    from app.cli import upgrade_database
+    from app.cli.database import upgrade_database
     from app.core.database import session_scope
     from app.courses.models import Role
     from app.courses.service import add_lab, create_course, enroll

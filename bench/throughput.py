@@ -10,6 +10,21 @@ of the same file, and the GPU's name.
     python bench/throughput.py [--labs matmul-tiled,vector-scale] [--sequential 5] [--burst 30]
                                [--json OUT.json] [--log serve.log]
 
+A shared GPU (`--contend N`): after the sequential gradings (the GPU to itself: the reference
+figures measured then are the "alone" figures), N more services start, each on a data folder of
+its own, and each grades a burst of `--contend-burst` uploads of the lab's target reference while
+this service grades its submission `--contend-reps` times at once. Printed: the ratio of the
+submission to the reference it copies (`--submit baseline`: a student's copy of the lab's slowest
+reference) in every grading, the spread of its timed medians, how far every reference figure a
+grading used lies from the one measured alone, and how many gradings held their performance
+points back because other work overlapped their timing.
+
+    python bench/throughput.py --labs matmul-naive --submit baseline --sequential 3 --burst 0 \
+        --contend 2 --contend-burst 30 --contend-reps 10
+
+`--source FILE` uploads that file instead of a reference (a hostile file, to see how long it
+holds a worker: printed as upload -> graded).
+
 Needs a GPU host with the web stack installed. Numbers are printed, never asserted.
 """
 
@@ -147,7 +162,10 @@ def grade_once(client: httpx.Client, lab: str, source: bytes, timeout: float) ->
     for a, b in zip(history, history[1:], strict=False):
         per_status[a["status"]] = per_status.get(a["status"], 0.0) + _when(b["at"]) - _when(a["at"])
     timed = [c for c in detail.get("cases", []) if (c.get("timings") or {}).get("kernel")]
+    references = (timed[0]["timings"].get("references") or {}) if timed else {}
     return {
+        "references_ms": {k: v["median_ms"] for k, v in references.items()},
+        "performance_pending": "pending" in (detail.get("summary") or ""),
         "id": sid,
         "status": detail.get("status"),
         "statuses_seen": seen,
@@ -179,6 +197,67 @@ def _pct(values: list[float], q: float) -> float:
 def _means(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
     keys = sorted({k for r in rows for k in r[key]})
     return {k: statistics.fmean(r[key].get(k, 0.0) for r in rows) for k in keys}
+
+
+def _reference_figures(detail_rows: list[dict[str, Any]]) -> list[dict[str, float]]:
+    return [r.get("references_ms") or {} for r in detail_rows]
+
+
+def contend(
+    client: httpx.Client,
+    lab: str,
+    source: bytes,
+    *,
+    others: list[tuple[Service, httpx.Client]],
+    other_source: bytes,
+    other_burst: int,
+    reps: int,
+    timeout: float,
+    alone: dict[str, float],
+    copied: str,
+) -> dict[str, Any]:
+    """The submission graded `reps` times at once while every other service grades a burst."""
+    stop = threading.Event()
+    background: list[dict[str, Any]] = []
+
+    def keep_busy(other: httpx.Client) -> None:
+        with ThreadPoolExecutor(max_workers=other_burst) as pool:
+            rows = pool.map(
+                lambda _: grade_once(other, lab, other_source, timeout), range(other_burst)
+            )
+            background.extend(rows)
+        stop.set()
+
+    threads = [threading.Thread(target=keep_busy, args=(c,), daemon=True) for _, c in others]
+    for t in threads:
+        t.start()
+    time.sleep(2.0)  # the others' uploads are compiling and running by now
+    with ThreadPoolExecutor(max_workers=reps) as pool:
+        rows = list(pool.map(lambda _: grade_once(client, lab, source, timeout), range(reps)))
+    for t in threads:
+        t.join(timeout)
+    ratios = [
+        r["timed_median_ms"] / r["references_ms"][copied]
+        for r in rows
+        if r["timed_median_ms"] and copied in (r.get("references_ms") or {})
+    ]
+    medians = [r["timed_median_ms"] for r in rows if r["timed_median_ms"]]
+    off = [
+        abs(ms / alone[name] - 1.0)
+        for figures in _reference_figures(rows)
+        for name, ms in figures.items()
+        if name in alone
+    ]
+    return {
+        "reps": len(rows),
+        "ratios": ratios,
+        "timed_medians": medians,
+        "median_max_over_min": max(medians) / min(medians) if medians else None,
+        "reference_off_max": max(off) if off else None,
+        "held_back": sum(1 for r in rows if r.get("performance_pending")),
+        "others_graded": sum(1 for r in background if r["status"] == "graded"),
+        "rows": rows,
+    }
 
 
 def bench_lab(
@@ -254,6 +333,69 @@ def _print(result: dict[str, Any]) -> None:
         )
 
 
+others_started: list[Service] = []
+
+
+def _contend_services(
+    args: argparse.Namespace,
+    env: dict[str, str],
+    client: httpx.Client,
+    lab: str,
+    source: bytes,
+    other_source: bytes,
+    alone: dict[str, float],
+    copied: str,
+) -> dict[str, Any]:
+    """Start the other services (once), each on a data folder of its own, and contend."""
+    pairs: list[tuple[Service, httpx.Client]] = []
+    for i in range(args.contend):
+        if len(others_started) <= i:
+            folder = Path(tempfile.mkdtemp(prefix=f"kernelgrader-bench-other{i}-"))
+            others_started.append(Service(folder, folder / "serve.log", env))
+        other = others_started[i]
+        c = httpx.Client(
+            base_url=other.base,
+            headers={"Authorization": f"Bearer {other.token()}"},
+            timeout=60.0,
+        )
+        other.wait_healthy(c)
+        pairs.append((other, c))
+    try:
+        return contend(
+            client,
+            lab,
+            source,
+            others=pairs,
+            other_source=other_source,
+            other_burst=args.contend_burst,
+            reps=args.contend_reps,
+            timeout=args.timeout,
+            alone=alone,
+            copied=copied,
+        )
+    finally:
+        for _, c in pairs:
+            c.close()
+
+
+def _print_contended(c: dict[str, Any], alone: dict[str, float]) -> None:
+    ratios = c["ratios"]
+    print(f"   shared GPU: {c['reps']} gradings beside {c['others_graded']} of the other services'")
+    if ratios:
+        print(
+            f"   ratio to the copied reference: p50 {statistics.median(ratios):.4f}, "
+            f"min {min(ratios):.4f}, max {max(ratios):.4f}"
+        )
+    if c["median_max_over_min"]:
+        print(f"   timed medians max/min {c['median_max_over_min']:.4f}")
+    if c["reference_off_max"] is not None:
+        print(
+            f"   reference figures used, furthest from alone: {100 * c['reference_off_max']:.2f} % "
+            f"(alone: {', '.join(f'{k} {v:.4g} ms' for k, v in alone.items())})"
+        )
+    print(f"   gradings that held their performance points back: {c['held_back']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--labs", default="matmul-tiled,vector-scale")
@@ -264,6 +406,16 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--log", type=Path, default=None, help="where serve's output goes")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for serve")
+    parser.add_argument(
+        "--submit",
+        choices=("target", "baseline"),
+        default="target",
+        help="which reference to upload as the submission",
+    )
+    parser.add_argument("--source", type=Path, default=None, help="upload this file instead")
+    parser.add_argument("--contend", type=int, default=0, help="other services on the GPU")
+    parser.add_argument("--contend-burst", type=int, default=30)
+    parser.add_argument("--contend-reps", type=int, default=10)
     args = parser.parse_args()
     # A bench stopped from outside (timeout) still stops the service it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -283,21 +435,37 @@ def main() -> int:
                 from graders.spec import load_builtin_lab
 
                 spec = load_builtin_lab(lab)
-                name = spec.scoring.target or next(r.name for r in spec.references if r.file)
+                wanted = spec.scoring.baseline if args.submit == "baseline" else spec.scoring.target
+                name = wanted or next(r.name for r in spec.references if r.file)
                 ref = spec.reference(name)
                 if not ref.file:
                     ref = next(r for r in spec.references if r.file)
+                source = args.source.read_bytes() if args.source else ref.source.encode()
                 burst = args.burst if burst_labs is None or lab in burst_labs else 0
                 began = time.monotonic()
-                result = bench_lab(
-                    client, lab, ref.source.encode(), args.sequential, burst, args.timeout
-                )
-                result["submission"] = ref.file
+                result = bench_lab(client, lab, source, args.sequential, burst, args.timeout)
+                result["submission"] = str(args.source) if args.source else ref.file
                 result["wall_s"] = time.monotonic() - began
                 _print(result)
                 sys.stdout.flush()
+                if args.contend:
+                    alone = next(
+                        (
+                            r["references_ms"]
+                            for r in reversed(result["rows"])
+                            if r["references_ms"]
+                        ),
+                        {},
+                    )
+                    target = spec.reference(spec.scoring.target or name)
+                    result["contended"] = _contend_services(
+                        args, env, client, lab, source, target.source.encode(), alone, ref.name
+                    )
+                    _print_contended(result["contended"], alone)
                 results.append(result)
     finally:
+        for other in others_started:
+            other.stop()
         service.stop()
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))

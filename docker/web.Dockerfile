@@ -16,8 +16,9 @@ RUN python3 -m venv /opt/kernelgrader && useradd --create-home --uid 10001 kerne
 # One stage: with an index, docker/wheels holds only its README; without, its wheels stay in a
 # layer of their own, which costs disk but no copy of the installed packages.
 COPY docker/wheels/ /wheels/
-COPY pyproject.toml README.md /src/
+COPY pyproject.toml setup.py README.md /src/
 COPY app /src/app
+COPY migrations /src/migrations
 COPY graders /src/graders
 COPY reference_kernels /src/reference_kernels
 # No CUDA extras: the web process reads lab specs but never compiles or runs kernels.

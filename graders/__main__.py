@@ -3,7 +3,11 @@
     python -m graders grade LAB FILE.cu [--sanitizer]   grade one file, print the report
     python -m graders check FOLDER [--no-gpu]           check a lab folder, as `kernelgrader
                                                          lab check` does
+    python -m graders profile LAB FILE.cu [--json]      Nsight Compute's findings for one file,
+                                                         beside the lab's references
     python -m graders labs                              list the built-in labs
+    python -m graders warm-cache                        build the CuPy kernel cache for this
+                                                         host's GPUs (once; workers reuse it)
 
 LAB is a built-in lab id or a lab folder.
 """
@@ -51,7 +55,51 @@ def _print_report(report: GradeReport) -> None:
         print("    " + report.stdout.strip()[-3000:].replace("\n", "\n    "))
 
 
-def _check(folder: Path, *, run: bool, arch: str | None, secret: str) -> int:
+def _profile(lab_ref: str, file: Path, *, secret: str, as_json: bool) -> int:
+    """Profile one file and the lab's references; print the findings and the ladder."""
+    from graders.profile.findings import findings_of, with_estimate
+    from graders.profile.ladder import figures_of, ladder
+    from graders.profile.stage import profile_submission
+    from graders.run.inputs import case_seed
+    from graders.spec import load_builtin_lab, load_lab
+
+    lab = load_lab(lab_ref) if Path(lab_ref).is_dir() else load_builtin_lab(lab_ref)
+    case = lab.profile_case
+    result = profile_submission(
+        lab,
+        file.read_text(encoding="utf-8"),
+        seed=case_seed(lab.id, case.name, hidden=case.hidden, secret=secret),
+        filename=file.name,
+        references=[r.name for r in lab.references if r.file],
+    )
+    if as_json:
+        out = {
+            "status": result.status,
+            "message": result.message,
+            "seconds": result.seconds,
+            "ncu": result.ncu_version,
+            "submission": result.submission.summary if result.submission else None,
+            "references": {k: v.summary for k, v in result.references.items()},
+        }
+        print(json.dumps(out, indent=2))
+        return 0 if result.status == "ok" else 1
+    print(f"lab {lab.id}, case {case.name}: {result.status} in {result.seconds:.1f} s")
+    if result.message:
+        print(result.message)
+    if result.submission is None or not result.submission.ok:
+        return 1
+    for finding in findings_of(result.submission.summary):
+        print(f"  [{finding.kind}] {with_estimate(finding)}")
+    refs = {k: figures_of(v.summary) for k, v in result.references.items()}
+    if refs:
+        steps = ladder(figures_of(result.submission.summary), refs)
+        for row in steps.rows:
+            print("  " + row.phrase(steps.order))
+        print("  " + " ".join([steps.sentence, *steps.differences]))
+    return 0
+
+
+def _check(folder: Path, *, run: bool, arch: str | None, secret: str, profile: bool = True) -> int:
     """`lab check` without the service: one line per check, exit status 1 when one fails."""
     from graders.labcheck import CheckItem, check_lab
 
@@ -63,7 +111,7 @@ def _check(folder: Path, *, run: bool, arch: str | None, secret: str) -> int:
         print(f"  {item.status:<4}  {item.subject}: {item.message}", flush=True)
 
     print(f"Checking the lab folder {folder}:")
-    report = check_lab(folder, run=run, secret=secret, arch=arch, progress=show)
+    report = check_lab(folder, run=run, secret=secret, arch=arch, progress=show, profile=profile)
     print(report.summary())
     return 0 if report.ok else 1
 
@@ -80,10 +128,29 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="check a lab folder before students meet it")
     c.add_argument("folder", type=Path, help="the lab folder (holding lab.toml)")
     c.add_argument("--no-gpu", action="store_true", help="only the checks that need no GPU")
+    c.add_argument(
+        "--no-profile", action="store_true", help="on a GPU, skip the Nsight Compute checks"
+    )
     c.add_argument("--arch", default=None, help="compile for this sm_XX")
     c.add_argument("--secret", default=os.environ.get("KERNELGRADER_GRADING_SECRET", "lab-check"))
+    p = sub.add_parser("profile", help="Nsight Compute's findings for one .cu file")
+    p.add_argument("lab", help="a built-in lab id or a lab folder")
+    p.add_argument("file", type=Path)
+    p.add_argument("--secret", default=os.environ.get("KERNELGRADER_GRADING_SECRET", "profile"))
+    p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     sub.add_parser("labs", help="list the built-in labs")
+    sub.add_parser(
+        "warm-cache",
+        help="build the CuPy kernel cache for this host's GPUs (once; workers reuse it)",
+    )
     args = parser.parse_args(argv)
+    if args.command == "warm-cache":
+        import logging
+
+        from graders.run.kernel_cache import warm_cache
+
+        logging.basicConfig(level=logging.WARNING, format="%(message)s")
+        return warm_cache()
 
     from graders.spec import list_builtin_labs, load_builtin_lab, load_lab
 
@@ -91,7 +158,15 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(list_builtin_labs()))
         return 0
     if args.command == "check":
-        return _check(args.folder, run=not args.no_gpu, arch=args.arch, secret=args.secret)
+        return _check(
+            args.folder,
+            run=not args.no_gpu,
+            arch=args.arch,
+            secret=args.secret,
+            profile=not args.no_profile,
+        )
+    if args.command == "profile":
+        return _profile(args.lab, args.file, secret=args.secret, as_json=args.json)
     from graders.grade import grade_source
 
     lab = load_lab(args.lab) if Path(args.lab).is_dir() else load_builtin_lab(args.lab)

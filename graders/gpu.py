@@ -7,22 +7,33 @@ installed) or in a short-lived child process.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
+from graders.nvml import nvml as _nvml
+from graders.nvml import visible_index as _visible_index
 from graders.results import GpuInfo
 from graders.timing.lock import GpuLock
+
+log = logging.getLogger(__name__)
 
 # A child that imports CuPy and touches the device takes a few seconds; a hung driver must
 # not stall the worker forever.
 PROBE_TIMEOUT_S = 60.0
+# After a kill, how long the killed process may take to leave the GPU (the driver tears its
+# context down after the process is gone) before the health probe runs anyway.
+LEAVE_GPU_LIMIT_S = 30.0
+# A failed health probe is tried once more after this pause before the GPU is called unhealthy.
+HEALTH_RETRY_PAUSE_S = 5.0
 
 _PROBE_SCRIPT = r"""
 import json, sys
@@ -53,19 +64,6 @@ except Exception as exc:
     out["error"] = "the GPU did not answer a simple request (%s)" % exc
 print(json.dumps(out))
 """
-
-
-def _nvml() -> Any | None:
-    """The initialised `pynvml` module, or None when NVML or the package is missing."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return None
-    return pynvml
 
 
 def _probe(health: bool = False) -> dict[str, Any]:
@@ -127,12 +125,6 @@ def detect_arch() -> str | None:
         return None
     arch = _cached_probe().get("arch")
     return str(arch) if arch else None
-
-
-def _visible_index() -> int:
-    """NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES may renumber them for CUDA."""
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    return int(first) if first.isdigit() else 0
 
 
 def _nvidia_smi_info() -> GpuInfo | None:
@@ -202,9 +194,68 @@ def gpu_info() -> GpuInfo:
     return info
 
 
-def check_gpu_health() -> str | None:
-    """None when a fresh process can compute correctly on the GPU; else a sentence."""
+def gpu_process_ids() -> set[int] | None:
+    """The pids running compute work on this worker's GPU, as NVML (or nvidia-smi) lists them;
+    None where neither can tell. In a container they may be the host's pids."""
+    nvml = _nvml()
+    if nvml is not None:
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(_visible_index())
+            return {int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+        except Exception:
+            pass
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run(
+            [exe, "--query-compute-apps=pid", "--format=csv,noheader", f"-i={_visible_index()}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return {int(line) for line in done.stdout.split() if line.strip().isdigit()}
+
+
+def wait_until_off_gpu(pid: int, limit_s: float = LEAVE_GPU_LIMIT_S) -> bool:
+    """Wait (at most `limit_s`) until `pid` no longer runs on the GPU; False if it still does."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        running = gpu_process_ids()
+        if running is None or pid not in running:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
+def check_gpu_health(killed_pid: int | None = None) -> str | None:
+    """None when a fresh process can compute correctly on the GPU; else a sentence.
+
+    After a kill (`killed_pid`), the probe waits until that process has left the GPU: a probe
+    beside a context still being torn down can fail on a healthy GPU. A failed probe is tried
+    once more after a pause before the GPU is called unhealthy.
+    """
+    if killed_pid is not None and not wait_until_off_gpu(killed_pid):
+        log.warning(
+            "process %d was still on the GPU %.0f s after it was killed",
+            killed_pid,
+            LEAVE_GPU_LIMIT_S,
+        )
     result = _probe(health=True)
+    if result.get("error"):
+        log.warning(
+            "GPU health probe failed (%s); trying again in %.0f s",
+            result["error"],
+            HEALTH_RETRY_PAUSE_S,
+        )
+        time.sleep(HEALTH_RETRY_PAUSE_S)
+        result = _probe(health=True)
     if result.get("error"):
         return (
             f"The GPU is not healthy: {result['error']}. Grading is paused on this worker; "
@@ -213,31 +264,109 @@ def check_gpu_health() -> str | None:
     return None
 
 
+# Where the GPUs' timing locks live unless KERNELGRADER_LOCK_DIR says otherwise: a host path,
+# never the data folder, so every worker process and container of the host (compose mounts
+# it) takes the same lock for the same GPU. The first that is or can be made usable wins.
+HOST_LOCK_DIRS = (
+    Path("/run/lock/kernelgrader"),
+    Path("/var/lock/kernelgrader"),
+    Path("/tmp/kernelgrader-locks"),
+)
+LOCK_DIR_MODE = 0o1777  # workers of different users share it; the sticky bit keeps files theirs
+
+
+def _usable_lock_dir(folder: Path) -> bool:
+    """True when `folder` exists (made here, world-writable and sticky, if need be) and this
+    process may make lock files in it."""
+    if not folder.is_dir():
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            pass  # another worker made it just now
+        except OSError:
+            return False
+        else:
+            with contextlib.suppress(OSError):
+                folder.chmod(LOCK_DIR_MODE)  # mkdir's mode is cut by the umask
+    return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+
+
+def host_lock_dir(candidates: tuple[Path, ...] = HOST_LOCK_DIRS) -> Path:
+    """The first usable of `candidates`; the last one where none is (a lock it cannot create
+    files in then fails loudly, at the lock)."""
+    for folder in candidates:
+        if _usable_lock_dir(folder):
+            return folder
+        if folder.is_dir():
+            log.warning(
+                "%s exists but this user cannot make lock files in it, so timed sections are "
+                "not kept apart from workers that use it; make it world-writable with the "
+                "sticky bit (chmod 1777 %s)",
+                folder,
+                folder,
+            )
+    return candidates[-1]
+
+
 def lock_dir() -> Path:
-    """Where the per-GPU lock files (and the CuPy kernel cache) live: shared by every worker
-    process on the host, and by the run stage's children (KERNELGRADER_LOCK_DIR)."""
-    for name in ("KERNELGRADER_LOCK_DIR", "KERNELGRADER_DATA_DIR"):
-        folder = os.environ.get(name)
-        if folder:
-            return Path(folder).resolve()
-    return Path(tempfile.gettempdir())
+    """Where the per-GPU lock files live: KERNELGRADER_LOCK_DIR, else a host-wide folder
+    (HOST_LOCK_DIRS), whatever the worker's data folder."""
+    folder = os.environ.get("KERNELGRADER_LOCK_DIR")
+    if folder:
+        return Path(folder).resolve()
+    return host_lock_dir()
 
 
-def gpu_key() -> str:
-    """A name for the physical GPU, the same in every process whatever CUDA_VISIBLE_DEVICES says."""
+def _clean_key(text: str) -> str:
+    return "".join(c for c in text if c.isalnum() or c == "-")
+
+
+@functools.cache
+def _physical_gpu(visible: str) -> str:
+    """The UUID of the GPU that CUDA_VISIBLE_DEVICES=`visible` makes device 0, where NVML or
+    nvidia-smi can tell; "" otherwise. (A worker of `worker --gpus` numbers GPUs as NVML does:
+    the supervisor sets CUDA_DEVICE_ORDER=PCI_BUS_ID.)"""
+    index = _visible_index()
     nvml = _nvml()
     if nvml is not None:
         try:
-            uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(_visible_index()))
-            uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
-            return "".join(c for c in uuid if c.isalnum() or c == "-")
+            uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index))
+            return _clean_key(uuid.decode() if isinstance(uuid, bytes) else str(uuid))
         except Exception:
             pass
-    # Without NVML: the device as CUDA_VISIBLE_DEVICES names it, a UUID as well as an index,
-    # so workers of one host given different GPUs (`worker --gpus`) take different locks.
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return ""
+    try:
+        done = subprocess.run(
+            [exe, "--query-gpu=uuid", "--format=csv,noheader", f"-i={index}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    uuid = done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else ""
+    return _clean_key(uuid) if uuid.startswith(("GPU-", "MIG-")) else ""
+
+
+def gpu_key() -> str:
+    """A name for the physical GPU, the same in every process whatever CUDA_VISIBLE_DEVICES
+    says: its UUID. KERNELGRADER_GPU_KEY, where set (a worker gives it to its GPU children),
+    says it outright."""
+    given = os.environ.get("KERNELGRADER_GPU_KEY")
+    if given:
+        return _clean_key(given)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    first = visible.split(",")[0].strip()
     if first and not first.isdigit():
-        return "".join(c for c in first if c.isalnum() or c == "-")
+        return _clean_key(first)  # the GPU's (or MIG instance's) own UUID
+    uuid = _physical_gpu(visible)
+    if uuid:
+        return uuid
+    # Neither NVML nor nvidia-smi: the index, so workers given different GPUs (`worker --gpus`)
+    # take different locks.
     return f"gpu{_visible_index()}"
 
 

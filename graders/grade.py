@@ -24,8 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from graders.gpu import gpu_unavailable_reason
+from graders.gpu import gpu_key, gpu_unavailable_reason, lock_dir
 from graders.results import CaseResult, CompileResult, Finding, GradeReport
+from graders.run import memory
+from graders.run.budget import GpuBudget
 from graders.run.inputs import case_seed
 from graders.run.references import compile_reference, reference_payloads
 from graders.run.stage import run_cases
@@ -33,6 +35,7 @@ from graders.sanitizer.stage import run_sanitizer
 from graders.scoring import points as scoring
 from graders.spec import LabSpec
 from graders.text import VISIBLE_LIMIT_BYTES, visible_text
+from graders.timing.peaks import floor_ms, peak_for
 from graders.timing.references import speed_flag
 
 __all__ = ["compile_reference", "grade_source", "reference_payloads", "run_submission"]
@@ -76,11 +79,13 @@ def run_submission(
     timing: bool = True,
     cached_references: dict[str, dict[str, Any]] | None = None,
     on_phase: PhaseCallback | None = None,
+    memory_reserve_mb: int | None = None,
 ) -> GradeReport:
     """The stages after compiling; never raises for anything the student did.
 
     `timing=False` skips the timed repetitions (and so performance points): for tests that
-    only check correctness.
+    only check correctness. The GPU stages start once the grading fits in the GPU's memory
+    beside the others (graders.run.memory; `memory_reserve_mb` is the worker's reserve).
     """
     report = GradeReport(
         lab=lab.id,
@@ -107,7 +112,53 @@ def run_submission(
         report.summary = f"Compiled; running waits for a GPU worker. {reason}"
         return report
 
+    with_sanitizer = bool(lab.sanitizer if sanitizer is None else sanitizer)
+    need = memory.need_bytes(
+        lab,
+        timing=timing,
+        global_bytes=int(getattr(compiled, "global_bytes", 0) or 0),
+        sanitizer=with_sanitizer,
+    )
+    ticket = memory.Ledger(lock_dir(), gpu_key()).admit(
+        need, reserve=memory.reserve_bytes(memory_reserve_mb), on_wait=log.info
+    )
+    try:
+        _run_stages(
+            lab,
+            compiled,
+            seeds,
+            report,
+            ticket,
+            timing,
+            with_sanitizer,
+            cached_references,
+            on_phase,
+        )
+    finally:
+        ticket.release()
+    _score(lab, report)
+    # Each child's output was cleaned and capped where it was read; this bounds the whole
+    # (up to MAX_CHILDREN children and the grader's notes) once more.
+    report.stdout = visible_text(report.stdout, limit=3 * VISIBLE_LIMIT_BYTES)
+    return report
+
+
+def _run_stages(
+    lab: LabSpec,
+    compiled: CompileResult,
+    seeds: dict[str, int],
+    report: GradeReport,
+    ticket: memory.Ticket,
+    timing: bool,
+    with_sanitizer: bool,
+    cached_references: dict[str, dict[str, Any]] | None,
+    on_phase: PhaseCallback | None,
+) -> None:
+    """The cases (and the timed section), then the sanitizer, within the submission's budget."""
+    if ticket.waited_s >= 1 or ticket.alone:
+        log.info("lab %s: %s after %.1f s", lab.id, memory.describe(ticket), ticket.waited_s)
     began = time.monotonic()
+    budget = GpuBudget(lab.limits.gpu_seconds)
 
     def cases_known(cases: list[CaseResult]) -> None:
         report.cases = cases
@@ -122,29 +173,45 @@ def run_submission(
         timing=timing,
         cached_references=cached_references,
         on_cases=cases_known,
+        budget=budget,
+        alone=ticket.alone,
     )
     total = round(time.monotonic() - began, 3)
     ran = report.stage_seconds.setdefault("run", total)
     if ran != total:
         report.stage_seconds["timing"] = round(total - ran, 3)
-    if (lab.sanitizer if sanitizer is None else sanitizer) and not report.error:
+    if with_sanitizer and not report.error:
         _announce(on_phase, "sanitizer", report)
         began = time.monotonic()
-        note = run_sanitizer(lab, compiled, seeds, report)
+        note = run_sanitizer(lab, compiled, seeds, report, budget)
         if note:
             log.info("sanitizer for lab %s: %s", lab.id, note)
         report.stage_seconds["sanitizer"] = round(time.monotonic() - began, 3)
-    _score(lab, report)
-    # Each child's output was cleaned and capped where it was read; this bounds the whole
-    # (up to MAX_CHILDREN children and the grader's notes) once more.
-    report.stdout = visible_text(report.stdout, limit=3 * VISIBLE_LIMIT_BYTES)
-    return report
+
+
+def physics_floor_ms(lab: LabSpec, case: CaseResult, gpu_name: str) -> float | None:
+    """The least time a correct run of the timed case could take on this GPU (None where the
+    GPU or the lab's work is unknown); see graders.timing.peaks."""
+    peak = peak_for(gpu_name)
+    if peak is None:
+        return None
+    launches = len(lab.launches)
+    if lab.work is None:
+        return floor_ms(peak, flops=0.0, nbytes=0.0, launches=launches, dtype="float32")
+    flops, nbytes = lab.work.for_case(case.sizes)
+    dtype = next((p.dtype for p in lab.params if p.is_output), "float32")
+    return floor_ms(peak, flops=flops, nbytes=nbytes, launches=launches, dtype=dtype)
 
 
 def _score(lab: LabSpec, report: GradeReport) -> None:
     report.correctness_points = scoring.correctness_points(report.cases)
     timed = next((c for c in report.cases if c.timing is not None), None)
     ref_ms = {k: v.median_ms for k, v in timed.reference_timings.items()} if timed else {}
+    floor = None
+    if timed and timed.timing:
+        floor = physics_floor_ms(
+            lab, timed, timed.timing.gpu or (report.gpu.name if report.gpu else "")
+        )
     perf = scoring.performance_score(
         max_points=float(lab.scoring.performance_points),
         all_passed=all(c.passed for c in report.cases),
@@ -152,13 +219,34 @@ def _score(lab: LabSpec, report: GradeReport) -> None:
         reference_ms=ref_ms,
         baseline=lab.scoring.baseline or "",
         target=lab.scoring.target or "",
+        contended=bool(report.timing_contended),
+        floor_ms=floor,
     )
     report.performance_points = perf.points
+    report.performance_pending = perf.pending
+    if perf.pending:
+        report.flags.append(
+            "Performance points held back: " + report.timing_contended + ". The worker times "
+            "it again when the GPU is quiet; a regrade does the same."
+        )
+    if perf.impossible and timed and timed.timing:
+        report.flags.append(
+            f"The timed median, {timed.timing.median_ms:.4g} ms, is under the physics floor of "
+            f"{floor:.4g} ms for {timed.timing.gpu or 'this GPU'} (the lab's bytes over the "
+            "memory bandwidth, its arithmetic over the fastest unit, its launches): the timing "
+            "was likely gamed. No performance points were given."
+        )
     earned = report.correctness_points + perf.points
     report.score = round(max(0.0, earned - report.sanitizer_penalty), 2)
     speed = ""
     if timed and timed.timing and lab.scoring.baseline:
-        speed = scoring.speedup_phrase(timed.timing.median_ms, ref_ms, lab.scoring.baseline)
+        base = timed.reference_timings.get(lab.scoring.baseline)
+        spread = None
+        if base is not None and base.ratio and base.ratio_spread is not None:
+            spread = base.ratio_spread / base.ratio
+        speed = scoring.speedup_phrase(
+            timed.timing.median_ms, ref_ms, lab.scoring.baseline, spread=spread
+        )
     summary = scoring.summary_sentence(report.cases, perf, speed)
     if perf.sentence and lab.scoring.performance_points:
         summary += " " + perf.sentence
@@ -167,6 +255,8 @@ def _score(lab: LabSpec, report: GradeReport) -> None:
             f" compute-sanitizer found a race or barrier error: {report.sanitizer_penalty:g} "
             "points off, as the lab sets."
         )
+    if report.budget_spent:
+        summary += f" The grading stopped at the lab's GPU time of {lab.limits.gpu_seconds:g} s."
     if report.error == "gpu_unhealthy":
         summary += " The GPU was not healthy after the kernel stopped; an administrator was told."
     report.summary = summary if not report.summary else report.summary + " " + summary

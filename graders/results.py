@@ -67,6 +67,14 @@ class TimingStats:
     sm_clock_mhz: int | None = None
     temperature_c: int | None = None
     reused: bool = False
+    # A kept figure reused in a grading: the median of the repetitions that checked it there,
+    # interleaved with the submission's, and how many there were.
+    check_median_ms: float | None = None
+    check_reps: int = 0
+    # Beside a submission (a reference's entry in its case): the submission's median over this
+    # one, and that ratio's spread (both medians' relative standard errors combined).
+    ratio: float | None = None
+    ratio_spread: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,7 +116,8 @@ class CaseResult:
     hidden: bool
     passed: bool
     # "pass", "wrong_answer", "no_output", "out_of_bounds_write", "input_modified",
-    # "timeout", "kernel_error", "launch_error", "not_run", and from the sanitizer on its case:
+    # "timeout", "output_limit" (stopped for printing), "kernel_error", "launch_error",
+    # "not_run", and from the sanitizer on its case:
     # "memory_error", "data_race", "divergent_barrier"
     verdict: str
     message: str  # a sentence: which index, expected and got, or what the kernel did
@@ -170,6 +179,12 @@ class GradeReport:
     sanitizer_penalty: float = 0.0
     # Reference timings measured in this grading, for the worker to keep: name -> TimingStats.
     measured_references: dict[str, TimingStats] = field(default_factory=dict)
+    # For staff: work outside the GPU's lock overlapped every attempt at the timed section
+    # (which processes); "" when none did. Its performance points are then held back.
+    timing_contended: str = ""
+    performance_pending: bool = False
+    # The submission used the GPU time one grading may take (the lab's limits.gpu_seconds).
+    budget_spent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

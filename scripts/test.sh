@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh dev
 export PATH="$PWD/.venv/bin:$PATH"
-ruff check app graders tests bench
-ruff format --check app graders tests bench
+ruff check app migrations graders tests bench setup.py
+ruff format --check app migrations graders tests bench setup.py
 mypy
 KERNELGRADER_DATABASE_URL="sqlite:///$(mktemp -d)/alembic-check.db" scripts/alembic-check.sh
 exec pytest "$@"

@@ -8,20 +8,32 @@ import os
 import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+import zipfile
+from contextlib import closing
 from pathlib import Path
 
 import httpx
 import pytest
+from alembic.script import ScriptDirectory
 
 from graders.spec import list_builtin_labs
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = ["pyproject.toml", "README.md", "app", "graders", "reference_kernels"]
+SOURCES = [
+    "pyproject.toml",
+    "setup.py",
+    "README.md",
+    "app",
+    "migrations",
+    "graders",
+    "reference_kernels",
+]
 KERNEL = b"""extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, float f)
 {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -58,6 +70,19 @@ def test_the_wheel_installs_and_runs_every_command_from_any_directory(tmp_path: 
             shutil.copy2(REPO / name, src / name)
     run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp_path / "dist", src)
     (wheel,) = (tmp_path / "dist").glob("kernelgrader-*.whl")
+    # The top-level migrations/ travels inside the package, every revision of it.
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {n for n in archive.namelist() if n.startswith("app/migrations/")}
+    in_checkout = {
+        f"app/migrations/{p.relative_to(REPO / 'migrations').as_posix()}"
+        for p in [
+            *(REPO / "migrations").glob("*.py"),
+            REPO / "migrations" / "script.py.mako",
+            *(REPO / "migrations" / "versions").glob("*.py"),
+        ]
+    }
+    assert any("/versions/" in name for name in in_checkout)
+    assert shipped == in_checkout, sorted(shipped ^ in_checkout)
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv)
     run(venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-compile", wheel)
@@ -98,6 +123,10 @@ def test_the_wheel_installs_and_runs_every_command_from_any_directory(tmp_path: 
     assert str(REPO) not in where.stdout and str(venv) in where.stdout, where.stdout
 
     assert "newest schema" in kernelgrader("db", "upgrade").stdout
+    with closing(sqlite3.connect(tmp_path / "var" / "kernelgrader.sqlite")) as db:
+        reached = db.execute("SELECT version_num FROM alembic_version").fetchall()
+    head = ScriptDirectory(str(REPO / "migrations")).get_current_head()
+    assert reached == [(head,)], (reached, head)
 
     refused = kernelgrader("worker", check=False)
     assert refused.returncode == 1

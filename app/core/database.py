@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,8 +21,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# Inside the package, so an installed wheel migrates from any directory, as a checkout does.
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+# The top-level migrations/ folder, installed as app.migrations (see setup.py): found through
+# the import system, so an installed wheel migrates from any directory, as a checkout does.
+MIGRATIONS_DIR = Path(str(resources.files("app.migrations")))
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

@@ -76,6 +76,21 @@ class Settings(BaseSettings):
     prestart: bool = True
     # A kept reference timing older than this is measured again (seconds; 0: always measure).
     reference_timing_max_age_seconds: float = Field(default=7 * 24 * 3600, ge=0)
+    # GPU memory a worker leaves free when it admits gradings (graders.run.memory).
+    gpu_memory_reserve_mb: int = Field(default=2048, ge=0)
+    # Gradings whose timed section other work overlapped are timed again at most this often.
+    contended_retimes: int = Field(default=3, ge=0, le=20)
+    # Profile every fully correct grading with Nsight Compute afterwards (at a lower priority
+    # than any grading), where a GPU worker has ncu; staff can ask for any submission anyway.
+    profile_after_grading: bool = True
+    # How long one profiling (ncu over the submission's launches, and the references not yet
+    # kept) may take before it is stopped.
+    profile_timeout_seconds: float = Field(default=180.0, gt=0, le=600)
+    # Profiles on the broker or running at once, fleet-wide; each holds a GPU's lock shared,
+    # so a timed section that comes meanwhile waits for it.
+    profile_in_flight: int = Field(default=1, ge=1, le=64)
+    # .ncu-rep files kept per student and lab (the newest); older profiles keep their findings.
+    profile_reports_kept: int = Field(default=3, ge=0)
     session_max_age_seconds: int = 14 * 24 * 3600
     # Submissions one student may make to one lab per window (0: no limit); staff are exempt.
     submission_rate_limit: int = 30

@@ -118,7 +118,9 @@ class Supervisor:
         ]
 
     def start(self, child: Child) -> None:
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": child.gpu}
+        # The GPUs are numbered as NVML numbers them (visible_gpus), so CUDA must count them in
+        # the same order: the worker's GPU, and the timing lock it takes, are then the same one.
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": child.gpu, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         # A session of its own: a terminal's Ctrl-C reaches the supervisor, which forwards it
         # once, rather than every process at the same time.
         child.process = subprocess.Popen(self.command(), env=env, start_new_session=True)

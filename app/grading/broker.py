@@ -45,7 +45,9 @@ class Channel(kombu_sqlalchemy.Channel):  # type: ignore[misc]
         self._lock = threading.Lock()
         self._rows: dict[str, int] = {}  # delivery tag -> row id of a message handed out
         self._to_delete: set[int] = set()  # rows whose delete failed (locked); tried again
-        self._forget_checked = 0.0
+        # -inf, not 0: the monotonic clock counts from boot, and on a machine up for less than
+        # FORGET_CHECK_SECONDS a 0 here would skip the first check.
+        self._forget_checked = float("-inf")
 
     @property
     def session(self) -> Any:

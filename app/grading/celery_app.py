@@ -28,7 +28,11 @@ def make_celery() -> Celery:
             "polling_interval": settings.broker_polling_seconds,
             "forget_taken_after_seconds": settings.broker_forget_taken_after_seconds,
         }
-    app = Celery("kernelgrader", broker=settings.broker_url, include=["app.grading.tasks"])
+    app = Celery(
+        "kernelgrader",
+        broker=settings.broker_url,
+        include=["app.grading.tasks", "app.profiling.tasks"],
+    )
     app.conf.update(
         broker_transport_options=transport_options,
         task_default_queue=QUEUE,

@@ -1,25 +1,51 @@
-"""Setting up the grading engine in a worker process: lock folder, kernel cache, warm children.
+"""Setting up the grading engine in a worker process: kernel cache, warm children.
 
-Done once when a worker starts (`kernelgrader worker`): where it has a GPU, the CuPy kernel
-cache is built in a trusted child and a run child and a sanitizer child per concurrent job are
-started ahead of need; every worker keeps compile children started ahead too.
+Done once when a worker starts (`kernelgrader worker`), before it takes a job: where it has a
+GPU, the CuPy kernel cache is found built (`python -m graders warm-cache`, or an earlier
+worker) or built now, in a trusted child, and a run child and a sanitizer child per concurrent
+job are started ahead of need; every worker keeps compile children started ahead too. The
+GPU's timing lock needs no setting up: it lives in a host-wide folder (graders.gpu.lock_dir),
+whatever the data folder, so every worker of the host, in a container or not, takes the same.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import time
 
 from app.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
+def prepare_kernel_cache() -> None:
+    """The CuPy kernel cache, ready before the first job: found built, or built now."""
+    from graders.run.kernel_cache import ensure_built
+
+    began = time.monotonic()
+    state = ensure_built()
+    if state.folder is None:
+        log.warning("gradings start without a CuPy kernel cache: %s", state.why_not)
+    elif state.built_now:
+        log.info(
+            "built the CuPy kernel cache before taking jobs, in %.1f s (`python -m graders "
+            "warm-cache` builds it ahead): %s",
+            state.seconds,
+            state.folder,
+        )
+    else:
+        log.info(
+            "found the CuPy kernel cache built, in %.2f s: %s",
+            time.monotonic() - began,
+            state.folder,
+        )
+
+
 def prepare_engine(settings: Settings, *, gpu: bool) -> None:
     from graders.sandbox import prestart
 
-    # The run stage's children find the lock files (and the kernel cache) through this.
-    os.environ.setdefault("KERNELGRADER_LOCK_DIR", str(settings.data_dir.resolve()))
+    if gpu:
+        prepare_kernel_cache()  # the children started below copy it
     if not settings.prestart:
         return
     spares = settings.worker_concurrency
@@ -28,23 +54,12 @@ def prepare_engine(settings: Settings, *, gpu: bool) -> None:
     )
     if not gpu:
         return
-    from graders.run.kernel_cache import ensure_built
-
-    def cache() -> None:
-        ensure_built()
-
     prestart.configure(
-        prestart.PoolSpec(
-            "run", gpu=True, warm="graders.run.child:warm_up", spares=spares, before_spawn=cache
-        )
+        prestart.PoolSpec("run", gpu=True, warm="graders.run.child:warm_up", spares=spares)
     )
     prestart.configure(
         prestart.PoolSpec(
-            "sanitizer",
-            gpu=True,
-            warm="graders.sanitizer.child:warm_up",
-            spares=spares,
-            before_spawn=cache,
+            "sanitizer", gpu=True, warm="graders.sanitizer.child:warm_up", spares=spares
         )
     )
     log.info("prestarted %d run and sanitizer children and a compile child", spares)

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.grading.models import CaseResult, GradingJob, JobState
+from app.lti.scores import note_grading
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 
@@ -58,6 +59,7 @@ def record_compile(
         submission.score = 0.0
         submission.graded_at = job.finished_at
         set_status(session, submission, Status.compile_error, result.message)
+        note_grading(session, submission=submission)
 
 
 def _case_row(job_id: int, position: int, case: Any) -> CaseResult:
@@ -135,6 +137,9 @@ def record_report(
         "max_performance_points": report.max_performance_points,
         "sanitizer_penalty": report.sanitizer_penalty,
         "flags": list(report.flags),
+        "performance_pending": report.performance_pending,
+        "timing_contended": report.timing_contended,
+        "budget_spent": report.budget_spent,
     }
     job.state = JobState.done.value
     job.finished_at = utcnow()
@@ -146,3 +151,8 @@ def record_report(
     submission.review_flag = " ".join(report.flags)
     submission.graded_at = job.finished_at
     set_status(session, submission, Status.graded, report.summary)
+    # Nsight Compute's profile follows, at a lower priority than any grading.
+    from app.profiling.service import queue_after_grading
+
+    queue_after_grading(session, submission=submission, job=job, report=report)
+    note_grading(session, submission=submission)

@@ -32,6 +32,8 @@ from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import send_job, waiting_in_broker
 from app.grading.routing import gpu_queue, served_keys
 from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
+from app.profiling.queue import send_profile
+from app.profiling.sweep import profiles_to_send
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 
@@ -46,6 +48,7 @@ class SweepReport:
     failed: list[int] = field(default_factory=list)  # lost jobs out of attempts
     to_gpu: list[int] = field(default_factory=list)  # compiled jobs handed to a GPU worker
     background: list[int] = field(default_factory=list)  # a lab regrade's jobs, a few at a time
+    profiles: list[int] = field(default_factory=list)  # profiling jobs, when no grading waits
 
     def __bool__(self) -> bool:
         return bool(
@@ -55,6 +58,7 @@ class SweepReport:
             or self.failed
             or self.to_gpu
             or self.background
+            or self.profiles
         )
 
 
@@ -194,9 +198,14 @@ def sweep(
         for submission_id, job_id, queue, stamp in background_jobs_to_send(session, now=now):
             sends.append((submission_id, job_id, queue, stamp))
             report.background.append(job_id)
+        # Profiling jobs last, and only while no grading waits (app.profiling.sweep).
+        profile_sends = profiles_to_send(session, now=now)
+        report.profiles = [profile_id for profile_id, _, _ in profile_sends]
     # Send only once the state changes are committed, so a fast worker finds them.
     for submission_id, job_id, queue, stamp in sends:
         send_job(submission_id=submission_id, job_id=job_id, queue=queue, stamped_at=stamp)
+    for profile_id, queue, stamp in profile_sends:
+        send_profile(profile_id=profile_id, queue=queue, stamped_at=stamp)
     return report
 
 

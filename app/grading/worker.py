@@ -14,7 +14,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import or_, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
@@ -278,6 +278,7 @@ def _run(
         secret=settings.grading_secret,
         cached_references=cached,
         on_phase=on_phase,
+        memory_reserve_mb=settings.gpu_memory_reserve_mb,
     )
     with session_scope() as session:
         if not _hold(session, job_id, me):
@@ -294,7 +295,31 @@ def _run(
             case=timed_case,
             measured={k: v.to_dict() for k, v in report.measured_references.items()},
         )
+        if report.performance_pending:
+            retime_later(session, submission=submission, job=job, limit=settings.contended_retimes)
     return Outcome.error if report.error == "internal" else Outcome.graded
+
+
+def retime_later(session: Session, *, submission: Submission, job: GradingJob, limit: int) -> bool:
+    """Queue the submission again at background priority (the sweep sends it when no student's
+    upload waits): other work overlapped its timed section, so its performance points are held
+    back until a quiet GPU times it. At most `limit` times; then staff decide (its flag says
+    why). Returns whether a job was queued."""
+    jobs = list(
+        session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id))
+    )
+    waiting = (JobState.queued.value, JobState.started.value)
+    if any(j.state in waiting and j.id != job.id for j in jobs):
+        return False  # a regrade is already on its way
+    held_back = sum(1 for j in jobs if (j.report or {}).get("performance_pending"))
+    if held_back > limit:
+        return False
+    session.add(
+        GradingJob(
+            submission_id=submission.id, queued_at=utcnow(), priority=Priority.background.value
+        )
+    )
+    return True
 
 
 def _compile_name(filename: str) -> str:

@@ -1,59 +1,6 @@
-"""Peak arithmetic throughput and memory bandwidth of NVIDIA GPUs, by the name CUDA reports.
+"""The GPUs' peak figures live with the timing stage (graders.timing.peaks), which also sets the
+physics floor; the service reads them from there."""
 
-Figures are NVIDIA's published specifications (product datasheets and architecture
-whitepapers) at boost clock, without sparsity or tensor cores: FP32 and FP64 on the CUDA cores,
-and DRAM (HBM or GDDR) bandwidth. A kernel measured against them sees the ceiling of the card
-as sold; a card held at a lower clock, or a PCIe card at a lower power limit, reaches less.
-A GPU missing from the table gets no percentages, only its measured FLOP/s and GB/s.
-"""
+from graders.timing.peaks import GpuPeak, floor_ms, peak_for
 
-from __future__ import annotations
-
-import re
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class GpuPeak:
-    model: str  # the name shown, e.g. "H100 SXM5"
-    fp32_tflops: float
-    fp64_tflops: float
-    bandwidth_gbs: float
-
-    def tflops(self, dtype: str) -> float:
-        """The peak for a lab's data type; integer labs are held to the FP32 rate (the
-        integer multiply-add rate of these GPUs is at most that)."""
-        return self.fp64_tflops if dtype == "float64" else self.fp32_tflops
-
-
-# First match wins, so a more specific pattern comes before a general one.
-_PEAKS: list[tuple[str, GpuPeak]] = [
-    (r"H200.*NVL", GpuPeak("H200 NVL", 60.0, 30.0, 4800.0)),
-    (r"H200", GpuPeak("H200 SXM", 67.0, 34.0, 4800.0)),
-    (r"H100.*NVL", GpuPeak("H100 NVL", 60.0, 30.0, 3900.0)),
-    (r"H100.*PCIe", GpuPeak("H100 PCIe", 51.0, 26.0, 2000.0)),
-    (r"H100", GpuPeak("H100 SXM5", 67.0, 34.0, 3350.0)),
-    (r"GH200", GpuPeak("GH200", 67.0, 34.0, 4000.0)),
-    (r"A100.*80GB.*PCIe|A100-PCIE-80GB", GpuPeak("A100 PCIe 80GB", 19.5, 9.7, 1935.0)),
-    (r"A100.*80GB", GpuPeak("A100 SXM4 80GB", 19.5, 9.7, 2039.0)),
-    (r"A100", GpuPeak("A100 40GB", 19.5, 9.7, 1555.0)),
-    (r"L40S", GpuPeak("L40S", 91.6, 1.43, 864.0)),
-    (r"L40", GpuPeak("L40", 90.5, 1.41, 864.0)),
-    (r"\bL4\b", GpuPeak("L4", 30.3, 0.47, 300.0)),
-    (r"A10\b", GpuPeak("A10", 31.2, 0.98, 600.0)),
-    (r"V100.*PCIe", GpuPeak("V100 PCIe", 14.0, 7.0, 900.0)),
-    (r"V100", GpuPeak("V100 SXM2", 15.7, 7.8, 900.0)),
-    (r"\bT4\b", GpuPeak("T4", 8.1, 0.25, 320.0)),
-    (r"RTX 4090", GpuPeak("GeForce RTX 4090", 82.6, 1.29, 1008.0)),
-    (r"RTX 3090", GpuPeak("GeForce RTX 3090", 35.6, 0.56, 936.0)),
-]
-
-
-def peak_for(gpu_name: str | None) -> GpuPeak | None:
-    """The peak figures for a GPU name such as 'NVIDIA H100 80GB HBM3'; None if unknown."""
-    if not gpu_name:
-        return None
-    for pattern, peak in _PEAKS:
-        if re.search(pattern, gpu_name, re.IGNORECASE):
-            return peak
-    return None
+__all__ = ["GpuPeak", "floor_ms", "peak_for"]

@@ -35,6 +35,7 @@ from app.gradebook.service import Student, best_scores, gradebook, is_pending
 from app.grading.queue import send_job, stamp_send
 from app.performance.leaderboard import my_entry
 from app.performance.service import submission_performance
+from app.profiling.views import profile_view
 from app.submissions.quota import submission_quota
 from app.submissions.schemas import submission_read
 from app.submissions.service import (
@@ -281,7 +282,9 @@ async def submission_page(request: Request, submission_id: RowId, web: WebDb) ->
         submission, staff = visible_submission(session, user=user, submission_id=submission_id)
         view = submission_read(session, submission=submission, viewer_is_staff=staff)
         lab = session.get_one(Lab, submission.lab_id)  # read with the view: no query
-        perf = submission_performance(session, submission=submission, view=view, spec=spec_for(lab))
+        spec = spec_for(lab)
+        perf = submission_performance(session, submission=submission, view=view, spec=spec)
+        profile = profile_view(session, submission=submission, spec=spec, viewer_is_staff=staff)
         return render(
             request,
             "submission.html",
@@ -292,6 +295,7 @@ async def submission_page(request: Request, submission_id: RowId, web: WebDb) ->
                 "pending": is_pending(submission),
                 "perf": perf,
                 "charts": submission_charts(perf) if perf else {},
+                "profile": profile,
             },
         )
 

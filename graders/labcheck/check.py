@@ -9,7 +9,16 @@ header is well formed and the kernel compiles, or stops at the compile stage wit
 its header expects.
 
 On a GPU (`run=True`): every reference passes every case, and every faulty kernel gets the
-verdict its header expects, through `graders.grade.run_submission`.
+verdict its header expects, through `graders.grade.run_submission`; with `profile=True` (the
+default there), every slow kernel in `slow/` passes every case and Nsight Compute finds on its
+line what its header expects, and the references show the findings the lab's
+`[profile.expect]` lists and no other (graders.labcheck.slow).
+
+Shortcut probes (graders.labcheck.probes): kernels made from a reference that do less than the
+whole work (a constant answer, half the work plus an estimate, sampled work), and any the lab
+writes by hand in probes/. Without a GPU they are compiled (one generated probe stands for the
+three, which differ in one constant); on a GPU each must fail the lab, the timed case included,
+or the check names the lab's weakness.
 """
 
 from __future__ import annotations
@@ -28,8 +37,17 @@ from graders.labcheck.faults import (
     faulty_files,
     read_fault_header,
 )
+from graders.labcheck.probes import (
+    PROBE_KINDS,
+    PROBES_FOLDER,
+    Probe,
+    ProbeError,
+    generated_probes,
+    hand_written_probes,
+)
 from graders.labcheck.report import FAIL, OK, SKIP, WARN, CheckItem, LabCheckReport
 from graders.labcheck.sample import sample_case, sample_outputs
+from graders.labcheck.slow import SlowExpectation, SlowHeaderError, read_slow_header, slow_files
 from graders.results import CompileResult
 from graders.run import properties, python_oracle
 from graders.run.python_oracle import OracleCodeError
@@ -47,6 +65,7 @@ def check_lab(
     secret: str = "kernelgrader-lab-check",
     arch: str | None = None,
     progress: Callable[[CheckItem], None] | None = None,
+    profile: bool = True,
 ) -> LabCheckReport:
     """Check a lab folder (see the module docstring); never raises for a broken lab."""
     report = LabCheckReport(Path(folder), progress=progress)
@@ -68,11 +87,43 @@ def check_lab(
         _dry_run_oracle(lab, report)
     compiled = _compile_references(lab, report, arch)
     faulty = _compile_faulty(lab, expectations, report, arch)
+    slow = _compile_slow(lab, report, arch)
+    probes = _compile_probes(lab, compiled, report, arch, every_kind=run)
     if run:
-        from graders.labcheck.gpu import run_on_gpu
+        from graders.labcheck.gpu import profile_on_gpu, run_on_gpu
 
-        run_on_gpu(lab, compiled, faulty, report, secret=secret)
+        run_on_gpu(lab, compiled, faulty, report, secret=secret, probes=probes)
+        if profile:
+            profile_on_gpu(lab, slow, report, secret=secret, arch=arch)
+    elif probes:
+        report.add(
+            SKIP,
+            "probes",
+            "not run: each must fail the lab on a GPU (`lab check` without --no-gpu on a GPU "
+            "host runs them)",
+        )
     return report
+
+
+def _compile_slow(
+    lab: LabSpec, report: LabCheckReport, arch: str | None
+) -> list[tuple[SlowExpectation, CompileResult]]:
+    """Each slow kernel's header, and the kernel compiled as a submission."""
+    out = []
+    for path in slow_files(lab.folder):
+        try:
+            exp = read_slow_header(path)
+        except SlowHeaderError as exc:
+            report.add(FAIL, f"slow/{path.name}", str(exc))
+            continue
+        result = _compile(lab, path.read_text(encoding="utf-8"), path.name, arch)
+        if not result.ok:
+            log = f"\n{result.log}" if result.log else ""
+            report.add(FAIL, exp.label, f"does not compile: {result.message}{log}")
+            continue
+        report.add(OK, exp.label, f"compiles (expects the profiler to find {exp.describe()})")
+        out.append((exp, result))
+    return out
 
 
 def _read_headers(lab: LabSpec, report: LabCheckReport) -> list[FaultExpectation]:
@@ -250,3 +301,68 @@ def _compile_faulty(
             report.add(OK, exp.label, f"compiles (expects {exp.describe()} when run)")
             to_run.append((exp, result))
     return to_run
+
+
+def _compile_probes(
+    lab: LabSpec, references: dict[str, CompileResult], report: LabCheckReport,
+    arch: str | None, *, every_kind: bool,
+) -> list[tuple[Probe, CompileResult]]:  # fmt: skip
+    """The lab's hand-written probes and those generated from the first reference that can
+    be wrapped, compiled as references are (trusted: without `requires`). Without
+    `every_kind`, one generated probe is compiled for the three."""
+    ref_lab = lab.for_references()
+    out: list[tuple[Probe, CompileResult]] = []
+    written, problems = hand_written_probes(lab.folder)
+    for problem in problems:
+        report.add(FAIL, "probes", problem)
+    for probe in written:
+        result = _compile(ref_lab, probe.source, probe.filename, arch)
+        if not result.ok:
+            log = f"\n{result.log}" if result.log else ""
+            report.add(FAIL, probe.label, f"does not compile: {result.message}{log}")
+            continue
+        out.append((probe, result))
+        report.add(OK, probe.label, f"compiles ({probe.what})")
+    skipped: list[str] = []
+    for ref in lab.references:
+        if ref.file is None or ref.name not in references:
+            continue
+        try:
+            made, notes = generated_probes(lab, ref.file, references[ref.name].declarations)
+        except ProbeError as exc:
+            skipped.append(f"{ref.file}: {exc}")
+            continue
+        chosen = made if every_kind else [p for p in made if p.kind == "half"]
+        results = [(p, _compile(ref_lab, p.source, p.filename, arch)) for p in chosen]
+        broken = next((r for _, r in results if not r.ok), None)
+        if broken is not None:
+            skipped.append(f"{ref.file}: the wrapped kernel does not compile ({broken.message})")
+            continue
+        out.extend(results)
+        kinds = ", ".join(PROBE_KINDS)
+        also = f" (not from {'; '.join(skipped)})" if skipped else ""
+        compiled = (
+            " compile"
+            if every_kind
+            else "; the half probe compiles (the others differ from it in one constant)"
+        )
+        noted = f"; note: {'; '.join(notes)}" if notes else ""
+        report.add(
+            OK, "probes", f"shortcut probes ({kinds}) generated from {ref.file}{also}{compiled}"
+            f"{noted}"
+        )  # fmt: skip
+        return out
+    if written:
+        report.add(
+            OK, "probes", f"no probe generated ({'; '.join(skipped) or 'no file reference'}); "
+            "the hand-written ones stand in"
+        )  # fmt: skip
+    else:
+        report.add(
+            WARN,
+            "probes",
+            "no shortcut probe could be generated from the references ("
+            f"{'; '.join(skipped) or 'the lab has no reference file'}): write them by hand in "
+            f'{PROBES_FOLDER}/ (SPEC_FORMAT.md, "Shortcut probes")',
+        )
+    return out

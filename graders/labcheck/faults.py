@@ -30,7 +30,7 @@ HEADER_KEYS = (
 SANITIZER_VERDICTS = ("data_race", "memory_error", "divergent_barrier")
 CASE_VERDICTS = (
     "wrong_answer", "no_output", "out_of_bounds_write", "input_modified", "timeout",
-    "kernel_error", "launch_error", *SANITIZER_VERDICTS,
+    "output_limit", "kernel_error", "launch_error", *SANITIZER_VERDICTS,
 )  # fmt: skip
 # CompileResult.reason values a faulty kernel may expect (it then runs no case).
 COMPILE_VERDICTS = (

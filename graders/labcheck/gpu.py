@@ -1,4 +1,5 @@
-"""The part of `lab check` that runs kernels: references pass, faulty kernels get their verdicts.
+"""The part of `lab check` that runs kernels: references pass, faulty kernels get their
+verdicts, shortcut probes fail.
 
 It grades through `graders.grade.run_submission` exactly as a submission is graded
 (correctness only: no timing); the sanitizer runs for a faulty kernel whose header expects a
@@ -8,7 +9,9 @@ finding or the sanitizer's verdict.
 from __future__ import annotations
 
 from graders.labcheck.faults import FaultExpectation, Outcome, run_problem
+from graders.labcheck.probes import CaseOutcome, Probe, judge_probe
 from graders.labcheck.report import FAIL, OK, SKIP, LabCheckReport
+from graders.labcheck.slow import SlowExpectation, ladder_problem, profile_problem
 from graders.results import CompileResult, GradeReport
 from graders.spec import LabSpec
 
@@ -24,6 +27,7 @@ def run_on_gpu(
     report: LabCheckReport,
     *,
     secret: str,
+    probes: list[tuple[Probe, CompileResult]] | None = None,
 ) -> None:
     from graders.gpu import gpu_unavailable_reason
 
@@ -68,3 +72,90 @@ def run_on_gpu(
             report.add(FAIL, subject, f"{problem}. Its header says: {exp.why}")
         else:
             report.add(OK, subject, f"got {exp.describe()}, as its header expects")
+    for probe, compiled in probes or []:
+        graded = run_submission(
+            lab, probe.source, compiled=compiled, secret=secret, sanitizer=False, timing=False
+        )
+        if graded.error in ("internal", "gpu_unhealthy", "no_gpu"):
+            report.add(FAIL, probe.label, f"the grader could not run it: {graded.summary}")
+            continue
+        outcomes = [CaseOutcome(c.name, c.passed, c.verdict, c.message) for c in graded.cases]
+        status, message = judge_probe(lab, probe, outcomes)
+        report.add(status, probe.label, message)
+
+
+def profile_on_gpu(
+    lab: LabSpec,
+    slow: list[tuple[SlowExpectation, CompileResult]],
+    report: LabCheckReport,
+    *,
+    secret: str,
+    arch: str | None = None,
+) -> None:
+    """Slow kernels pass every case and show their finding on their line; the references
+    show the findings the ladder expects and no other (graders.labcheck.slow)."""
+    from graders.gpu import gpu_unavailable_reason
+
+    if gpu_unavailable_reason() or not lab.profile.enabled:
+        return
+    from graders.grade import run_submission
+    from graders.profile import tool
+    from graders.profile.findings import PATTERN_KINDS, findings_of
+    from graders.profile.stage import profile_submission
+    from graders.run.inputs import case_seed
+
+    reason = tool.unavailable_reason()
+    if reason:
+        report.add(SKIP, "profile", f"kernels were not profiled: {reason}")
+        return
+    case = lab.profile_case
+    seed = case_seed(lab.id, case.name, hidden=case.hidden, secret=secret)
+    references = [r.name for r in lab.references if r.file]
+    if references:
+        first = lab.reference(references[0])
+        # Compiled as references are, without the lab's `requires` (a naive baseline has none).
+        result = profile_submission(
+            lab.for_references(), first.source, seed=seed, filename=first.file or "reference.cu",
+            arch=arch, references=references[1:],
+        )  # fmt: skip
+        if result.status != "ok" or result.submission is None:
+            report.add(FAIL, "profile references", f"they could not be profiled: {result.message}")
+        else:
+            runs = {references[0]: result.submission, **result.references}
+            for name in references:
+                subject = f"profile reference {lab.reference(name).file}"
+                run = runs.get(name)
+                if run is None or not run.ok:
+                    why = run.message if run is not None else "it was not profiled"
+                    report.add(FAIL, subject, f"it could not be profiled: {why}")
+                    continue
+                kinds = sorted(
+                    {f.kind for f in findings_of(run.summary) if f.kind in PATTERN_KINDS}
+                )
+                problem = ladder_problem(lab.profile.expect.get(name, ()), kinds)
+                if problem:
+                    report.add(FAIL, subject, f"the profile {problem}")
+                else:
+                    shown = ", ".join(kinds) or "no access-pattern finding"
+                    report.add(OK, subject, f"shows {shown}, as the lab's ladder expects")
+    for exp, compiled in slow:
+        source = exp.path.read_text(encoding="utf-8")
+        graded = run_submission(
+            lab, source, compiled=compiled, secret=secret, sanitizer=False, timing=False
+        )
+        failed = _failed_cases(graded)
+        if graded.error or failed:
+            detail = "; ".join(failed) or graded.summary
+            report.add(FAIL, exp.label, f"a slow kernel must pass every case: {detail}")
+            continue
+        result = profile_submission(lab, source, seed=seed, filename=exp.path.name, arch=arch)
+        subject = f"profile {exp.label}"
+        if result.status != "ok" or result.submission is None:
+            report.add(FAIL, subject, f"it could not be profiled: {result.message}")
+            continue
+        found = [(f.kind, f.line) for f in findings_of(result.submission.summary)]
+        problem = profile_problem(exp, found)
+        if problem:
+            report.add(FAIL, subject, f"{problem}. Its header says: {exp.why}")
+        else:
+            report.add(OK, subject, f"passes every case; the profiler finds {exp.describe()}")

@@ -1,10 +1,19 @@
 """One case's arrays on the device: generated inputs, sentinel-filled outputs, poisoned guards.
 
-Every array the kernel gets lives inside a larger allocation with a guard band before and after
-it. The guards hold a poison value of the array's dtype (NaN for floats), so a read past an
-input spoils the answer rather than adding a harmless tiny number, and a write into them is
-seen afterwards. A guard covers 33 rows of a matrix (at least 64 KiB): a tile loop that reads
-a whole tile past the last row stays inside it.
+Every array the kernel gets is an allocation of its own (cudaMalloc, not CuPy's pool) with a
+guard band after it and a spacer allocation before it. The guards and spacers hold a poison value
+of the array's dtype (NaN for floats), so a read past an input spoils the answer rather than
+adding a harmless tiny number, and a write into them is seen afterwards. A guard covers 33 rows
+of a matrix (at least `TAIL_GUARD_BYTES`): a tile loop that reads a whole tile past the last row
+stays inside it.
+
+The same layout, told apart only by what the guards are: compute-sanitizer runs its case with
+`--padding TAIL_GUARD_BYTES`, which puts that many bytes of memory it treats as out of bounds
+after every allocation, and `guards=False` allocates each array and spacer without its tail; so
+under the sanitizer the arrays lie exactly as far apart as in a graded run of the same sizes, and
+a read past an array's end is reported there instead of reading poison. Which array comes first
+and how large each spacer is are drawn at random for every allocation, in both runs alike: a
+kernel cannot recognise the run it is in from where its arrays lie (graders/run/layout.py).
 
 Inputs are never kept in a second device copy while a student's kernel runs (it could find and
 change that copy too): to check that an input is unchanged, or to compute the expected answer,
@@ -27,16 +36,18 @@ import numpy as np
 from graders.run import compare
 from graders.run.generate import device_fill
 from graders.run.inputs import DTYPES, Source, init_of, input_sources, literal_array
+from graders.run.layout import TAIL_GUARD_BYTES, Layout
 from graders.run.normal import STD_REACH
 from graders.spec import LabSpec, ParamSpec, expr
 
-MIN_GUARD_BYTES = 64 * 1024
+MIN_GUARD_BYTES = TAIL_GUARD_BYTES
 MAX_GUARD_BYTES = 256 * 1024 * 1024
 GUARD_ROWS = 33
 
 
 def guard_bytes(shape: tuple[int, ...], itemsize: int) -> int:
-    """Room for 33 rows of a matrix (a tile of rows past the end), at least 64 KiB."""
+    """Room for 33 rows of a matrix (a tile of rows past the end), at least the sanitizer's
+    padding (so that small cases, the sanitizer's among them, lie as they do under it)."""
     row = math.prod(shape[1:]) if len(shape) > 1 else 1
     wanted = max(MIN_GUARD_BYTES, GUARD_ROWS * row * itemsize)
     wanted = min(wanted, MAX_GUARD_BYTES)
@@ -73,10 +84,11 @@ class DeviceArray:
     param: ParamSpec
     dtype: np.dtype
     shape: tuple[int, ...]
-    raw: Any  # cupy uint8 array: guard, data, guard
+    raw: Any  # cupy uint8 array over the allocation: data, then the tail guard
     view: Any  # cupy array of dtype and shape over the data
-    guard: int
+    guard: int  # bytes of the tail guard (0: none, the sanitizer's run)
     guard_bits: Any  # the poison, as an unsigned integer of the dtype's width
+    spacer: Any = None  # cupy uint8 array over the spacer allocated just before it
 
     @property
     def name(self) -> str:
@@ -120,30 +132,36 @@ class DeviceArrays:
         *,
         guards: bool = True,
         literals: Mapping[str, Any] | None = None,
+        layout: Layout | None = None,
     ) -> DeviceArrays:
-        """Fresh arrays with poisoned guards (or none, for the sanitizer's exact allocations).
+        """Fresh arrays in a random layout, with poisoned guards and spacers; or (guards=False)
+        the same layout without the tails, for compute-sanitizer's padded allocations.
         `literals` are the case's hand-written inputs (CaseSpec.inputs)."""
-        import cupy as cp
-
+        layout = layout or Layout.fresh()
         out = cls(lab, dict(names), literals=dict(literals or {}))
-        for param in lab.params:
-            if not param.is_array:
-                continue
+        params = [p for p in lab.params if p.is_array]
+        for index in layout.order(len(params)):
+            param = params[index]
             dtype = np.dtype(DTYPES[param.dtype])
             shape = param.shape_for(names)
             nbytes = math.prod(shape) * dtype.itemsize
             guard = guard_bytes(shape, dtype.itemsize) if guards else 0
-            raw = cp.empty(guard + nbytes + guard, dtype=cp.uint8)
-            view = cp.ndarray(shape, dtype=dtype, memptr=raw.data + guard)
             literal = out.literals.get(param.name)
             data = None if literal is None else literal_array(param, literal, shape)
             bits = compare.guard_value(dtype, _taken_range(param, names, data))
-            arr = DeviceArray(param, dtype, shape, raw, view, guard, bits)
+            # The spacer first, so that it lies just before the array (the driver hands out
+            # consecutive allocations side by side); under the sanitizer it is padded too.
+            spacer = _device_bytes(layout.spacer() + (TAIL_GUARD_BYTES if guards else 0))
+            raw = _device_bytes(nbytes + guard)
+            view = _typed(raw, dtype, shape)
+            arr = DeviceArray(param, dtype, shape, raw, view, guard, bits, spacer)
             if guard:
                 unsigned = _unsigned(dtype)
-                raw[:guard].view(unsigned).fill(bits)
-                raw[guard + nbytes :].view(unsigned).fill(bits)
+                _poison(raw[nbytes:], unsigned, bits)
+                _poison(spacer, unsigned, bits)
             out.arrays[param.name] = arr
+        # The lab's order, whatever order they were allocated in.
+        out.arrays = {p.name: out.arrays[p.name] for p in params}
         return out
 
     def generate(self, seed: int, *, nonce: int = 0, rep: int = -1) -> None:
@@ -199,8 +217,8 @@ class DeviceArrays:
             if not arr.guard:
                 continue
             unsigned = _unsigned(arr.dtype)
-            before = arr.raw[: arr.guard].view(unsigned) != arr.guard_bits
-            after = arr.raw[arr.guard + arr.nbytes :].view(unsigned) != arr.guard_bits
+            after = _unpoisoned(arr.raw[arr.nbytes :], unsigned, arr.guard_bits)
+            before = _unpoisoned(arr.spacer, unsigned, arr.guard_bits)
             if bool(after.any()):
                 elem = arr.view.size + int(cp.flatnonzero(after)[0])
                 found.append(
@@ -208,7 +226,7 @@ class DeviceArrays:
                     f"{arr.view.size} elements, and element {elem} was written. Check the bounds "
                     "before every store."
                 )
-            elif bool(before.any()):
+            elif before is not None and bool(before.any()):
                 back = before.size - int(cp.flatnonzero(before)[-1])
                 found.append(
                     f"The kernel wrote before the start of {arr.name} (about {back} elements "
@@ -232,5 +250,43 @@ class DeviceArrays:
     def host(self, name: str) -> np.ndarray:
         return np.asarray(self.arrays[name].view.get())
 
+    def nbytes_on_device(self) -> int:
+        """Bytes these arrays hold on the device, guards and spacers included."""
+        return sum(
+            a.raw.nbytes + (a.spacer.nbytes if a.spacer is not None else 0)
+            for a in self.arrays.values()
+        )
+
     def release(self) -> None:
         self.arrays.clear()
+
+
+def _device_bytes(nbytes: int) -> Any:
+    """A uint8 array over an allocation of its own (cudaMalloc, never a pooled block)."""
+    import cupy as cp
+
+    memory = cp.cuda.Memory(max(nbytes, 0))
+    return cp.ndarray((nbytes,), dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(memory, 0))
+
+
+def _typed(raw: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+    import cupy as cp
+
+    return cp.ndarray(shape, dtype=dtype, memptr=raw.data)
+
+
+def _poison(region: Any, unsigned: np.dtype, bits: Any) -> None:
+    """Fill a byte region with the poison; a tail not a whole number of elements gets 0xA5."""
+    whole = region.size - region.size % unsigned.itemsize
+    if whole:
+        region[:whole].view(unsigned).fill(bits)
+    if whole < region.size:
+        region[whole:].fill(0xA5)
+
+
+def _unpoisoned(region: Any, unsigned: np.dtype, bits: Any) -> Any:
+    """Where a poisoned region no longer holds the poison (whole elements only)."""
+    if region is None:
+        return None
+    whole = region.size - region.size % unsigned.itemsize
+    return region[:whole].view(unsigned) != bits

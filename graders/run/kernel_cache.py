@@ -1,12 +1,22 @@
-"""The worker's CuPy kernel cache: built once in a trusted child, copied into every GPU child.
+"""The CuPy kernel cache: built once per host, in a trusted child, copied into every GPU child.
 
 CuPy compiles its elementwise and reduction kernels on first use and keeps them in a cache
 folder. A sandboxed child's cache lives in its own fresh folder, so every grading used to start
-cold (7 s for matmul-tiled's cases on an H100). Here the worker builds the cache once, in a
+cold (7 s for matmul-tiled's cases on an H100), and a new worker built the cache at its first
+job (52 s on a new host). Here the cache is built once (`python -m graders warm-cache`, which
+the GPU image's entrypoint and scripts/setup.sh run, or a worker before it takes jobs), in a
 child that runs only the grader's own code (`python -m graders.run.kernel_cache FOLDER`, no
-submission), under a file lock so that the workers of one host build it once between them.
-Each sandboxed GPU child then gets a private copy (graders.sandbox.process.register_gpu_seed):
-it may read and even write its copy, and no later child ever loads what it wrote.
+submission), under a file lock so that the workers of a host build it once between them.
+
+It lives in a folder of its own (KERNELGRADER_KERNEL_CACHE_DIR; else /var/cache/kernelgrader
+for root or where that folder is the worker user's, else the user's ~/.cache/kernelgrader),
+whatever the data folder, named by what its kernels depend on: CuPy's version, NVRTC's (CUDA)
+version, the GPU's architecture and the grader's own kernel sources. Every data folder and
+restart reuses it. Only a folder this user (or root) owns and no one else may write is used:
+what is in it is loaded by every grading.
+
+Each sandboxed GPU child gets a private copy (graders.sandbox.process.register_gpu_seed): it
+may read and even write its copy, and no later child ever loads what it wrote.
 """
 
 from __future__ import annotations
@@ -21,54 +31,144 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from graders.gpu import lock_dir
+from graders.gpu import detect_arch
 from graders.sandbox.process import register_gpu_seed
 
 log = logging.getLogger(__name__)
 BUILD_TIMEOUT_S = 600.0
 _SOURCES = (
     "generate.py", "normal.py", "warmup.py", "compare.py", "oracles.py", "properties.py",
+    "quick.py",
 )  # fmt: skip
+SHARED_ROOT = Path("/var/cache/kernelgrader")
+COMPLETE = ".complete"
 
 
-def _fingerprint() -> str:
-    """Changes when the grader's kernels or the interpreter (and so CuPy) change."""
-    digest = hashlib.sha256(sys.executable.encode())
-    here = Path(__file__).resolve().parent
-    for name in _SOURCES:
-        digest.update((here / name).read_bytes())
-    return digest.hexdigest()[:16]
+@dataclass(frozen=True)
+class CacheState:
+    """What `ensure_built` found or did."""
+
+    folder: Path | None  # the built cache, registered for GPU children; None: none to use
+    built_now: bool = False
+    seconds: float = 0.0
+    why_not: str = ""  # a sentence where folder is None
 
 
-def cache_folder() -> Path:
-    """KERNELGRADER_KERNEL_CACHE_DIR, else beside the lock files (the worker's data dir)."""
-    root = os.environ.get("KERNELGRADER_KERNEL_CACHE_DIR")
-    return (Path(root) if root else lock_dir()) / f"kernelgrader-cupy-cache-{_fingerprint()}"
+def cache_root() -> Path:
+    """The folder that holds the caches: see the module docstring."""
+    given = os.environ.get("KERNELGRADER_KERNEL_CACHE_DIR")
+    if given:
+        return Path(given).resolve()
+    if os.geteuid() == 0:
+        return SHARED_ROOT
+    with contextlib.suppress(OSError):
+        if SHARED_ROOT.stat().st_uid == os.geteuid():
+            return SHARED_ROOT  # an administrator made it the workers' user's
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kernelgrader"
 
 
 @functools.cache
-def ensure_built() -> Path | None:
-    """The trusted cache folder, built if need be and registered for GPU children; None if the
-    build failed (children then compile what they need themselves, slower but correct)."""
-    final = cache_folder()
-    done = final / ".complete"
-    if not done.exists():
-        final.parent.mkdir(parents=True, exist_ok=True)
-        with open(str(final) + ".lock", "w") as guard:
-            fcntl.flock(guard, fcntl.LOCK_EX)  # another worker may be building it right now
-            if not done.exists() and not _build(final):
-                return None
-    register_gpu_seed(".cupy", final)
-    return final
+def _toolchain() -> str:
+    """CuPy's and NVRTC's versions: the cached kernels are theirs."""
+    import cupy
+    from cupy_backends.cuda.libs import nvrtc
+
+    major, minor = nvrtc.getVersion()
+    return f"cupy{cupy.__version__}-cuda{major}.{minor}"
 
 
-def _build(final: Path) -> bool:
+@functools.cache
+def _sources_digest() -> str:
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in _SOURCES:
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def cache_folder(arch: str) -> Path:
+    """The cache for GPUs of `arch` ("sm_90"), with this CuPy, CUDA and grader."""
+    return cache_root() / f"cupy-cache-{_toolchain()}-{arch}-{_sources_digest()}"
+
+
+def untrusted(folder: Path) -> str:
+    """Why `folder` may not hold kernels that gradings load ("" when it may)."""
+    try:
+        info = folder.stat()
+    except OSError as exc:
+        return f"{folder} cannot be read ({exc.strerror})"
+    if info.st_uid not in (os.geteuid(), 0):
+        return f"{folder} belongs to another user (uid {info.st_uid})"
+    if info.st_mode & 0o022:
+        return f"other users may write in {folder}"
+    return ""
+
+
+_BUILT: dict[Path, CacheState] = {}
+_BUILT_LOCK = threading.Lock()
+
+
+def ensure_built(arch: str | None = None) -> CacheState:
+    """The trusted cache for this worker's GPU (or `arch`), built if need be and registered for
+    GPU children. Without one (no GPU, an untrusted folder, a failed build) children compile
+    what they need themselves: slower, still correct."""
+    arch = arch or detect_arch()
+    if not arch:
+        return CacheState(None, why_not="There is no GPU here whose architecture is known.")
+    final = cache_folder(arch)
+    with _BUILT_LOCK:
+        if final in _BUILT:
+            return _BUILT[final]
+        state = _ensure(final, {})
+        if state.folder is not None:
+            register_gpu_seed(".cupy", state.folder)
+            _BUILT[final] = state
+        return state
+
+
+def _ensure(final: Path, env: dict[str, str]) -> CacheState:
+    root = final.parent
+    try:
+        root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError as exc:
+        why = f"The CuPy kernel cache cannot be kept in {root} ({exc.strerror})."
+        log.warning("%s", why)
+        return CacheState(None, why_not=why)
+    problem = untrusted(root) or (untrusted(final) if final.exists() else "")
+    if problem:
+        why = (
+            f"The CuPy kernel cache is not used: {problem}, and every grading loads what is in "
+            "it. Give it to the workers' user alone (chmod go-w), or set "
+            "KERNELGRADER_KERNEL_CACHE_DIR."
+        )
+        log.warning("%s", why)
+        return CacheState(None, why_not=why)
+    if (final / COMPLETE).exists():
+        log.info("the CuPy kernel cache is built: %s", final)
+        return CacheState(final)
+    began = time.monotonic()
+    with open(str(final) + ".lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)  # another worker may be building it right now
+        if (final / COMPLETE).exists():
+            return CacheState(final, seconds=time.monotonic() - began)
+        if not _build(final, env):
+            return CacheState(None, why_not="Building the CuPy kernel cache failed (see log).")
+    took = time.monotonic() - began
+    log.info("built the CuPy kernel cache in %.1f s: %s", took, final)
+    return CacheState(final, built_now=True, seconds=took)
+
+
+def _build(final: Path, extra_env: dict[str, str]) -> bool:
     """One trusted child per dtype, at once (NVRTC is single-threaded; the host has cores)."""
     staging = Path(tempfile.mkdtemp(prefix=final.name + "-", dir=final.parent))
-    env = {**os.environ, "CUPY_CACHE_DIR": str(staging)}
+    env = {**os.environ, **extra_env, "CUPY_CACHE_DIR": str(staging)}
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     began = time.monotonic()
@@ -105,15 +205,73 @@ def _build(final: Path) -> bool:
         log.warning("building the CuPy kernel cache failed: %s", "\n".join(failed))
         shutil.rmtree(staging, ignore_errors=True)
         return False
-    kernels = len(list(staging.iterdir()))
-    log.info(
-        "built the CuPy kernel cache (%d kernels) in %.1f s", kernels, time.monotonic() - began
-    )
-    (staging / ".complete").touch()
+    (staging / COMPLETE).touch()
+    staging.chmod(0o755)  # mkdtemp made it 0700; the worker's user alone writes it either way
     with contextlib.suppress(FileNotFoundError):
         shutil.rmtree(final)
     staging.rename(final)
     return True
+
+
+# --- python -m graders warm-cache ------------------------------------------------------------
+
+
+def _gpus_by_arch() -> dict[str, str]:
+    """{arch: a CUDA_VISIBLE_DEVICES value of a GPU of it}, for every GPU this host shows."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:  # this process's GPUs only: build for the one it would use
+        arch = detect_arch()
+        return {arch: visible} if arch else {}
+    exe = shutil.which("nvidia-smi")
+    found: dict[str, str] = {}
+    if exe is not None:
+        try:
+            done = subprocess.run(
+                [exe, "--query-gpu=index,compute_cap", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            done = None
+        for line in done.stdout.splitlines() if done and done.returncode == 0 else []:
+            index, _, cap = (part.strip() for part in line.partition(","))
+            if index.isdigit() and cap.replace(".", "").isdigit():
+                found.setdefault("sm_" + cap.replace(".", ""), index)
+    if not found:
+        arch = detect_arch()
+        if arch:
+            found[arch] = "0"
+    return found
+
+
+def warm_cache(say: Callable[[str], object] = print) -> int:
+    """Build the cache for every GPU architecture of this host; the exit status."""
+    from graders.gpu import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason()
+    gpus = _gpus_by_arch() if reason is None else {}
+    if not gpus:
+        say(
+            f"{reason or 'No GPU was found here.'} The CuPy kernel cache is built on a GPU "
+            "host; a worker there builds it before it takes jobs if it is not built yet."
+        )
+        return 1
+    status = 0
+    for arch, device in sorted(gpus.items()):
+        final = cache_folder(arch)
+        if (final / COMPLETE).exists() and not untrusted(final):
+            say(f"The CuPy kernel cache for {arch} is built: {final}")
+            continue
+        env = {"CUDA_VISIBLE_DEVICES": device, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        state = _ensure(final, env)
+        if state.folder is None:
+            say(state.why_not)
+            status = 1
+        else:
+            say(f"Built the CuPy kernel cache for {arch} in {state.seconds:.1f} s: {final}")
+    return status
 
 
 def _main(argv: list[str]) -> int:

@@ -46,13 +46,47 @@ def flush_all_output(*, device: bool) -> None:
         ctypes.CDLL(None).fflush(None)
 
 
+# The real standard output once `withhold_from_now` pointed fd 1 elsewhere (-1 before).
+_real_stdout = -1
+
+
+def withhold_from_now() -> None:
+    """From now on, nothing this process prints reaches the student: a hidden case has begun,
+    and what a kernel learned there may surface in any later launch. The grader's own notes
+    still go out (`_note`)."""
+    global _real_stdout
+    if _real_stdout >= 0:
+        return
+    flush_all_output(device=True)
+    _real_stdout = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def _note(text: str) -> None:
+    """A line of the grader's own for the student's output, past any withholding."""
+    if _real_stdout >= 0:
+        with contextlib.suppress(OSError):
+            os.write(_real_stdout, (text + "\n").encode())
+    else:
+        print(text, flush=True)
+
+
 @contextlib.contextmanager
 def withheld_output(case: CaseSpec) -> Iterator[None]:
     """A hidden case's printf output goes nowhere: students see only pass or fail for it, and
     the stdout of a grading is shown to them at once (a kernel could print a hidden case's
-    sizes and data). Standard output is pointed at /dev/null while the case runs."""
+    sizes and data). Standard output is pointed at /dev/null while the case runs (and stays
+    there once `withhold_from_now` was called)."""
     if not case.hidden:
         yield
+        return
+    if _real_stdout >= 0:  # already withheld for the rest of the process
+        try:
+            yield
+        finally:
+            _note(HIDDEN_OUTPUT_NOTE.format(name=case.name))
         return
     flush_all_output(device=True)
     saved = os.dup(1)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from graders.run import compare, oracles, properties
+from graders.run import compare, oracles, properties, quick
 from graders.run.generate import device_fill
 from graders.run.host_dtypes import host_dtype
 from graders.spec.dtypes import ARRAY_DTYPES
@@ -118,4 +118,5 @@ def exercise(dtypes: list[str] | None = None) -> None:
             answer = oracles.compute(oracle, ins, [2.0], shape, dtype)
             answer.fill(0)
         wide.fill(0)
+    quick.exercise()
     cp.cuda.Device().synchronize()

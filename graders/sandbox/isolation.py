@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from graders.gpu import gpu_key, lock_dir
 from graders.sandbox.limits import SandboxLimits
 
 _CLONE_NEWUSER = 0x10000000
@@ -145,8 +146,12 @@ def child_env(workdir: str, gpu: bool) -> dict[str, str]:
             env[name] = os.environ[name]
     if gpu:
         for name, value in os.environ.items():
-            if name.startswith(_GPU_ENV_PREFIXES) or name == "KERNELGRADER_LOCK_DIR":
+            if name.startswith(_GPU_ENV_PREFIXES):
                 env[name] = value
+        # The GPU's timing lock as the worker finds it (its folder, and the physical GPU's
+        # name, which NVML in the worker knows), so a child takes the very same lock.
+        env["KERNELGRADER_LOCK_DIR"] = str(lock_dir())
+        env["KERNELGRADER_GPU_KEY"] = gpu_key()
     # The child's compile cache must stay inside its private directory, not in a shared HOME.
     env["CUPY_CACHE_DIR"] = os.path.join(workdir, ".cupy")
     # NumPy's BLAS starts a thread per core when imported (32 on a 32-core host). A CPU-only

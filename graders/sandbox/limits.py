@@ -21,7 +21,12 @@ class SandboxLimits:
     max_open_files: int = 64
     max_processes: int = 256  # threads count too; only enforced when not root
     max_file_size_mb: int = 16
-    stdout_limit_bytes: int = 65536
+    stdout_limit_bytes: int = 65536  # kept to show; the rest is read and dropped
+    # Printing past either of these ends the child (reason "printing"): a flood, or a printf
+    # the driver expands for minutes, must not hold a worker. Seconds of printing count the
+    # bursts of output (chunks less than PRINT_GAP_S apart), not the quiet between them.
+    print_limit_bytes: int = 4 * MIB
+    print_limit_seconds: float = 20.0
     network: bool = False
 
     def for_request(self, *, gpu: bool, nproc: bool) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from graders.sandbox.limits import SandboxLimits
@@ -37,8 +36,6 @@ class PoolSpec:
     warm: str  # "package.module:function", called with no arguments in the child
     spares: int = 1
     spawn_limits: SandboxLimits = SPAWN_LIMITS
-    # Called before each spawn (e.g. to build the CuPy cache the children copy); may raise.
-    before_spawn: Callable[[], None] | None = None
 
 
 class Prestarter:
@@ -53,8 +50,6 @@ class Prestarter:
         self.handed_out: list[int] = []  # pids, in order: each appears once
 
     def _spawn(self) -> SandboxProcess:
-        if self.spec.before_spawn is not None:
-            self.spec.before_spawn()
         child = spawn(limits=self.spec.spawn_limits, gpu=self.spec.gpu, warm=self.spec.warm)
         self.spawned += 1
         return child

@@ -1,8 +1,8 @@
 """Starting a sandboxed child process: its pipes, its private folder, its isolation.
 
 `spawn` starts `python -m graders.sandbox.child` with four channels of its own (request in,
-answer out, progress out, and stdout/stderr captured separately) in a fresh private working
-directory; the rlimits, network namespace and user are set between fork and exec
+answer out, progress out, and stdout/stderr captured separately) and a lifeline in a fresh
+private working directory; the rlimits, network namespace and user are set between fork and exec
 (graders.sandbox.isolation). The child may warm up first (a prestarted child, see
 graders.sandbox.prestart) and then waits for its one request; `graders.sandbox.supervise`
 hands it the request and watches it to the end.
@@ -10,6 +10,14 @@ hands it the request and watches it to the end.
 GPU children get private copies of the folders registered with `register_gpu_seed` (the CuPy
 kernel cache the worker built in a trusted child): each child reads and may write only its
 own copy, so nothing a child writes is ever loaded by a later one.
+
+The lifeline is a pipe whose write end only the worker holds (close-on-exec, for as long as the
+child may run); the child arms its read end so that the kernel sends SIGKILL to the child's
+whole process group once that end closes (graders.sandbox.child). A worker that dies however
+it dies, SIGKILL included, so takes its children and whatever they started with it: they lead
+sessions of their own, which a stop by the worker's process group would miss. A parent-death
+signal would not do: it fires when the *thread* that forked exits, and spares are started from
+short-lived threads (graders.sandbox.prestart).
 """
 
 from __future__ import annotations
@@ -64,6 +72,7 @@ class SandboxProcess:
     in_w: int
     out_r: int
     progress_r: int
+    lifeline_w: int
     spawned_at: float
     nproc_limited: bool
     log: list[str] = field(default_factory=list)
@@ -89,6 +98,12 @@ class SandboxProcess:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def cut_lifeline(self) -> None:
+        """Once the child is reaped: its group gets SIGKILL again, which ends any straggler."""
+        if self.lifeline_w >= 0:
+            os.close(self.lifeline_w)
+            self.lifeline_w = -1
+
     def discard(self) -> None:
         """Kill an unused child and clean up after it (a pool being closed)."""
         self.kill_group("discarded unused")
@@ -101,6 +116,7 @@ class SandboxProcess:
             self.proc.returncode = -signal.SIGKILL
         except ChildProcessError:
             pass
+        self.cut_lifeline()
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
@@ -138,7 +154,10 @@ def spawn(*, limits: SandboxLimits, gpu: bool, warm: str | None = None) -> Sandb
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     progress_r, progress_w = os.pipe()
-    argv = [sys.executable, "-m", "graders.sandbox.child", str(in_r), str(out_w), str(progress_w)]
+    # os.pipe's ends are close-on-exec: no other child of the worker inherits this write end.
+    lifeline_r, lifeline_w = os.pipe()
+    argv = [sys.executable, "-m", "graders.sandbox.child"]
+    argv += [str(in_r), str(out_w), str(progress_w), str(lifeline_r)]
     if warm:
         argv.append(warm)
     try:
@@ -149,19 +168,19 @@ def spawn(*, limits: SandboxLimits, gpu: bool, warm: str | None = None) -> Sandb
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(in_r, out_w, progress_w),
+            pass_fds=(in_r, out_w, progress_w, lifeline_r),
             start_new_session=True,
             preexec_fn=make_preexec(limits, gpu, unshare_flags, creds),
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        for fd in (in_w, out_r, progress_r):
+        for fd in (in_w, out_r, progress_r, lifeline_w):
             os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
         raise SpawnError(f"could not start the sandboxed child: {exc}") from exc
     finally:
-        for fd in (in_r, out_w, progress_w):
+        for fd in (in_r, out_w, progress_w, lifeline_r):
             os.close(fd)
     nproc = os.geteuid() != 0 or creds is not None
     return SandboxProcess(
-        proc, workdir, gpu, warm, in_w, out_r, progress_r, time.monotonic(), nproc, log
+        proc, workdir, gpu, warm, in_w, out_r, progress_r, lifeline_w, time.monotonic(), nproc, log
     )

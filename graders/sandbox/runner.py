@@ -34,10 +34,12 @@ from another private pipe. The child gets:
   fallback loses defence in depth, not the first line of defence.
 
 Its stdout is captured and capped at `stdout_limit_bytes`; the rest is read and dropped so a
-`printf` flood cannot stall the child. Whatever it prints is only text: the answer comes from
-the private pipe alone. Its stderr (Python's warnings and tracebacks) goes to the outcome's
-`log`, for the worker's log, never to a student. Progress records from the child reach
-`on_progress` as they come (graders.sandbox.supervise says how they pause its clocks).
+`printf` flood cannot stall the child, and a child that prints more than `print_limit_bytes`
+in all, or keeps printing for more than `print_limit_seconds`, is killed: reason "printing".
+Whatever it prints is only text: the answer comes from the private pipe alone. Its stderr
+(Python's warnings and tracebacks) goes to the outcome's `log`, for the worker's log, never to
+a student. Progress records from the child reach `on_progress` as they come
+(graders.sandbox.supervise says how they pause its clocks).
 
 For callers (measured on an H200 host, CuPy 14.2, Python 3.12):
 - Compiling (gpu=False, RLIMIT_AS): `import cupy` on a GPU host preloads cuTENSOR/cuBLASLt and
@@ -76,7 +78,7 @@ class SandboxOutcome:
 
     ok: bool
     value: dict[str, Any] | None
-    # "", "timeout", "crashed", "resource_limit", "bad_result", "internal"
+    # "", "timeout", "printing", "crashed", "resource_limit", "bad_result", "internal"
     reason: str
     message: str  # a sentence a student may read; never a traceback
     exit_code: int | None
@@ -114,6 +116,8 @@ def _classify(
     stdout_text: str,
     log: list[str],
     warm_cpu_s: float = 0.0,
+    printing: str = "",
+    printed: int = 0,
 ) -> tuple[bool, dict[str, Any] | None, str, str, int | None, int | None]:
     """(ok, value, reason, message, exit_code, signal) from how the child ended."""
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
@@ -125,6 +129,15 @@ def _classify(
         f"{_signal_name(signum) if signum else None}, cpu {cpu_used:.2f} s, "
         f"max rss {max_rss_mb:.0f} MiB"
     )
+    if printing:
+        return (
+            False,
+            None,
+            "printing",
+            printing_message(limits, printing, printed),
+            exit_code,
+            signum,
+        )
     if timed_out:
         return (
             False,
@@ -237,6 +250,27 @@ def _classify_answer(
     return bad
 
 
+def printing_message(limits: SandboxLimits, which: str, printed: int) -> str:
+    """Why a child was stopped for printing, in a sentence with the bytes."""
+    if which == "bytes":
+        return (
+            f"Stopped for printing: {_size(printed)} of output, more than the limit of "
+            f"{_size(limits.print_limit_bytes)}."
+        )
+    return (
+        f"Stopped for printing: output kept coming for more than {limits.print_limit_seconds:g} "
+        f"s ({_size(printed)} in all)."
+    )
+
+
+def _size(n: int) -> str:
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MiB"
+    if n >= 1 << 10:
+        return f"{n / (1 << 10):.0f} KiB"
+    return f"{n} bytes"
+
+
 def _cpu_message(limits: SandboxLimits) -> str:
     return f"Stopped after using {limits.cpu_seconds} s of CPU time, the limit for this step."
 
@@ -324,6 +358,8 @@ def run_sandboxed(
         stdout_text=stdout_text + "\n" + done.stderr,
         log=log,
         warm_cpu_s=done.warm_cpu_s,
+        printing=done.stopped_printing,
+        printed=done.stdout_total,
     )
     return SandboxOutcome(
         ok=ok,

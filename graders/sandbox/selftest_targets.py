@@ -64,6 +64,16 @@ def print_flood(payload: dict[str, Any]) -> dict[str, Any]:
     return {"real": True}
 
 
+def print_steadily(payload: dict[str, Any]) -> dict[str, Any]:
+    """Print `size` bytes every `every_s` seconds for `seconds`, then answer."""
+    line = "p" * (int(payload.get("size", 100)) - 1)
+    end = time.monotonic() + float(payload.get("seconds", 60))
+    while time.monotonic() < end:
+        print(line, flush=True)
+        time.sleep(float(payload.get("every_s", 0.05)))
+    return {"done": True}
+
+
 def forge_on_stdout_only(payload: dict[str, Any]) -> dict[str, Any]:
     """Print a well-formed result on stdout and exit without answering on the private pipe."""
     print(json.dumps({"status": "ok", "value": {"forged": True}}), flush=True)
@@ -173,6 +183,17 @@ def cuda_spin(payload: dict[str, Any]) -> dict[str, Any]:
     print("launched", flush=True)
     cupy.cuda.Device().synchronize()
     return {"finished": True}
+
+
+def hold_gpu_memory(payload: dict[str, Any]) -> dict[str, Any]:
+    """Take `mb` MiB of GPU memory, say so on stdout, and keep it until killed."""
+    import cupy
+
+    held = cupy.ones(int(payload.get("mb", 256)) * 1024 * 1024 // 4, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
+    print(f"holding {held.nbytes} bytes", flush=True)
+    time.sleep(float(payload.get("seconds", 300)))
+    return {}
 
 
 def nvrtc_probe(payload: dict[str, Any]) -> dict[str, Any]:

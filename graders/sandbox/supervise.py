@@ -10,6 +10,10 @@ child's warm-up never counts); while the child says it waits for the GPU's lock,
 wall clock nor a step's clock runs. A step (`{"step": name, "limit_s": x}`) has its own limit,
 so a kernel whose printf the driver expands for minutes ends at its case's limit. Either limit
 passed means SIGKILL to the child's whole process group.
+
+Printing has limits of its own (SandboxLimits.print_limit_bytes and print_limit_seconds): a
+child that printed more, or kept printing longer, is killed the same way and said to have been
+stopped for printing, whatever its clocks say.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ PROGRESS_LINE_LIMIT = 16 * 1024 * 1024
 DRAIN_SECONDS = 1.0
 # A prestarted child that is still not ready this long after its request is broken.
 READY_LIMIT_SECONDS = 180.0
+# Output chunks closer together than this belong to one burst of printing.
+PRINT_GAP_S = 0.1
 
 
 @dataclass
@@ -52,6 +58,9 @@ class Finished:
     timed_out: bool
     stopped_step: str  # the step whose own limit passed; "" for the wall clock or none
     never_ready: bool
+    # "bytes" or "seconds" when the child was killed for printing past that limit; else "".
+    stopped_printing: str
+    printing_seconds: float  # how long output kept coming (its bursts, added up)
     seconds: float  # from the request to the end, lock waits included
     warm_cpu_s: float
     log: list[str] = field(default_factory=list)
@@ -87,6 +96,28 @@ class _Clock:
         if self.deadline is not None and now >= self.deadline:
             return True, ""
         return False, ""
+
+
+class _Printing:
+    """How much, and for how long, the child has printed; whether that is past its limits."""
+
+    def __init__(self, limits: SandboxLimits) -> None:
+        self.limits = limits
+        self.total = 0
+        self.seconds = 0.0
+        self.last: float | None = None
+
+    def feed(self, size: int, now: float) -> str:
+        """Count a chunk; the limit it passed ("bytes", "seconds") or ""."""
+        self.total += size
+        if self.last is not None and now - self.last <= PRINT_GAP_S:
+            self.seconds += now - self.last
+        self.last = now
+        if self.total > self.limits.print_limit_bytes:
+            return "bytes"
+        if self.seconds > self.limits.print_limit_seconds:
+            return "seconds"
+        return ""
 
 
 class _Progress:
@@ -172,11 +203,12 @@ def supervise(
     answer = bytearray()
     answer_overflow = False
     stdout_buf = bytearray()
-    stdout_total = 0
+    printing = _Printing(limits)
     stderr_buf = bytearray()
     drain_deadline: float | None = None
     timed_out = False
     stopped_step = ""
+    stopped_printing = ""
     never_ready = False
     try:
         while sel.get_map():
@@ -229,10 +261,16 @@ def supervise(
                 elif fd == child.progress_r:
                     progress.feed(chunk, time.monotonic())
                 elif fd == stdout_fd:
-                    stdout_total += len(chunk)
                     room = limits.stdout_limit_bytes - len(stdout_buf)
                     if room > 0:
                         stdout_buf.extend(chunk[:room])
+                    passed = printing.feed(len(chunk), time.monotonic())
+                    if passed and drain_deadline is None:
+                        stopped_printing = passed
+                        child.kill_group(
+                            f"it printed past the limit of {_print_limit(limits, passed)}"
+                        )
+                        drain_deadline = time.monotonic() + DRAIN_SECONDS
                 else:
                     room = STDERR_LIMIT_BYTES - len(stderr_buf)
                     if room > 0:
@@ -247,6 +285,7 @@ def supervise(
         child.kill_group("cleanup")
         _, status, rusage = os.wait4(child.pid, 0)
         child.proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+        child.cut_lifeline()
         child.proc.stdout.close()
         child.proc.stderr.close()
     log.extend(progress.log)
@@ -256,12 +295,20 @@ def supervise(
         answer=bytes(answer),
         answer_overflow=answer_overflow,
         stdout=bytes(stdout_buf),
-        stdout_total=stdout_total,
+        stdout_total=printing.total,
         stderr=stderr_buf.decode("utf-8", errors="replace"),
         timed_out=timed_out,
         stopped_step=stopped_step,
         never_ready=never_ready,
+        stopped_printing=stopped_printing,
+        printing_seconds=printing.seconds,
         seconds=time.monotonic() - began,
         warm_cpu_s=progress.warm_cpu_s,
         log=log,
     )
+
+
+def _print_limit(limits: SandboxLimits, which: str) -> str:
+    if which == "bytes":
+        return f"{limits.print_limit_bytes} bytes"
+    return f"{limits.print_limit_seconds:g} s of printing"

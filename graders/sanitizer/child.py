@@ -3,11 +3,20 @@
 `warm_up` (before any request; graders.sandbox.prestart) starts memcheck, racecheck and
 synccheck, each on `python -m graders.sanitizer.target`, which imports CuPy, makes its context
 (holding the GPU's lock shared, so their start never overlaps a timed section) and then waits
-on a FIFO for its job. `run_in_child(payload)` writes the job into each FIFO and
-reads what the tools print, up to a cap per tool (the rest is read and dropped, so a printf
-flood under the sanitizer costs neither memory nor a stalled pipe), until they end or their
-time is up; then it parses the findings. Each tool runs in its own session, dies with this
-child (PR_SET_PDEATHSIG), and is killed with its program when its time is up.
+on a FIFO for its job. `run_in_child(payload)` writes the job into each FIFO and waits until the
+tools end or their time is up; then it parses the findings.
+
+Two channels per tool, never mixed: each tool writes its report to a log file of its own
+(`--log-file`), which only the tool writes, and the program's standard output (what the
+student's kernel prints) goes to a pipe that is read, up to a cap, and dropped. A kernel that
+prints a line shaped like a report ("========= ... barrier ...") is only text on the pipe; the
+findings come from the log file alone. A kernel that prints more than `PRINT_KILL_BYTES` under
+the tool is stopped there, with a ruling that names the printing.
+
+Every allocation under the tools is followed by `TAIL_GUARD_BYTES` of padding that memcheck
+watches (`--padding`), the same spacing as a graded run's guard bands (graders/run/layout.py).
+Each tool runs in its own session, dies with this child (PR_SET_PDEATHSIG), and is killed with
+its program when its time is up.
 """
 
 from __future__ import annotations
@@ -25,11 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from graders.gpu import gpu_lock
+from graders.run.layout import TAIL_GUARD_BYTES
 from graders.sandbox import progress
 from graders.sanitizer.tool import TOOLS, executable, parse_output, unavailable_reason
 
-# What is kept of one tool's output; its report comes first, a kernel's printf after.
+# What is read of one tool's report (its log file) and kept of the program's printed output.
 OUTPUT_CAP_BYTES = 256 * 1024
+# A kernel that prints more than this under a tool is stopped: printing under instrumentation
+# is slow, and gigabytes of it would hold the GPU for minutes.
+PRINT_KILL_BYTES = 8 << 20
 READY_LIMIT_S = 180.0
 _PR_SET_PDEATHSIG = 1
 
@@ -41,9 +54,18 @@ class _Tool:
         self.fifo = folder / f"job-{name}.fifo"
         self.ready = folder / f"ready-{name}"
         self.result = folder / f"result-{name}.json"
-        self.output = bytearray()
+        self.report = folder / f"report-{name}.log"
+        self.output = bytearray()  # the program's stdout: what the kernel printed
         self.total = 0
         self.status = "running"
+
+    def report_text(self) -> str:
+        """The tool's own report, from its log file (capped)."""
+        try:
+            with self.report.open("rb") as f:
+                return f.read(OUTPUT_CAP_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            return ""
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -58,8 +80,12 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _command(program: str, tool: str, fifo: Path, ready: Path, result: Path) -> list[str]:
+def _command(
+    program: str, tool: str, fifo: Path, ready: Path, result: Path, report: Path
+) -> list[str]:
     cmd = [program, "--tool", tool, "--print-limit", "100" if tool == "racecheck" else "20"]
+    # The report to a file only the tool writes; the program's output stays on stdout.
+    cmd += ["--log-file", str(report), "--padding", str(TAIL_GUARD_BYTES)]
     if tool == "racecheck":
         # "hazard" lists each hazard with the reading and writing lines; the default
         # "analysis" report printed nothing for a missing tile-loop barrier on Hopper.
@@ -85,7 +111,14 @@ def _start_tools(program: str) -> list[_Tool]:
         fifo = folder / f"job-{name}.fifo"
         os.mkfifo(fifo, 0o600)
         proc = subprocess.Popen(
-            _command(program, name, fifo, folder / f"ready-{name}", folder / f"result-{name}.json"),
+            _command(
+                program,
+                name,
+                fifo,
+                folder / f"ready-{name}",
+                folder / f"result-{name}.json",
+                folder / f"report-{name}.log",
+            ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -158,6 +191,9 @@ def _collect(tools: list[_Tool], timeout_s: float) -> None:
             room = OUTPUT_CAP_BYTES - len(tool.output)
             if room > 0:
                 tool.output.extend(chunk[:room])
+            if tool.total > PRINT_KILL_BYTES and tool.status == "running":
+                tool.status = "printing"
+                tool.kill()
     for key in list(sel.get_map().values()):
         key.data.status = "timeout"
         key.data.kill()
@@ -189,7 +225,7 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     findings = []
     tools: dict[str, Any] = {}
     for tool in _TOOLS:
-        text = tool.output.decode("utf-8", errors="replace")
+        text = tool.report_text()
         findings += [f.to_dict() for f in parse_output(text, tool=tool.name, filename=filename)]
         target: dict[str, Any] = {}
         with contextlib.suppress(OSError, ValueError):
@@ -201,4 +237,5 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
         tools[tool.name] = {"status": tool.status, "target": target, "output_bytes": tool.total}
         if payload.get("keep_output"):
             tools[tool.name]["output"] = text[-20000:]
+            tools[tool.name]["printed"] = tool.output.decode("utf-8", errors="replace")[-20000:]
     return {"findings": findings, "tools": tools, "seconds": time.monotonic() - began}

@@ -15,6 +15,7 @@ import logging
 
 from graders.gpu import check_gpu_health, lock_dir
 from graders.results import CompileResult, Finding, GradeReport
+from graders.run.budget import GpuBudget
 from graders.sandbox.limits import SandboxLimits
 from graders.sandbox.runner import run_sandboxed
 from graders.sanitizer import verdicts
@@ -35,17 +36,29 @@ def sanitizer_case(lab: LabSpec) -> str:
 
 
 def run_sanitizer(
-    lab: LabSpec, compiled: CompileResult, seeds: dict[str, int], report: GradeReport
+    lab: LabSpec,
+    compiled: CompileResult,
+    seeds: dict[str, int],
+    report: GradeReport,
+    budget: GpuBudget | None = None,
 ) -> str:
     """Findings into `report`, the ruling onto its case; returns a note for the grader log."""
     reason = unavailable_reason()
     if reason:
         return reason
+    budget = budget or GpuBudget(lab.limits.gpu_seconds)
     name = sanitizer_case(lab)
     case = next((c for c in report.cases if c.name == name), None)
-    if case is None or case.verdict in ("timeout", "kernel_error", "launch_error", "not_run"):
+    ended = ("timeout", "kernel_error", "launch_error", "output_limit", "not_run")
+    if case is None or case.verdict in ended:
         return f"skipped: case {name} already ended with {case.verdict if case else 'nothing'}"
-    timeout = tool_timeout(lab)
+    if budget.spent_out:
+        # Spending the budget before the sanitizer must not spare a kernel its checks.
+        verdicts.apply(case, verdicts.Ruling("timeout", budget.message()))
+        report.budget_spent = True
+        return "skipped: the submission's GPU time was spent; its case fails"
+    own = tool_timeout(lab)
+    timeout = min(own, budget.remaining())
     job = {
         "lab_folder": str(lab.folder),
         "cubin_b64": base64.b64encode(compiled.cubin or b"").decode("ascii"),
@@ -63,8 +76,15 @@ def run_sanitizer(
     )
     payload = {"job": job, "timeout_s": timeout, "lock_dir": str(lock_dir())}
     outcome = run_sandboxed(TARGET, payload, limits=limits, gpu=True, pool="sanitizer")
+    budget.spend(float((outcome.value or {}).get("seconds") or outcome.seconds))
+    by_budget = timeout < own
     if not outcome.ok or outcome.value is None:
         log.warning("sanitizer child for lab %s: %s", lab.id, "\n".join(outcome.log)[-4000:])
+        if outcome.timed_out and by_budget:
+            verdicts.apply(case, verdicts.Ruling("timeout", budget.message()))
+            report.budget_spent = True
+            _check_health(report, "the sanitizer's run was stopped")
+            return "the sanitizer's child was stopped when the submission's GPU time ran out"
         if outcome.timed_out:
             ruling = verdicts.Ruling(
                 "timeout", f"Under compute-sanitizer the kernel did not finish in {timeout:g} s."
@@ -80,6 +100,9 @@ def run_sanitizer(
     ruling = verdicts.rule(
         found, tools, hazard_points=lab.sanitizer_hazard_points, timeout_s=timeout
     )
+    if ruling.verdict == "timeout" and by_budget:
+        ruling = verdicts.Ruling("timeout", budget.message())
+        report.budget_spent = True
     verdicts.apply(case, ruling)
     if ruling.verdict in ("timeout", "kernel_error"):
         _check_health(report, "the kernel hung or crashed under the sanitizer")

@@ -3,9 +3,11 @@
 `python -m graders.sanitizer.target FIFO READY RESULT`, started under compute-sanitizer by
 graders.sanitizer.child. It imports CuPy, makes the context and loads the input generator, then
 says it is ready (the file READY) and blocks on FIFO until the job comes: the submission's cubin
-and the case. It runs that case once on the same inputs as the normal run (same seed), with no
-guard bands and no memory pool, so every array is its own allocation and the sanitizer sees an
-access past an array's end as out of bounds, by line; it writes how the launch ended to RESULT.
+and the case. It runs that case once on the same inputs as the normal run (same seed), each array
+an allocation of its own laid out as a graded run lays it out (graders/run/layout.py), without the
+guard bands: the tools' padding stands where the guards stand in a graded run, so the arrays lie as
+far apart as there and an access past an array's end is out of bounds, by line. It writes how the
+launch ended to RESULT.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What the sanitizer's findings do to the grade: a verdict on its case, or points off.
 
-- A hang or a crash under the sanitizer is a verdict on the sanitizer's case.
+- A hang or a crash under the sanitizer is a verdict on the sanitizer's case; so is printing
+  more than the tools read (graders.sanitizer.child.PRINT_KILL_BYTES), which stops them.
 - A memcheck error (an access outside every array, a misaligned access) fails that case.
 - A racecheck or synccheck hazard fails that case too, unless the lab sets
   `sanitizer_hazard_points`: then the hazards cost that many points instead (once).
@@ -62,6 +63,14 @@ def rule(
             f"Under compute-sanitizer the kernel did not finish within {timeout_s:g} s: it hung "
             "there (a __syncthreads() that some threads never reach, or a loop that waits for "
             "other blocks or for a time, can cause this). A kernel must finish however it is run.",
+        )
+    if any(t.get("status") == "printing" for t in tools.values()):
+        printed = max(int(t.get("output_bytes") or 0) for t in tools.values())
+        return Ruling(
+            "output_limit",
+            f"Under compute-sanitizer the kernel printed more than {printed >> 20} MiB and was "
+            "stopped: printing is slow under the tools, and a grading may print only a few "
+            "MiB. Print from a few threads only, or not at all.",
         )
     memory = [f for f in findings if f.tool == "memcheck" and f.kind in MEMORY_KINDS]
     if memory:

@@ -28,6 +28,16 @@ def performance_fraction(time_ms: float, *, baseline_ms: float, target_ms: float
 class PerformanceScore:
     points: float
     sentence: str
+    # Held back (no points yet): work outside the GPU's lock overlapped the timing.
+    pending: bool = False
+    # The median was under the physics floor: no points, and a flag for staff.
+    impossible: bool = False
+
+
+PENDING_SENTENCE = (
+    "Performance points pending: other work on the GPU overlapped the timing, so the kernel "
+    "will be timed again when the GPU is quiet."
+)
 
 
 def performance_score(
@@ -38,6 +48,8 @@ def performance_score(
     reference_ms: dict[str, float],
     baseline: str,
     target: str,
+    contended: bool = False,
+    floor_ms: float | None = None,
 ) -> PerformanceScore:
     """Performance points and a sentence saying how they were reached."""
     if max_points <= 0:
@@ -48,6 +60,16 @@ def performance_score(
         )
     if time_ms is None:
         return PerformanceScore(0.0, "No performance points: the kernel could not be timed.")
+    if contended:
+        return PerformanceScore(0.0, PENDING_SENTENCE, pending=True)
+    if floor_ms is not None and time_ms < floor_ms:
+        return PerformanceScore(
+            0.0,
+            f"No performance points: a median of {time_ms:.4g} ms is less than this GPU needs "
+            f"to move the lab's data or do its arithmetic ({floor_ms:.4g} ms at the least), so "
+            "the timing cannot be right; the course staff will look at it.",
+            impossible=True,
+        )
     base, tgt = reference_ms.get(baseline), reference_ms.get(target)
     if base is None or tgt is None:
         missing = baseline if base is None else target
@@ -62,14 +84,21 @@ def performance_score(
     )
 
 
-def speedup_phrase(time_ms: float, reference_ms: dict[str, float], baseline: str) -> str:
+def speedup_phrase(
+    time_ms: float,
+    reference_ms: dict[str, float],
+    baseline: str,
+    spread: float | None = None,
+) -> str:
+    """ "1.5x faster than the naive kernel", with the ratio's relative spread when known."""
     base = reference_ms.get(baseline)
     if not base or time_ms <= 0:
         return ""
     ratio = base / time_ms
+    within = f" (± {100 * spread:.1f} %)" if spread is not None and math.isfinite(spread) else ""
     if ratio >= 1:
-        return f"{ratio:.2g}x faster than the {baseline} kernel"
-    return f"{1 / ratio:.2g}x slower than the {baseline} kernel"
+        return f"{ratio:.2g}x faster than the {baseline} kernel{within}"
+    return f"{1 / ratio:.2g}x slower than the {baseline} kernel{within}"
 
 
 def summary_sentence(cases: list[CaseResult], perf: PerformanceScore, speed: str = "") -> str:

@@ -21,13 +21,16 @@ from graders.spec.model import (
     BUILTIN_ORACLES,
     BUILTIN_REFERENCES,
     LAB_ID_PATTERN,
+    PROFILE_FINDINGS,
     PYTHON_ORACLE,
+    REPORT_DOWNLOADS,
     CaseSpec,
     DeclareSpec,
     LabSpec,
     LabSpecError,
     LimitsSpec,
     ParamSpec,
+    ProfileSpec,
     PythonOracleSpec,
     ReferenceSpec,
     ScoringSpec,
@@ -71,6 +74,7 @@ TOP_KEYS = {
     "timing",
     "scoring",
     "work",
+    "profile",
 }
 
 
@@ -164,6 +168,7 @@ def read_lab(folder: Path) -> LabSpec:
         requires=ctx.list_of(lab.get("requires", []), "lab.requires", ctx.string),
         nvrtc_options=options,
         work=_work(ctx, data["work"]) if "work" in data else None,
+        profile=_profile(ctx, data.get("profile", {}), cases, references),
         sanitizer_hazard_points=hazard_points,
         digest=content_digest(folder, _named_files(page_name, references, python_oracle, cases)),
     )
@@ -424,19 +429,33 @@ def _limits(ctx: FieldReader, value: Any) -> LimitsSpec:
     t = ctx.table(
         value,
         "limits",
-        optional={"compile_seconds", "case_seconds", "memory_mb", "device_globals_mb"},
+        optional={
+            "compile_seconds",
+            "case_seconds",
+            "memory_mb",
+            "gpu_seconds",
+            "device_globals_mb",
+        },
     )
     d = LimitsSpec()
-    return LimitsSpec(
+    limits = LimitsSpec(
         ctx.number(
             t.get("compile_seconds", d.compile_seconds), "limits.compile_seconds", positive=True
         ),
         ctx.number(t.get("case_seconds", d.case_seconds), "limits.case_seconds", positive=True),
         ctx.integer(t.get("memory_mb", d.memory_mb), "limits.memory_mb", minimum=256),
-        ctx.integer(
+        ctx.number(t.get("gpu_seconds", d.gpu_seconds), "limits.gpu_seconds", positive=True),
+        device_globals_mb=ctx.integer(
             t.get("device_globals_mb", d.device_globals_mb), "limits.device_globals_mb", minimum=1
         ),
     )
+    if limits.gpu_seconds < limits.case_seconds:
+        ctx.fail(
+            "limits.gpu_seconds",
+            f"{limits.gpu_seconds:g} is less than limits.case_seconds "
+            f"({limits.case_seconds:g}): one case could spend the whole submission's GPU time",
+        )
+    return limits
 
 
 def _timing(ctx: FieldReader, value: Any, cases: list[CaseSpec]) -> TimingSpec:
@@ -514,6 +533,34 @@ def _named_files(
         names.append(python_oracle.file)
     names += [i.source for c in cases for i in c.inputs.values() if i.source != "literal"]
     return names
+
+
+def _profile(
+    ctx: FieldReader, value: Any, cases: list[CaseSpec], references: list[ReferenceSpec]
+) -> ProfileSpec:
+    t = ctx.table(value, "profile", optional={"enabled", "case", "report_download", "expect"})
+    enabled = ctx.boolean(t.get("enabled", True), "profile.enabled")
+    case = ""
+    if "case" in t:
+        case = ctx.string(t["case"], "profile.case")
+        if case not in {c.name for c in cases}:
+            ctx.fail("profile.case", f"no case is named {case!r}")
+    download = ctx.string(t.get("report_download", "staff"), "profile.report_download")
+    if download not in REPORT_DOWNLOADS:
+        allowed = ", ".join(REPORT_DOWNLOADS)
+        ctx.fail("profile.report_download", f"is one of {allowed}, got {download!r}")
+    names = {r.name for r in references}
+    expect_table = ctx.table(t.get("expect", {}), "profile.expect", optional=names)
+    expect: dict[str, tuple[str, ...]] = {}
+    for name, kinds in expect_table.items():
+        path = f"profile.expect.{name}"
+        listed = ctx.list_of(kinds, path, ctx.string)
+        for i, kind in enumerate(listed):
+            if kind not in PROFILE_FINDINGS:
+                kinds_text = ", ".join(PROFILE_FINDINGS)
+                ctx.fail(f"{path}[{i}]", f"{kind!r} is not a finding ({kinds_text})")
+        expect[name] = tuple(listed)
+    return ProfileSpec(enabled=enabled, case=case, report_download=download, expect=expect)
 
 
 def _work(ctx: FieldReader, value: Any) -> WorkSpec:

@@ -24,6 +24,20 @@ DISTRIBUTIONS = ("uniform", "integers", "normal", "constant", "zeros")
 # the lab's Python check judge it), and the built-in properties an output may be checked for.
 COMPARISONS = ("elementwise", "sum", "none")
 PROPERTIES = ("rows_sum_to_one", "sorted_permutation")
+# What the profiling stage can find (graders.profile.findings), by name: a lab's [profile]
+# table says which of them each reference shows, and a slow kernel's header which it expects.
+PROFILE_FINDINGS = (
+    "uncoalesced_global",
+    "global_atomics",
+    "bank_conflicts",
+    "divergence",
+    "occupancy",
+    "small_grid",
+    "stall",
+    "throughput",
+)
+# Who may download a submission's Nsight Compute report file.
+REPORT_DOWNLOADS = ("staff", "students")
 
 LAB_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
@@ -245,6 +259,9 @@ class LimitsSpec:
     compile_seconds: float = 20.0
     case_seconds: float = 10.0
     memory_mb: int = 4096
+    # The GPU time one submission may take in all: its cases, the timed section and the
+    # sanitizer (time spent waiting for the GPU's lock or memory does not count).
+    gpu_seconds: float = 60.0
     # GPU memory a submission's global variables (`__device__` arrays) may take: loading the
     # module allocates it all, whether the kernel touches it or not.
     device_globals_mb: int = 1024
@@ -261,6 +278,20 @@ class TimingSpec:
     gpu_model: str = ""
     # A median this many times faster than the lab's fastest reference is flagged to staff.
     flag_speedup: float = 2.0
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    """The profiling stage for this lab: Nsight Compute on one case (graders.profile)."""
+
+    enabled: bool = True
+    # The case profiled; "" : the timed case (else the largest visible case).
+    case: str = ""
+    # Who may download the .ncu-rep file of a submission: "staff", or "students" too.
+    report_download: str = "staff"
+    # Reference name -> the access-pattern findings its profile shows (the ladder's rungs);
+    # `lab check` on a GPU host fails a reference showing one not listed here.
+    expect: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -310,6 +341,7 @@ class LabSpec:
     # first is `kernel`. A launch names its kernel (LaunchSpec.kernel).
     kernels: tuple[str, ...] = ()
     python_oracle: PythonOracleSpec | None = None
+    profile: ProfileSpec = field(default_factory=ProfileSpec)
 
     def __post_init__(self) -> None:
         if not self.kernels:
@@ -371,6 +403,22 @@ class LabSpec:
             if p.name == name:
                 return p
         raise KeyError(f"lab {self.id} has no parameter named {name!r}")
+
+    @property
+    def profile_case(self) -> CaseSpec:
+        """The case the profiling stage runs: [profile] case, the timed case, or the largest
+        visible one."""
+        if self.profile.case:
+            return self.case(self.profile.case)
+        if self.timing is not None:
+            return self.case(self.timing.case)
+        visible = [c for c in self.cases if not c.hidden] or self.cases
+
+        def elements(case: CaseSpec) -> int:
+            names = self.sizes_for(case)
+            return sum(p.numel_for(names) for p in self.params if p.is_array)
+
+        return max(visible, key=elements)
 
     def case(self, name: str) -> CaseSpec:
         for c in self.cases:

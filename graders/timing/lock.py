@@ -13,6 +13,10 @@ a child killed in the middle never leaves the GPU locked.
 
 `on_wait` is called before blocking and `on_held` once the lock is held: the run child tells
 its parent through them, and the parent stops the child's clock while it waits.
+
+Every process that takes the lock leaves its pid in the lock's `users` folder: while a timed
+section holds the lock alone, none of them can be running, so a busy process on the GPU that is
+not among them is work the lock does not cover (graders.timing.contention).
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ def _take(fd: int, mode: int, on_wait: Callback, waited: list[bool]) -> None:
     fcntl.flock(fd, mode)
 
 
+_registered: set[tuple[str, int]] = set()
+
+
 class GpuLock:
     """The host-wide lock of one GPU; `key` names the GPU (see graders.gpu.gpu_key)."""
 
@@ -48,10 +55,58 @@ class GpuLock:
         self.folder = Path(directory)
         self.key = "".join(c for c in key if c.isalnum() or c in "-_") or "gpu"
 
+    @property
+    def users_folder(self) -> Path:
+        return self.folder / f"kernelgrader-gpu-{self.key}.users"
+
+    def _register(self) -> None:
+        """Leave this process's pid among the lock's users (once per process and folder)."""
+        mark = (str(self.users_folder), os.getpid())
+        if mark in _registered:
+            return
+        with contextlib.suppress(OSError):
+            self.users_folder.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                os.chmod(self.users_folder, 0o1777)
+            (self.users_folder / str(os.getpid())).touch()
+            _registered.add(mark)
+
+    def users(self) -> set[int]:
+        """The pids of the processes that took this lock (some may have ended since)."""
+        try:
+            return {int(p.name) for p in self.users_folder.iterdir() if p.name.isdigit()}
+        except OSError:
+            return set()
+
+    def path(self, suffix: str) -> Path:
+        return self.folder / f"kernelgrader-gpu-{self.key}.{suffix}"
+
     def _open(self, suffix: str) -> int:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"kernelgrader-gpu-{self.key}.{suffix}"
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        """The lock file, made readable and writable by all (workers may be different users).
+
+        An existing file is opened without O_CREAT: in a sticky world-writable folder the
+        kernel refuses O_CREAT on another user's file (fs.protected_regular). flock needs no
+        write access, so a file this user may only read still serves.
+        """
+        path = self.path(suffix)
+        for _ in range(3):
+            for mode in (os.O_RDWR, os.O_RDONLY):
+                try:
+                    return os.open(path, mode)
+                except FileNotFoundError:
+                    break
+                except PermissionError:
+                    continue
+            else:
+                raise PermissionError(f"cannot open the GPU lock file {path}")
+            self.folder.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue  # another process made it just now: open theirs
+            os.fchmod(fd, 0o666)  # past the umask
+            return fd
+        raise FileExistsError(f"the GPU lock file {path} keeps coming and going")
 
     @contextlib.contextmanager
     def _hold(self, mode: int, on_wait: Callback, on_held: Callback) -> Iterator[float]:
@@ -66,6 +121,7 @@ class GpuLock:
                 _take(lock, mode, on_wait, waited)
             finally:
                 fcntl.flock(gate, fcntl.LOCK_UN)
+            self._register()
             if on_held is not None:
                 on_held()
             yield time.perf_counter() - start

@@ -1,12 +1,21 @@
-"""Kernel timing you can trust: CUDA events, L2 flushed, repeated until the mean is tight.
+"""Kernel timing you can trust: CUDA events, L2 flushed, repeated until the median is tight.
 
-Every repetition, warm-ups included, runs on inputs made for it alone and its output is checked
-before the next one (between the events, so untimed): a kernel that replays an earlier answer
-or skips launches fails. How many warm-ups and repetitions there are is not predictable either:
-both draw a few extra from the grading's random generator.
+A timed section times several arms in one run, their repetitions interleaved in an order drawn at
+random each round: the submission, each reference timed anew, and a few repetitions of each
+reference whose kept figure is being checked (A/B/A/B). Drift of the GPU's clocks, or another
+process's load, then falls on every arm alike, and a ratio comes from one run.
 
-The statistics are pure Python (tested without a GPU); `time_repetitions` drives the GPU
-through callables the run stage supplies, so it knows nothing about labs.
+Every repetition, warm-ups included, runs on inputs made for it alone. The submission's output is
+checked after each one (between the events, so untimed): cheaply every time (against a trusted
+reference's output on the same inputs, in one pass), and in full in float64 on a random subset of
+repetitions decided after the launch, so a kernel cannot tell which launches are checked in full.
+A kernel that replays an earlier answer or skips launches fails. How many warm-ups and
+repetitions there are is not predictable either: both draw a few extra from the grading's random
+generator.
+
+The statistics and the schedule are pure Python (tested without a GPU); each arm's `measure`
+drives the GPU through callables the run stage supplies (graders.run.timed).
+
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from graders.results import TimingStats
 
@@ -26,13 +35,15 @@ def stats_from_samples(samples_ms: list[float]) -> TimingStats:
         raise ValueError("no timing samples")
     mean = statistics.fmean(samples_ms)
     stdev = statistics.stdev(samples_ms) if len(samples_ms) > 1 else 0.0
+    rse = relative_standard_error(samples_ms)
     return TimingStats(
         median_ms=statistics.median(samples_ms),
         min_ms=min(samples_ms),
         mean_ms=mean,
         stdev_ms=stdev,
         reps=len(samples_ms),
-        rse=relative_standard_error(samples_ms),
+        # One sample has no spread: its rse is unknown, stored as 100 % (inf is not JSON).
+        rse=rse if math.isfinite(rse) else 1.0,
     )
 
 
@@ -63,16 +74,28 @@ class TimingPlan:
     # the host (a lab's Python oracle computes each answer there), the GPU idles between
     # launches anyway, and 50 warm-ups would hold the GPU's lock for many seconds.
     warmup_wall_seconds: float = 1.0
+    # Repetitions of a reference whose kept figure is checked, interleaved with the submission's:
+    # at least this many, and more (up to three times as many) until they add up to `check_ms`
+    # of kernel time (a 0.4 ms kernel's four repetitions spread by a few percent).
+    check_reps: int = 4
+    check_ms: float = 5.0
+    # A kept figure stands while the checked repetitions' median is within this fraction of it
+    # (or within three times their combined relative standard error, if that is more).
+    agree_within: float = 0.02
+    # The share of the submission's timed repetitions checked in full (float64, every output),
+    # drawn after each launch; one drawn repetition is always checked in full.
+    full_check_fraction: float = 0.25
 
     def warmed_up(self, done: int, drawn: int, busy_ms: float, wall_s: float) -> bool:
-        """Whether warming up is over after `done` warm-ups (`drawn` of them at least)."""
+        """Whether warming up is over after `done` rounds of warm-ups (`drawn` at least, unless
+        their wall time is up: a slow kernel keeps the GPU busy from its first launch)."""
+        if done < 1:
+            return False
+        if wall_s >= self.warmup_wall_seconds:
+            return True
         if done < drawn:
             return False
-        return (
-            busy_ms >= self.warmup_seconds * 1000
-            or wall_s >= self.warmup_wall_seconds
-            or done >= drawn + 50
-        )
+        return busy_ms >= self.warmup_seconds * 1000 or done >= drawn + 50
 
     def done(self, samples: list[float], elapsed_s: float) -> bool:
         """Stop at max_reps, or once min_reps are in and the mean is tight or time is up."""
@@ -80,14 +103,28 @@ class TimingPlan:
         if n >= self.max_reps:
             return True
         if n < 2:
-            # One sample has no spread: its rse would be inf, which is not JSON for the service.
-            return False
+            return False  # one sample has no spread
         if n < self.min_reps:
-            # The budget still stops a kernel so slow that min_reps would take minutes.
-            return n >= 2 and elapsed_s > 4 * self.budget_seconds
+            # The budget stops a kernel so slow that min_reps would take past it: the lock
+            # is held alone for the budget, not for min_reps of a slow kernel.
+            return elapsed_s >= self.budget_seconds
         return (
             elapsed_s >= self.budget_seconds or relative_standard_error(samples) < self.target_rse
         )
+
+    def agrees(self, kept: TimingStats, checked: list[float]) -> bool:
+        """Whether a kept figure stands beside repetitions of the same kernel measured now."""
+        if not checked or kept.median_ms <= 0:
+            return False
+        now = statistics.median(checked)
+        spread = math.hypot(kept.rse, _finite(relative_standard_error(checked)))
+        # The epsilon keeps a ratio of exactly agree_within (2.04 / 2.0) on the standing side.
+        return abs(now / kept.median_ms - 1.0) <= max(self.agree_within, 3.0 * spread) + 1e-12
+
+    def section_seconds(self, timed_arms: int, checked_arms: int) -> float:
+        """The longest a timed section of these arms may hold the GPU alone: each timed arm
+        its budget, the warm-up its wall time, a checked arm a tenth of the budget."""
+        return self.budget_seconds * (timed_arms + 0.1 * checked_arms) + self.warmup_wall_seconds
 
 
 _CUDA_ERROR_NOT_READY = 600  # cudaErrorNotReady: the event's work is still running
@@ -138,6 +175,15 @@ class L2Flusher:
         )
 
 
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else 1.0
+
+
+def ratio_spread(a: TimingStats, b: TimingStats) -> float:
+    """The relative spread of a.median / b.median: their relative standard errors combined."""
+    return math.hypot(_finite(a.rse), _finite(b.rse))
+
+
 class WrongRepetition(Exception):
     """A timed repetition's output was wrong; `message` says how."""
 
@@ -147,56 +193,104 @@ class WrongRepetition(Exception):
         self.message = message
 
 
-def time_repetitions(
-    run: Callable[[], None],
-    prepare: Callable[[int], None],
-    check: Callable[[int], str | None],
+SUBMISSION, TIMED, CHECKED = "submission", "timed", "checked"
+# How a repetition is checked: not at all (a trusted reference), cheaply, or in full.
+NO_CHECK, CHEAP, FULL = "none", "cheap", "full"
+
+
+@dataclass
+class Arm:
+    """One kernel in a timed section and its samples.
+
+    `measure(rep, check)` prepares repetition `rep`'s inputs, flushes L2, runs the kernel
+    between events, waits for it, checks it as `check` says and returns the milliseconds
+    between the events; a wrong output raises WrongRepetition.
+    """
+
+    name: str
+    role: str  # SUBMISSION, TIMED or CHECKED
+    measure: Callable[[int, str], float]
+    samples: list[float] = field(default_factory=list)
+    seconds: float = 0.0  # wall time of this arm's timed repetitions, checks included
+    full_checks: int = 0
+
+    def done(self, plan: TimingPlan) -> bool:
+        if self.role == CHECKED:
+            n = len(self.samples)
+            enough = sum(self.samples) >= plan.check_ms or n >= 3 * plan.check_reps
+            return n >= plan.check_reps and enough
+        return plan.done(self.samples, self.seconds)
+
+
+def interleave(
+    arms: list[Arm],
     *,
     plan: TimingPlan,
-    flusher: L2Flusher,
-    launch_timeout_s: float,
     rng: random.Random,
-) -> TimingStats:
-    """Time `run` (all of one case's launches) between CUDA events, after warm-up.
+    first_rep: int = 0,
+    warm_up: bool = True,
+    after_warm_up: Callable[[list[Arm]], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Time the arms together, a repetition of each active arm per round in an order drawn
+    at random; returns the next repetition number (every repetition has inputs of its own).
 
-    Before repetition `i`, `prepare(i)` writes its fresh inputs and refills the outputs with
-    the sentinel; after it, `check(i)` returns None or a sentence, and a sentence ends the
-    timing with WrongRepetition. Both happen outside the events.
+    Warm-ups (each arm in turn, checked cheaply) go on until `plan.warmed_up`; then rounds go
+    on until every arm is done, or the section's time (`plan.section_seconds`) is up once
+    every arm has a sample. The submission's timed repetitions are checked in full on a random
+    share of them, one of the first `min_reps` always. `after_warm_up(arms)` may change the
+    arms' roles once the GPU is warm (a kept figure is judged against the clock then).
     """
-    import cupy
+    rep = first_rep
+    began = clock()
 
-    stream = cupy.cuda.get_current_stream()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    rep = 0
-
-    def once(timed: bool) -> float:
+    def once(arm: Arm, check: str) -> float:
         nonlocal rep
-        prepare(rep)
-        flusher.flush()
-        start.record(stream)
-        run()
-        end.record(stream)
-        wait_event(end, time.monotonic() + launch_timeout_s)
-        elapsed = cupy.cuda.get_elapsed_time(start, end) if timed else 0.0
-        problem = check(rep)
-        if problem:
-            raise WrongRepetition(rep, problem)
+        ms = arm.measure(rep, check)
         rep += 1
-        return elapsed
+        return ms
 
-    warmups = plan.warmup_reps + rng.randint(0, plan.extra_warmups)
-    busy = 0.0
-    warming = time.monotonic()
-    done = 0
-    while not plan.warmed_up(done, warmups, busy, time.monotonic() - warming):
-        busy += once(timed=True)
-        done += 1
-    samples: list[float] = []
-    extra = rng.randint(0, plan.extra_reps)
-    stop_at: int | None = None
-    began = time.monotonic()
-    while stop_at is None or len(samples) < stop_at:
-        samples.append(once(timed=True))
-        if stop_at is None and plan.done(samples, time.monotonic() - began):
-            stop_at = len(samples) + extra
-    return stats_from_samples(samples)
+    def check_of(arm: Arm, index: int, forced: int) -> str:
+        if arm.role != SUBMISSION:
+            return NO_CHECK
+        if index == forced or rng.random() < plan.full_check_fraction:
+            arm.full_checks += 1
+            return FULL
+        return CHEAP
+
+    if warm_up:
+        drawn = plan.warmup_reps + rng.randint(0, plan.extra_warmups)
+        busy, done = 0.0, 0
+        while not plan.warmed_up(done, drawn, busy, clock() - began):
+            for arm in rng.sample(arms, len(arms)):
+                busy += once(arm, CHEAP if arm.role == SUBMISSION else NO_CHECK)
+            done += 1
+    if after_warm_up is not None:
+        after_warm_up(arms)
+    timed = sum(1 for a in arms if a.role != CHECKED)
+    section_s = plan.section_seconds(timed, len(arms) - timed)
+    forced = rng.randrange(max(1, plan.min_reps))
+    extra = {a.name: rng.randint(0, plan.extra_reps) for a in arms if a.role != CHECKED}
+    stop_at: dict[str, int] = {}
+    timing_began = clock()
+
+    def active(arm: Arm) -> bool:
+        if arm.name in stop_at:
+            return len(arm.samples) < stop_at[arm.name]
+        if arm.done(plan):
+            stop_at[arm.name] = len(arm.samples) + extra.get(arm.name, 0)
+            return len(arm.samples) < stop_at[arm.name]
+        return True
+
+    while True:
+        running = [a for a in arms if active(a)]
+        if not running:
+            break
+        over = clock() - timing_began >= section_s
+        if over and all(a.samples for a in arms):
+            break
+        for arm in rng.sample(running, len(running)):
+            t0 = clock()
+            arm.samples.append(once(arm, check_of(arm, len(arm.samples), forced)))
+            arm.seconds += clock() - t0
+    return rep

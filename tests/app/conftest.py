@@ -42,7 +42,7 @@ import httpx  # noqa: E402
 import pytest  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from app.cli import upgrade_database  # noqa: E402
+from app.cli.database import upgrade_database  # noqa: E402
 from app.core.database import new_session  # noqa: E402
 from app.core.security import hash_password  # noqa: E402
 from app.core.settings import get_settings  # noqa: E402

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.bootstrap import bootstrap_if_empty
-from app.cli import upgrade_database
+from app.cli.database import upgrade_database
 from app.core.database import session_scope
 from app.core.settings import get_settings
 from app.courses.service import get_course, labs_of

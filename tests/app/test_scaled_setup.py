@@ -22,7 +22,8 @@ from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from app.cli import cli, upgrade_database
+from app.cli import cli
+from app.cli.database import upgrade_database
 from app.core.database import engine_for
 from app.grading.models import GradingJob, JobState
 from app.grading.tasks import grade

@@ -286,8 +286,8 @@ def test_matmul_tolerance_admits_float32_accumulation() -> None:
     for row in range(0, names["M"], 256):
         got = _float32_row_products(a[row], b)
         exact = a[row].astype(np.float64) @ b.astype(np.float64)
-        # A wide margin: other summation orders must pass too.
-        assert (np.abs(got - exact) <= 0.25 * (atol + rtol * np.abs(exact))).all()
+        # A margin: other summation orders must pass too (tests/graders/test_tolerances.py).
+        assert (np.abs(got - exact) <= 0.6 * (atol + rtol * np.abs(exact))).all()
 
 
 def test_int_matmul_inputs_catch_float_accumulation_without_overflow() -> None:
@@ -310,9 +310,10 @@ def test_atomic_tolerance_admits_one_float_accumulator() -> None:
     src = data["src"]
     one_by_one = float(np.cumsum(src, dtype=np.float32)[-1])  # seed 002's atomic kernel
     exact = float(src.astype(np.float64).sum())
-    assert abs(one_by_one - exact) <= 0.25 * (atol + rtol * exact)
+    assert abs(one_by_one - exact) <= 0.25 * (atol + rtol * abs(exact))
     # ...while losing one block of 256 elements on the 1000-element case is caught.
     lab, names, data = _case_data("array-sum-atomic", "n-1000")
     atol, rtol = lab.tolerance["float32"].for_case(names)
     exact = float(data["src"].astype(np.float64).sum())
-    assert float(data["src"][256:].astype(np.float64).sum()) < exact - (atol + rtol * exact)
+    lost = float(data["src"][256:].astype(np.float64).sum())
+    assert abs(lost - exact) > 100 * (atol + rtol * abs(exact))

@@ -10,7 +10,7 @@ import pytest
 
 GRADERS = Path(__file__).resolve().parents[2] / "graders"
 ALLOWED_THIRD_PARTY = {"numpy", "cupy", "cupy_backends", "cupyx", "pynvml"}
-STAGES = {"spec", "compile", "sandbox", "run", "timing", "sanitizer", "scoring"}
+STAGES = {"spec", "compile", "sandbox", "run", "timing", "sanitizer", "profile", "scoring"}
 
 
 def _module_name(path: Path) -> str:
@@ -101,3 +101,23 @@ def test_the_engine_imports_only_the_standard_library_numpy_and_cupy(path: Path)
             if top not in sys.stdlib_module_names and top not in ALLOWED_THIRD_PARTY:
                 outside.add(name)
     assert not outside, f"{path.relative_to(GRADERS.parent)} imports {sorted(outside)}"
+
+
+def test_the_report_reader_is_loaded_only_lazily_by_the_profile_stage() -> None:
+    """NVIDIA's ncu_report (a binary wheel, present only where profiling is installed) is
+    loaded by name through importlib inside a function of graders.profile.extract, so the
+    engine still imports with NumPy and CuPy alone."""
+    loaders = []
+    for path in sorted(GRADERS.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        in_functions = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            for inner in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and "import_module('ncu_report')" in ast.unparse(node):
+                loaders.append(path.relative_to(GRADERS.parent).as_posix())
+                assert id(node) in in_functions, f"{path.name} loads ncu_report at import time"
+    assert sorted(set(loaders)) == ["graders/profile/extract.py"], loaders

@@ -17,6 +17,8 @@ Header lines (interfaces.md's format, plus the lines these files need):
     // health-check: no                  optional; a kernel_error here need not make the worker
                                          check the GPU (the context survives it)
     // sanitizer: on                     optional; run compute-sanitizer on the lab's small case
+    // test: dedicated (tests/...py)     optional; a test of its own grades it (with a lab made
+                                         for it), not the generic run-stage test
     // why: ...                          what the kernel tries
 """
 
@@ -51,6 +53,7 @@ class HostileKernel:
     case_seconds: float
     why: str
     source: str
+    dedicated: str = ""  # the test that grades it, where a generic run would not show the class
     declarations: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
@@ -81,6 +84,7 @@ def load(path: Path) -> HostileKernel:
         case_seconds=float(header.get("case-seconds", "2")),
         why=header.get("why", ""),
         source=source,
+        dedicated=header.get("test", "").removeprefix("dedicated").strip(" ()"),
         declarations={
             name.strip(): int(value)
             for name, _, value in (

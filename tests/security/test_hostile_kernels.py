@@ -16,7 +16,7 @@ from tests.security.hostile import HostileKernel, all_kernels, leaked_host_text,
 
 KERNELS = all_kernels()
 COMPILE_STAGE = [k for k in KERNELS if k.stage == "compile"]
-RUN_STAGE = [k for k in KERNELS if k.stage == "run"]
+RUN_STAGE = [k for k in KERNELS if k.stage == "run" and not k.dedicated]
 COMPILE_REASONS = {
     "ok",
     "compile_error",
@@ -36,6 +36,7 @@ CASE_VERDICTS = {
     "out_of_bounds_write",
     "input_modified",
     "timeout",
+    "output_limit",
     "kernel_error",
     "launch_error",
 }
@@ -53,6 +54,10 @@ def test_the_collection_is_complete_and_every_header_is_well_formed() -> None:
         allowed = COMPILE_REASONS if kernel.stage == "compile" else CASE_VERDICTS
         assert kernel.verdicts and set(kernel.verdicts) <= allowed, kernel.name
         assert kernel.why, f"{kernel.name}: say what it tries in a `why:` line"
+        if kernel.dedicated:
+            test = Path(__file__).resolve().parents[2] / kernel.dedicated
+            assert test.is_file(), f"{kernel.name}: its test {kernel.dedicated} is missing"
+            assert kernel.path.name in test.read_text(encoding="utf-8"), kernel.name
 
 
 def _reference_source(lab_id: str) -> str:
@@ -125,6 +130,10 @@ def test_run_stage_defence(kernel: HostileKernel, tmp_path: Path) -> None:
     assert "Traceback" not in report.stdout and "site-packages" not in report.stdout
     assert kernel.stdout in report.stdout, report.stdout[-1000:]
     assert len(report.stdout) < 256 * 1024, "the kernel's output must be capped"
+    if "output_limit" in verdicts and not {"timeout", "kernel_error"} & set(verdicts):
+        # Stopped for printing: the student's file, not the GPU. No health check, no alarm.
+        assert "[grader] GPU health" not in report.stdout, report.stdout[-2000:]
+        assert report.error == "" and "not healthy" not in report.summary, report.summary
     if kernel.health_check and {"timeout", "kernel_error"} & set(verdicts):
         # After a kernel was killed or crashed, the worker checked the GPU before going on.
         assert "[grader] GPU health" in report.stdout, report.stdout[-2000:]

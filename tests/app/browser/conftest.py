@@ -109,6 +109,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         KERNELGRADER_SWEEP_SECONDS="0.5",
     )
     port = _free_port()
+    # Its own address: LTI's launch URL and invite links start with it.
+    env["KERNELGRADER_PUBLIC_URL"] = f"http://127.0.0.1:{port}"
     log = folder / "serve.log"
     with log.open("w") as out:
         process = subprocess.Popen(

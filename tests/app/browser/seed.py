@@ -3,8 +3,10 @@ a GPU (timings and all), written straight into that server's own database."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -17,6 +19,7 @@ from app.courses.specs import spec_for
 from app.grading.models import GradingJob, JobState
 from app.grading.record import record_report
 from app.performance.leaderboard import join_leaderboard
+from app.profiling.models import KernelProfile, ProfileReport, ProfileState, ReferenceProfile
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 from app.users.models import User
@@ -182,4 +185,105 @@ def seed(session: Session) -> tuple[People, dict[str, int]]:
     set_status(session, waiting, Status.compiled, "Compiled for sm_90. Running it waits for a GPU.")
     session.add(GradingJob(submission_id=waiting.id, state=JobState.waiting_gpu.value))
     session.flush()
+    ids.update(seed_profiles(session, course, ada))
     return people, ids
+
+
+PROFILE_DATA = Path(__file__).resolve().parents[2] / "graders" / "profile" / "data"
+PROFILE_GPU = "NVIDIA H200"  # the GPU the saved reports were taken on
+
+
+def transpose_report(lab: Lab, *, median_ms: float) -> GradeReport:
+    spec = spec_for(lab)
+    assert spec.timing is not None
+    cases = [
+        CaseResult(
+            name=case.name,
+            sizes=dict(case.sizes),
+            hidden=case.hidden,
+            passed=True,
+            verdict="pass",
+            message="",
+            points=case.points,
+            max_points=case.points,
+            timing=_stats(median_ms) if case.name == spec.timing.case else None,
+            reference_timings=(
+                {"naive": _stats(0.52), "tiled": _stats(0.121)}
+                if case.name == spec.timing.case
+                else {}
+            ),
+        )
+        for case in spec.cases
+    ]
+    return GradeReport(
+        lab=lab.slug,
+        cases=cases,
+        score=spec.max_score,
+        max_score=spec.max_score,
+        summary=f"All {len(cases)} cases passed.",
+        gpu=GpuInfo(name=PROFILE_GPU, arch="sm_90", sm_clock_mhz=1980, max_sm_clock_mhz=1980),
+    )
+
+
+def seed_profiles(session: Session, course: Course, ada: User) -> dict[str, int]:
+    """matrix-transpose graded on an H200 and profiled: Ada's three tries (naive, a tile
+    without padding, a padded tile), the references' kept profiles, and a few classmates'."""
+    summaries = json.loads((PROFILE_DATA / "probe-summaries.json").read_text(encoding="utf-8"))
+    source = (PROFILE_DATA / "probe-transpose.cu").read_text(encoding="utf-8")
+    lab = get_lab(session, course=course, slug="matrix-transpose")
+    spec = spec_for(lab)
+    assert spec.timing is not None
+    case = spec.timing.case
+    for reference, probe in (("naive", "naive"), ("tiled", "padded")):
+        session.add(
+            ReferenceProfile(
+                gpu_name=PROFILE_GPU,
+                lab_digest=spec.digest,
+                case_name=case,
+                reference=reference,
+                summary=summaries[probe],
+                ncu_version="2025.3.1.0",
+            )
+        )
+
+    def profiled(user: User, probe: str, median_ms: float, minutes_ago: float) -> int:
+        sid = graded(session, user, lab, transpose_report(lab, median_ms=median_ms), minutes_ago)
+        submission = session.get_one(Submission, sid)
+        # Each try's first line differs, so that two of them compare (lines stay where they are).
+        submission.source_text = source.replace(
+            "#define TILE 32", f"#define TILE 32  // {probe}, {median_ms} ms", 1
+        )
+        submission.filename = "transpose.cu"
+        for queued in session.scalars(
+            select(KernelProfile).where(KernelProfile.submission_id == sid)
+        ):
+            queued.state = ProfileState.failed.value  # the one queued after grading, replaced
+        profile = KernelProfile(
+            submission_id=sid,
+            state=ProfileState.done.value,
+            finished_at=utcnow() - timedelta(minutes=minutes_ago - 1),
+            gpu_name=PROFILE_GPU,
+            lab_digest=spec.digest,
+            case_name=case,
+            ncu_version="2025.3.1.0",
+            seconds=6.6,
+            summary=summaries[probe],
+            report_bytes=7_319_377,
+            report_kept=True,
+        )
+        session.add(profile)
+        session.flush()
+        session.add(ProfileReport(profile_id=profile.id, data=b"NVR\0 stand-in report"))
+        return sid
+
+    ids = {
+        "ada_transpose_naive": profiled(ada, "naive", 0.52, 50),
+        "ada_transpose_unpadded": profiled(ada, "tiled", 0.2, 40),
+        "ada_transpose_padded": profiled(ada, "padded", 0.125, 30),
+    }
+    for i, probe in enumerate(("naive", "naive", "tiled", "padded", "naive")):
+        name = ("alan", "barbara", "claude", "donald", "edsger")[i]
+        user = session.scalars(select(User).where(User.email == f"{name}@uni.edu")).one()
+        profiled(user, probe, {"naive": 0.51, "tiled": 0.21, "padded": 0.13}[probe], 80 + i)
+    session.flush()
+    return ids

@@ -217,3 +217,80 @@ def test_the_api_docs_render_offline(visitor: Any, server: Server) -> None:
     assert "/api/v1/courses/{course}/labs/{lab}/leaderboard" in v.page.inner_text("body")
     assert v.outside == [], v.outside
     v.shot("docs-desktop", full_page=False)
+
+
+def test_a_submissions_findings_on_its_lines_and_its_ladder(visitor: Any, server: Server) -> None:
+    v = visitor()
+    v.login(server.people.student)
+    v.go(f"/submissions/{server.ids['ada_transpose_naive']}")
+    profile = v.page.locator("#profile")
+    text = profile.inner_text()
+    assert "1. Uncoalesced global memory access · line 7" in text
+    assert "only 4.0 bytes are used" in text
+    # The metric names are folded away until asked for.
+    metrics = profile.locator("details.metrics").first
+    assert not metrics.locator("code").first.is_visible()
+    metrics.locator("summary").click()
+    assert metrics.locator("code").first.is_visible()
+    ladder = v.page.inner_text("#ladder")
+    assert "closest to the reference naive" in ladder and "tiled 32.0, yours 4.0" in ladder
+    # Following a finding's line goes to the marked source line.
+    profile.locator('a[href="#L7"]').first.click()
+    assert v.page.locator("#L7.hot .mark").is_visible()
+    v.shot("profile-findings-1280")
+    profile.scroll_into_view_if_needed()
+    v.shot("profile-findings-1280-top", full_page=False)
+    v.page.locator("#ladder").screenshot(path=str(v.shot("profile-ladder-1280", full_page=False)))
+    phone = visitor(width=390, height=844)
+    phone.login(server.people.student)
+    phone.go(f"/submissions/{server.ids['ada_transpose_unpadded']}")
+    assert "32-way bank conflict" in phone.page.inner_text("#profile")
+    assert phone.sideways_overflow() == 0
+    phone.page.locator("#profile").scroll_into_view_if_needed()
+    phone.shot("profile-findings-390", full_page=False)
+    phone.page.locator("#ladder").scroll_into_view_if_needed()
+    phone.shot("profile-ladder-390", full_page=False)
+    phone.shot("profile-390")
+
+
+def test_the_history_chart_and_a_comparison_of_two_submissions(
+    visitor: Any, server: Server
+) -> None:
+    for width, height in ((1280, 900), (390, 844)):
+        v = visitor(width=width, height=height)
+        v.login(server.people.student)
+        v.go("/courses/demo/labs/matrix-transpose/history")
+        assert v.page.locator("#history-chart svg.chart .point").count() == 3
+        rows = v.page.locator("#history tr.best").count()
+        assert rows == 3  # each try was faster than the one before
+        assert "Shared-memory bank conflicts" in v.page.inner_text("#history")
+        assert v.sideways_overflow() == 0
+        v.shot(f"history-{width}")
+        v.page.click("#compare-form button[type=submit]")
+        v.page.wait_for_load_state()
+        assert "/submissions/compare" in v.page.url
+        assert (
+            v.page.locator("#diff tr.added").count() + v.page.locator("#diff tr.removed").count()
+            >= 0
+        )
+        assert "Gone in b" in v.page.inner_text("body")
+        assert v.sideways_overflow() == 0
+        v.shot(f"compare-{width}")
+
+
+def test_staff_see_the_common_findings_of_the_class(visitor: Any, server: Server) -> None:
+    for width, height in ((1280, 900), (390, 844)):
+        v = visitor(width=width, height=height)
+        v.login(server.people.ta)
+        v.go("/courses/demo/labs/matrix-transpose/students")
+        v.page.click("text=Common findings across the class")
+        v.page.wait_for_load_state()
+        table = v.page.inner_text("#common-findings")
+        # Counted (best score; at a tie the earlier): Ada's first try, and Alan's, Barbara's
+        # and Edsger's, are naive: 4 of the 6 profiled.
+        assert "Uncoalesced global memory access" in table
+        row = v.page.locator('#common-findings tr[data-kind="uncoalesced_global"]')
+        assert row.locator("td.num").inner_text() == "4 (67 %)"
+        assert "Warps wait most for" in table
+        assert v.sideways_overflow() == 0
+        v.shot(f"common-findings-{width}")

@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -19,7 +21,7 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.fleet import service
 from app.fleet.models import Worker
-from app.fleet.supervisor import SupervisorError, parse_gpus
+from app.fleet.supervisor import Supervisor, SupervisorError, parse_gpus
 from tests.app.grading.test_celery_worker import worker_command
 
 
@@ -112,3 +114,87 @@ def test_one_worker_per_gpu_is_restarted_when_it_dies_and_all_stop_together(
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert "Traceback" not in output, output
+
+
+def _sandbox_children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"graders.sandbox.child" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_a_killed_supervisor_leaves_no_worker_or_child_behind(session: Session) -> None:
+    since = utcnow()
+    supervisor = subprocess.Popen(
+        [*worker_command(), "--gpus", "0,1", "--loglevel", "WARNING"],
+        env={k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+    def ready() -> dict[int, list[int]]:
+        """Each GPU's live worker with the children it started ahead of need."""
+        session.expire_all()
+        rows = session.scalars(
+            select(Worker).where(Worker.started_at >= since, Worker.stopped_at.is_(None))
+        ).all()
+        found = {row.pid: _sandbox_children(row.pid) for row in rows if row.gpu in ("0", "1")}
+        return found if len(found) == 2 and all(found.values()) else {}
+
+    everyone: list[int] = []
+    try:
+        workers = wait_until(ready, 90, supervisor)
+        assert isinstance(workers, dict)
+        everyone = [p for pid, kids in workers.items() for p in (pid, *kids)]
+        supervisor.kill()  # outright: it cannot pass anything on
+        supervisor.wait()
+        assert _still_running(everyone, 60) == []
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait()
+        for pid in everyone:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+        session.expire_all()
+        for row in session.scalars(select(Worker).where(Worker.started_at >= since)).all():
+            if row.stopped_at is None and row.gpu in ("0", "1"):
+                service.mark_stopped(row.name)  # stopped without a word
+
+
+def _still_running(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_running(p) for p in pids):
+        time.sleep(0.2)
+    return [p for p in pids if _running(p)]
+
+
+def test_each_worker_counts_the_gpus_in_the_order_nvml_does(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The supervisor numbers GPUs as NVML does; CUDA's default order (fastest first) may not.
+    show = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['CUDA_DEVICE_ORDER'])"
+    monkeypatch.setattr(Supervisor, "command", lambda self: [sys.executable, "-c", show])
+    supervisor = Supervisor(["1"], loglevel="WARNING")
+    child = supervisor.children[0]
+    supervisor.start(child)
+    assert child.process is not None and child.process.wait(timeout=60) == 0
+    assert capfd.readouterr().out.split() == ["1", "PCI_BUS_ID"]

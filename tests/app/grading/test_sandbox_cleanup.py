@@ -1,16 +1,22 @@
-"""Sandbox folders of killed workers are removed at the next worker start; live ones stay,
-and so do those in which a child the killed worker left still runs."""
+"""What killed workers left is reaped at the next worker start: the processes still working in
+their sandbox folders are stopped (their groups too), then the folders removed; live workers'
+folders and someone's shell stay. Real processes; bounded waits, never timings."""
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
 import signal
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
-from app.grading.sandbox_cleanup import owner_pid, remove_orphaned_sandboxes
+import pytest
+
+from app.grading.sandbox_cleanup import owner_pid, reap_orphaned_sandboxes
 from graders.sandbox.runner import SandboxLimits, run_sandboxed
 
 
@@ -36,11 +42,12 @@ def test_only_folders_whose_owner_is_gone_are_removed(tmp_path: Path) -> None:
         for folder in folders.values():
             folder.mkdir()
             (folder / "progress-0.jsonl").write_text("{}")
-        removed = remove_orphaned_sandboxes(tmp_path)
+        reaped = reap_orphaned_sandboxes(tmp_path)
     finally:
         alive.kill()
         alive.wait()
-    assert sorted(removed) == sorted([folders["dead sandbox"], folders["dead run"]])
+    assert reaped.killed == []
+    assert sorted(reaped.removed) == sorted([folders["dead sandbox"], folders["dead run"]])
     assert {name for name, f in folders.items() if f.exists()} == {
         "live sandbox",
         "this process",
@@ -58,7 +65,7 @@ def test_the_grader_names_its_sandbox_after_the_worker_process() -> None:
 
 
 # A worker that starts a sandboxed child, gives it a request that keeps it busy, says where
-# the child works, and waits to be killed: the child lives on in a session of its own.
+# the child works, and waits to be killed.
 _WORKER = """
 import json, os, sys, time
 from graders.sandbox.limits import SandboxLimits
@@ -73,7 +80,7 @@ time.sleep(120)
 """
 
 
-def test_a_live_child_of_a_killed_worker_keeps_its_folder(tmp_path: Path) -> None:
+def test_a_killed_workers_child_dies_with_it_and_its_folder_goes(tmp_path: Path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     worker = subprocess.Popen(
         [sys.executable, "-c", _WORKER], env=env, stdout=subprocess.PIPE, text=True
@@ -84,24 +91,105 @@ def test_a_live_child_of_a_killed_worker_keeps_its_folder(tmp_path: Path) -> Non
         child_pid, workdir = worker.stdout.readline().split()
         child_pid, folder = int(child_pid), Path(workdir)
         assert owner_pid(folder.name) == worker.pid
-        worker.kill()  # the worker is killed mid-job; its child goes on
+        worker.kill()  # mid-job
         worker.wait()
-        assert _running(child_pid)
-        # The next worker's start: the owner is gone, but a live process works in the folder.
-        assert remove_orphaned_sandboxes(tmp_path) == []
-        assert folder.is_dir()
-        os.killpg(child_pid, signal.SIGKILL)  # its own session, started by the worker above
-        for _ in range(200):
-            if not _running(child_pid):
-                break
-            time.sleep(0.05)
-        assert remove_orphaned_sandboxes(tmp_path) == [folder]
+        assert _gone_within([child_pid], 20) == []
+        reaped = reap_orphaned_sandboxes(tmp_path)
+        assert reaped.killed == [] and reaped.removed == [folder]
     finally:
         if worker.poll() is None:
             worker.kill()
             worker.wait()
         if child_pid is not None and _running(child_pid):
             os.killpg(child_pid, signal.SIGKILL)
+
+
+# A child left by a worker without a lifeline (an older grader, or one that escaped it): it
+# leads a session of its own, works in its worker's folder, and started a grandchild that
+# works elsewhere but stays in its group.
+_LEFTOVER = """
+import subprocess, sys, time
+grandchild = subprocess.Popen(["sleep", "300"], cwd="/")
+print(grandchild.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def _start_leftover(folder: Path, **kw: object) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LEFTOVER],
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+        **kw,  # type: ignore[call-overload]
+    )
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+def test_a_leftover_still_working_is_stopped_with_its_group_then_its_folder_goes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / f"kg-sandbox-{_dead_pid()}-left"
+    folder.mkdir()
+    leftover, grandchild = _start_leftover(folder, start_new_session=True)
+    try:
+        assert _running(leftover.pid) and _running(grandchild)
+        with caplog.at_level(logging.WARNING, logger="app.grading.sandbox_cleanup"):
+            reaped = reap_orphaned_sandboxes(tmp_path)
+        assert [p.pid for p in reaped.killed] == [leftover.pid]
+        assert leftover.wait(timeout=20) == -signal.SIGKILL
+        assert _gone_within([grandchild], 20) == []
+        assert reaped.removed == [folder] and not folder.exists()
+        assert f"stopped process {leftover.pid} (group {leftover.pid}" in caplog.text
+    finally:
+        for pid in (leftover.pid, grandchild):
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+        leftover.wait()
+
+
+def test_a_shell_in_a_dead_workers_folder_is_left_alone(tmp_path: Path) -> None:
+    folder = tmp_path / f"kg-sandbox-{_dead_pid()}-shell"
+    folder.mkdir()
+    primary, secondary = os.openpty()
+
+    def with_terminal() -> None:  # as a login shell has one
+        os.setsid()
+        fcntl.ioctl(secondary, termios.TIOCSCTTY, 0)
+
+    shell, grandchild = _start_leftover(folder, preexec_fn=with_terminal)
+    try:
+        reaped = reap_orphaned_sandboxes(tmp_path, wait_s=0)
+        assert reaped.killed == [] and reaped.kept == [folder]
+        assert _running(shell.pid) and folder.is_dir()
+    finally:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+        _gone_within([grandchild], 20)
+        os.close(primary)
+        os.close(secondary)
+
+
+def test_a_pid_used_again_by_a_later_process_does_not_keep_a_folder(tmp_path: Path) -> None:
+    later = subprocess.Popen(["sleep", "60"])
+    try:
+        folder = tmp_path / f"kg-sandbox-{later.pid}-old"
+        folder.mkdir()
+        an_hour_ago = time.time() - 3600
+        os.utime(folder, (an_hour_ago, an_hour_ago))  # made before that process started
+        assert reap_orphaned_sandboxes(tmp_path).removed == [folder]
+    finally:
+        later.kill()
+        later.wait()
+
+
+def _gone_within(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_running(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if _running(p)]
 
 
 def _running(pid: int) -> bool:

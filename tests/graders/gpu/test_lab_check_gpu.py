@@ -1,12 +1,15 @@
-"""`lab check` on a GPU: every built-in lab's references pass and its faulty kernels get their
-verdicts."""
+"""`lab check` on a GPU: every built-in lab's references pass, its faulty kernels get their
+verdicts, and every shortcut probe fails it, the timed case included; a lab with positive
+data and a loose tolerance is named weak."""
 
 from __future__ import annotations
 
 import pytest
 
 from graders.labcheck import check_lab
+from graders.labcheck.probes import PROBE_KINDS
 from graders.spec import builtin_labs_dir, list_builtin_labs, load_builtin_lab
+from tests.graders.labcheck.test_probes import LOOSE_LAB
 
 SECRET = "kernelgrader-test-secret"
 
@@ -26,3 +29,27 @@ def test_lab_check_passes_on_the_gpu(lab_id: str) -> None:
     assert len(ran) == len(references) + len(faulty), report.lines()
     assert all(i.status == "ok" for i in ran), report.lines()
     assert not [i for i in report.items if i.status == "skip"], report.lines()
+    # Every generated probe ran and failed the lab with a wrong answer on the timed case.
+    probes = {i.subject: i for i in report.items if i.subject.startswith("probe ")}
+    assert sorted(probes) == sorted(f"probe {kind}" for kind in PROBE_KINDS), report.lines()
+    assert all(i.status == "ok" for i in probes.values()), report.lines()
+    assert all("the timed case" in i.message for i in probes.values()), report.lines()
+
+
+@pytest.mark.gpu
+def test_lab_check_names_a_lab_whose_shortcuts_pass() -> None:
+    # array-sum-atomic as it was before issue 17: positive data and a tolerance wide enough
+    # for one float accumulator. Its references still pass; its probes pass the timed case.
+    report = check_lab(LOOSE_LAB, run=True, secret=SECRET)
+    assert not report.ok
+    ran = [i for i in report.items if i.subject.startswith("run reference")]
+    assert len(ran) == 2 and all(i.status == "ok" for i in ran), report.lines()
+    weak = {i.subject: i.message for i in report.failures if i.subject.startswith("probe ")}
+    assert "probe half" in weak, report.lines()
+    assert weak["probe half"].startswith(
+        "The lab loose-sum is weak: half the work plus an estimate"
+    ), weak
+    assert "passes the timed case n-8388608" in weak["probe half"], weak
+    assert "earn its 10 performance points" in weak["probe half"], weak
+    assert "zero-mean inputs" in weak["probe half"], weak
+    assert "checks failed for loose-sum" in report.summary()

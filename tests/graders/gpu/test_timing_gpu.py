@@ -55,13 +55,23 @@ def test_kept_reference_timings_are_reused_and_measured_again_when_conditions_di
     assert all(s["gpu"] and s["measured_at"] for s in kept.values())
     again = grade_source(lab, source, secret=SECRET, sanitizer=False, cached_references=kept)
     timed = next(c for c in again.cases if c.name == lab.timing.case)
-    assert all(t.reused for t in timed.reference_timings.values()), timed.reference_timings
-    assert again.measured_references == {}
-    assert timed.reference_timings["naive"].median_ms == kept["naive"]["median_ms"]
+    refs = timed.reference_timings
+    seen = {n: (t.reused, t.median_ms, t.check_median_ms) for n, t in refs.items()}
+    # Each kept figure was checked by runs beside the submission's; where those agreed (the
+    # slow references always do on a quiet GPU), it was reused as kept...
+    assert refs["naive"].reused and refs["naive"].check_reps >= 4, seen
+    assert refs["naive"].median_ms == kept["naive"]["median_ms"]
+    assert "naive" not in again.measured_references
+    # ...and where they did not (a short kernel's runs may differ by a few percent), it was
+    # timed again, and the figure used is still close to the kept one.
+    for name, t in refs.items():
+        assert t.reused or name in again.measured_references, seen
+        assert t.median_ms == pytest.approx(kept[name]["median_ms"], rel=0.05), seen
     # Kept at a clock far from today's: that one is timed again.
     slow = {**kept, "naive": {**kept["naive"], "sm_clock_mhz": 100}}
     third = grade_source(lab, source, secret=SECRET, sanitizer=False, cached_references=slow)
-    assert set(third.measured_references) == {"naive"}
+    assert "naive" in third.measured_references
+    assert not next(c for c in third.cases if c.timing).reference_timings["naive"].reused
     print(
         "timed median over three gradings (ms):",
         [next(c for c in r.cases if c.timing).timing.median_ms for r in (first, again, third)],
@@ -69,16 +79,20 @@ def test_kept_reference_timings_are_reused_and_measured_again_when_conditions_di
 
 
 @pytest.mark.gpu
-def test_a_median_far_faster_than_every_reference_is_flagged_for_staff() -> None:
+def test_kept_figures_far_off_are_timed_again_not_trusted() -> None:
     lab = load_builtin_lab("matmul-tiled")
     source = lab.reference("tiled").source
     report = grade_source(lab, source, secret=SECRET, sanitizer=False)
     assert report.flags == []  # the tiled reference is not suspicious
     timed = next(c for c in report.cases if c.timing)
-    # Pretend the references were ten times slower: the same median is now flagged.
+    # Kept figures ten times slower than the GPU runs them (a reference timed under another
+    # program's load): the runs beside the submission disagree, so each is timed again, and
+    # the honest median is neither flagged nor scored against them.
     slow = {
         name: {**stats.to_dict(), "median_ms": stats.median_ms * 10}
         for name, stats in timed.reference_timings.items()
     }
-    flagged = grade_source(lab, source, secret=SECRET, sanitizer=False, cached_references=slow)
-    assert flagged.flags and "faster than the fastest reference" in flagged.flags[0]
+    again = grade_source(lab, source, secret=SECRET, sanitizer=False, cached_references=slow)
+    assert set(again.measured_references) == set(slow)
+    assert again.flags == []
+    assert again.performance_points == pytest.approx(report.performance_points, abs=2)

@@ -90,6 +90,38 @@ def test_stdout_is_capped_and_a_printed_result_is_not_believed() -> None:
     assert '"forged": true' in outcome.stdout  # it was printed, and only printed
 
 
+def test_a_child_that_prints_past_the_byte_limit_is_stopped_for_printing() -> None:
+    limits = SandboxLimits(
+        wall_seconds=60, cpu_seconds=30, memory_mb=512, print_limit_bytes=256 * 1024
+    )
+    outcome = run("print_steadily", {"size": 64 * 1024, "every_s": 0, "seconds": 60}, limits=limits)
+    assert not outcome.ok and outcome.reason == "printing", (outcome.reason, outcome.log)
+    assert not outcome.timed_out
+    assert outcome.stdout_total > 256 * 1024
+    assert outcome.message.startswith("Stopped for printing:")
+    assert "256 KiB" in outcome.message and outcome.message.endswith(".")
+
+
+def test_a_child_that_keeps_printing_past_the_time_limit_is_stopped_for_printing() -> None:
+    limits = SandboxLimits(wall_seconds=60, cpu_seconds=30, memory_mb=512, print_limit_seconds=1)
+    outcome = run("print_steadily", {"size": 100, "every_s": 0.01, "seconds": 60}, limits=limits)
+    assert not outcome.ok and outcome.reason == "printing", (outcome.reason, outcome.log)
+    assert "kept coming for more than 1 s" in outcome.message
+    assert outcome.stdout_total < limits.print_limit_bytes
+
+
+def test_quiet_between_bursts_of_printing_does_not_count_as_printing() -> None:
+    limits = SandboxLimits(wall_seconds=60, cpu_seconds=30, memory_mb=512, print_limit_seconds=1)
+    burst = {"stdout": "a line the kernel printed"}
+    outcome = run(
+        "scripted",
+        {"actions": [burst, {"sleep": 1.5}, burst, {"sleep": 1.5}, burst, {"sleep": 1.5}, burst]},
+        limits=limits,
+    )
+    assert outcome.ok, (outcome.reason, outcome.log)
+    assert outcome.stdout.count("a line the kernel printed") == 4
+
+
 def test_a_result_printed_on_stdout_alone_is_not_a_result() -> None:
     outcome = run("forge_on_stdout_only")
     assert not outcome.ok
@@ -178,6 +210,20 @@ def test_gpu_children_see_the_cuda_settings_but_no_secrets(monkeypatch: pytest.M
     env = outcome.value["env"]
     assert env["CUDA_VISIBLE_DEVICES"] == "0"
     assert "do-not-leak-this" not in str(env)
+
+
+def test_gpu_children_take_the_workers_gpu_lock(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from graders.gpu import gpu_key, lock_dir
+
+    monkeypatch.setenv("KERNELGRADER_LOCK_DIR", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8c7a1d3e-1111-2222-3333-444455556666")
+    outcome = run_sandboxed(f"{TARGETS}:environment", {}, limits=LIMITS, gpu=True)
+    assert outcome.ok, outcome
+    env = outcome.value["env"]
+    assert env["KERNELGRADER_LOCK_DIR"] == str(lock_dir()) == str(tmp_path.resolve())
+    assert env["KERNELGRADER_GPU_KEY"] == gpu_key() == "GPU-8c7a1d3e-1111-2222-3333-444455556666"
 
 
 def test_working_directory_is_empty_private_and_removed() -> None:

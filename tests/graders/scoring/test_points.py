@@ -89,3 +89,37 @@ def test_summary_keeps_a_hidden_failure_to_pass_or_fail() -> None:
     )
     assert "hidden-large (a hidden case)" in text
     assert "out of bounds" not in text
+
+
+def _perf(**kw: object) -> scoring.PerformanceScore:
+    args: dict[str, object] = dict(
+        max_points=20.0,
+        all_passed=True,
+        time_ms=2.0,
+        reference_ms={"naive": 3.0, "tiled": 2.0},
+        baseline="naive",
+        target="tiled",
+    )
+    args.update(kw)
+    return scoring.performance_score(**args)  # type: ignore[arg-type]
+
+
+def test_a_contended_timing_holds_the_points_back() -> None:
+    held = _perf(contended=True)
+    assert held.points == 0.0 and held.pending and not held.impossible
+    assert held.sentence == scoring.PENDING_SENTENCE
+    assert _perf().points == 20.0 and not _perf().pending
+
+
+def test_a_median_under_the_floor_gets_nothing_and_exactly_at_it_is_fine() -> None:
+    under = _perf(time_ms=0.099, floor_ms=0.1, reference_ms={"naive": 3.0, "tiled": 2.0})
+    assert under.points == 0.0 and under.impossible and "cannot be right" in under.sentence
+    at = _perf(time_ms=0.1, floor_ms=0.1)
+    assert at.points == 20.0 and not at.impossible
+
+
+def test_the_speedup_phrase_carries_the_ratios_spread() -> None:
+    said = scoring.speedup_phrase(2.0, {"naive": 3.0}, "naive", spread=0.004)
+    assert said == "1.5x faster than the naive kernel (± 0.4 %)"
+    plain = scoring.speedup_phrase(2.0, {"naive": 3.0}, "naive")
+    assert plain == "1.5x faster than the naive kernel"

@@ -146,10 +146,29 @@ def test_two_threads_of_one_process_take_turns(tmp_path: Path) -> None:
 
 
 def test_the_lock_key_cannot_leave_the_folder(tmp_path: Path) -> None:
-    lock = GpuLock(tmp_path, "../../etc/passwd")
+    folder = tmp_path / "a" / "b" / "locks"
+    # A folder the key's first part would name, so a path through it would really resolve.
+    (folder / "kernelgrader-gpu-x").mkdir(parents=True)
+    lock = GpuLock(folder, "x/../../escaped")
     with lock.shared():
         pass
-    assert all(p.parent == tmp_path for p in tmp_path.iterdir())
+    made = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(made) == 2 and all(p.parent == folder for p in made), made
+    assert all(p.name.startswith("kernelgrader-gpu-") for p in made), made
+
+
+def test_lock_files_are_for_every_user_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        with GpuLock(tmp_path, "shared-by-users").exclusive():
+            pass
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == {
+        "kernelgrader-gpu-shared-by-users.gate": 0o666,
+        "kernelgrader-gpu-shared-by-users.lock": 0o666,
+    }
 
 
 @pytest.mark.parametrize("mode", ["shared", "exclusive"])

@@ -58,7 +58,9 @@ def test_plan_stops_at_max_reps() -> None:
 
 def test_warm_up_ends_on_busy_time_wall_time_or_count() -> None:
     plan = timing.TimingPlan()
-    assert not plan.warmed_up(1, 2, busy_ms=1000.0, wall_s=100.0)  # the drawn ones always run
+    assert not plan.warmed_up(0, 2, busy_ms=1000.0, wall_s=100.0)  # at least one always runs
+    assert not plan.warmed_up(1, 2, busy_ms=1000.0, wall_s=0.5)  # the drawn ones run...
+    assert plan.warmed_up(1, 2, busy_ms=1000.0, wall_s=1.0)  # ...unless their wall time is up
     assert not plan.warmed_up(3, 2, busy_ms=10.0, wall_s=0.1)  # a fast kernel: keep warming
     assert plan.warmed_up(3, 2, busy_ms=60.0, wall_s=0.1)  # the GPU was busy 50 ms
     # A slow check per repetition (a Python oracle): a second of wall time is enough.

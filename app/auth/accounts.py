@@ -1,0 +1,127 @@
+"""One account per person, whichever way they sign in.
+
+An outside identity (an LMS user, an OpenID Connect subject, a SAML name id) is looked up by
+(kind, issuer, subject) first: once matched, it keeps its account even when the provider
+later sends another email. A new identity joins the account that has its email, when the
+provider is trusted for emails (a registered LMS; an SSO provider's email that is verified and
+in the institution's domains); only when none has it is an account made. So a student with a
+password account who then launches from Canvas, or signs in through the university, stays one
+person with one gradebook row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.auth.models import UserIdentity
+from app.core.database import utcnow
+from app.users.models import User
+from app.users.service import find_user, normalize_email
+
+# Accounts of people whose LMS sends no email get an address in a reserved domain (RFC 2606),
+# which nothing delivers to and no person can sign in with.
+NO_EMAIL_DOMAIN = "no-email.invalid"
+
+
+@dataclass(frozen=True)
+class OutsideIdentity:
+    kind: str  # "lti", "oidc", "saml"
+    issuer: str
+    subject: str
+    email: str = ""
+    name: str = ""
+    # Whether an account with this email may be taken as this person's.
+    email_trusted: bool = False
+
+
+@dataclass(frozen=True)
+class Matched:
+    user: User
+    created: bool  # a new account
+    linked: bool  # an existing account got this identity
+
+
+def placeholder_email(identity: OutsideIdentity) -> str:
+    digest = hashlib.sha256(
+        f"{identity.kind}\n{identity.issuer}\n{identity.subject}".encode()
+    ).hexdigest()[:24]
+    return f"{identity.kind}-{digest}@{NO_EMAIL_DOMAIN}"
+
+
+def account_for(session: Session, identity: OutsideIdentity) -> Matched:
+    """The account of this identity: the one it was matched to before, else the one with its
+    email (when trusted), else a new one. Flushes; the caller commits."""
+    email = _email_or_blank(identity.email)
+    row = session.scalar(
+        select(UserIdentity).where(
+            UserIdentity.kind == identity.kind,
+            UserIdentity.issuer == identity.issuer,
+            UserIdentity.subject == identity.subject,
+        )
+    )
+    now = utcnow()
+    if row is not None:
+        row.last_seen_at = now
+        row.email = email
+        user = session.get_one(User, row.user_id)
+        if identity.name and not user.name:
+            user.name = identity.name.strip()[:200]
+        _upgrade_placeholder(session, user, email, identity.email_trusted)
+        session.flush()
+        return Matched(user=user, created=False, linked=False)
+    found = find_user(session, email=email) if email and identity.email_trusted else None
+    created = found is None
+    if found is None:
+        # An untrusted email is not taken as an address either: it could be someone else's.
+        address = email if email and identity.email_trusted else placeholder_email(identity)
+        if find_user(session, email=address) is not None:
+            address = placeholder_email(identity)
+        user = User(email=address, name=identity.name.strip()[:200])
+        session.add(user)
+        session.flush()
+    else:
+        user = found
+        if identity.name and not user.name:
+            user.name = identity.name.strip()[:200]
+    session.add(
+        UserIdentity(
+            user_id=user.id,
+            kind=identity.kind,
+            issuer=identity.issuer,
+            subject=identity.subject,
+            email=email,
+            created_at=now,
+            last_seen_at=now,
+        )
+    )
+    session.flush()
+    return Matched(user=user, created=created, linked=not created)
+
+
+def _email_or_blank(email: str) -> str:
+    try:
+        return normalize_email(email) if email else ""
+    except Exception:
+        return ""
+
+
+def _upgrade_placeholder(session: Session, user: User, email: str, trusted: bool) -> None:
+    """An account made without an email takes the first trusted one it is given, unless
+    another account already has it (then the two stay apart; staff merge by hand)."""
+    placeholder = user.email.endswith("@" + NO_EMAIL_DOMAIN)
+    if trusted and email and placeholder and find_user(session, email=email) is None:
+        user.email = email
+
+
+def identities_of(session: Session, *, user_id: int) -> list[UserIdentity]:
+    return list(
+        session.scalars(
+            select(UserIdentity)
+            .where(UserIdentity.user_id == user_id)
+            .order_by(UserIdentity.created_at)
+        )
+    )

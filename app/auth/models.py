@@ -1,0 +1,61 @@
+"""Sign-in from outside: the identities that point at an account, one-time states, problems."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.database import Base, utcnow
+
+
+class UserIdentity(Base):
+    """One outside sign-in (an LMS user, an OpenID Connect subject, a SAML name id) that is
+    a kernelgrader account. An account may have several; an identity belongs to one account."""
+
+    __tablename__ = "user_identities"
+    __table_args__ = (UniqueConstraint("kind", "issuer", "subject"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # "lti", "oidc" or "saml".
+    kind: Mapped[str] = mapped_column(String(10))
+    # The LMS's issuer, the OpenID provider's issuer, the SAML identity provider's entity id.
+    issuer: Mapped[str] = mapped_column(String(500))
+    subject: Mapped[str] = mapped_column(String(500))
+    # The email the provider gave at the last sign-in ("" when it gave none).
+    email: Mapped[str] = mapped_column(String(320), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SignInState(Base):
+    """A value made for one sign-in that may be used once before it expires: an LTI login's
+    state and nonce, an OpenID Connect or SAML request's id. Kept in the database, not in a
+    cookie, since the LMS or the identity provider posts back from another site."""
+
+    __tablename__ = "sign_in_states"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    data: Mapped[Any] = mapped_column(JSON, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+    used_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class SignInProblem(Base):
+    """A refused sign-in or launch: what the person read, and the detail for the staff."""
+
+    __tablename__ = "sign_in_problems"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    # "lti", "oidc" or "saml", and the platform or provider it came through ("" if unknown).
+    kind: Mapped[str] = mapped_column(String(10))
+    source: Mapped[str] = mapped_column(String(200), default="")
+    # Quoted to the person, so they can tell the staff which attempt was theirs.
+    reference: Mapped[str] = mapped_column(String(20), index=True)
+    sentence: Mapped[str] = mapped_column(Text)
+    detail: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)

@@ -1,0 +1,237 @@
+"""`kernelgrader course` and `kernelgrader lab`: courses, and the labs in them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from app.cli.common import fail, lab_in, when
+from app.core.errors import DomainError
+
+if TYPE_CHECKING:
+    from app.courses.service import Keep
+
+course_cli = typer.Typer(help="Courses.", no_args_is_help=True)
+lab_cli = typer.Typer(help="Labs in a course.", no_args_is_help=True)
+
+
+@course_cli.command("create")
+def course_create(
+    slug: str, title: Annotated[str, typer.Option(help="the course's full name")] = ""
+) -> None:
+    """Create a course."""
+    from app.core.database import session_scope
+    from app.courses.service import create_course
+
+    try:
+        with session_scope() as session:
+            course = create_course(session, slug=slug, title=title or slug)
+            typer.echo(f"Created course {course.slug}: {course.title}")
+    except DomainError as exc:
+        raise fail(exc.message) from None
+
+
+def _check_lab_folder(
+    folder: Path, *, run: bool, arch: str | None, quiet: bool, profile: bool = True
+) -> bool:
+    """Print what `graders.labcheck` finds (all of it, or only problems when quiet)."""
+    from app.core.settings import get_settings
+    from graders.labcheck import CheckItem, check_lab
+
+    def show(item: CheckItem) -> None:
+        if quiet and item.status in ("ok", "skip"):
+            return
+        color = {"fail": typer.colors.RED, "warn": typer.colors.YELLOW}.get(item.status)
+        typer.secho(f"  {item.status:<4}  {item.subject}: {item.message}", fg=color)
+
+    report = check_lab(
+        folder,
+        run=run,
+        secret=get_settings().grading_secret,
+        arch=arch,
+        progress=show,
+        profile=profile,
+    )
+    if not report.ok:
+        typer.secho(report.summary(), fg=typer.colors.RED)
+    elif not quiet:
+        typer.echo(report.summary())
+    return report.ok
+
+
+@lab_cli.command("check")
+def lab_check(
+    folder: Annotated[Path, typer.Argument(help="the lab folder (holding lab.toml)")],
+    gpu: Annotated[bool, typer.Option(help="run the kernels where a GPU is usable")] = True,
+    arch: Annotated[str | None, typer.Option(help="compile for this sm_XX")] = None,
+    profile: Annotated[
+        bool,
+        typer.Option(help="on a GPU with Nsight Compute, check the slow kernels' findings"),
+    ] = True,
+) -> None:
+    """Check a lab folder: spec, oracle, references, faulty and slow kernels (and on a GPU,
+    verdicts and profiler findings)."""
+    if not folder.is_dir():
+        raise fail(f"{folder} is not a folder; give the lab's folder, the one holding lab.toml.")
+    typer.echo(f"Checking the lab folder {folder}:")
+    if not _check_lab_folder(folder, run=gpu, arch=arch, quiet=False, profile=profile):
+        raise typer.Exit(code=1)
+
+
+@lab_cli.command("add")
+def lab_add(
+    course: str,
+    lab: Annotated[str, typer.Argument(help="a built-in lab id or a lab folder")],
+    release: Annotated[str | None, typer.Option(help="opens at (UTC, ISO 8601)")] = None,
+    due: Annotated[str | None, typer.Option(help="due at (UTC, ISO 8601)")] = None,
+    policy: Annotated[
+        str,
+        typer.Option("--score-policy", "--policy", help="which submission counts: best or last"),
+    ] = "best",
+    late: Annotated[
+        str,
+        typer.Option("--late-policy", "--late", help="after the due date: accept or refuse"),
+    ] = "accept",
+    gpu_model: Annotated[
+        str,
+        typer.Option(
+            help="the GPU model its timings belong to (e.g. H100), instead of the spec's; "
+            "only workers with such a GPU run it"
+        ),
+    ] = "",
+) -> None:
+    """Add a lab to a course."""
+    from app.core.database import session_scope
+    from app.courses.models import LatePolicy, ScorePolicy
+    from app.courses.service import add_lab, get_course
+
+    try:
+        score_policy, late_policy = ScorePolicy(policy), LatePolicy(late)
+    except ValueError:
+        raise fail("--policy is best or last, and --late is accept or refuse.") from None
+    # A lab folder is checked (without running kernels) before students can meet it; the
+    # built-in labs are checked by the test suite.
+    if Path(lab).is_dir() and not _check_lab_folder(Path(lab), run=False, arch=None, quiet=True):
+        raise fail(f"The lab was not added; check it with `kernelgrader lab check {lab}`.")
+    try:
+        with session_scope() as session:
+            row = add_lab(
+                session,
+                course=get_course(session, slug=course),
+                ref=lab,
+                release_at=when(release),
+                due_at=when(due),
+                score_policy=score_policy,
+                late_policy=late_policy,
+                gpu_model=gpu_model,
+            )
+            typer.echo(
+                f"Added lab {row.slug} ({row.title}) to {course}, max score {row.max_score:g}."
+                + (f" Its timings belong to {row.gpu_model} GPUs." if row.gpu_model else "")
+            )
+    except DomainError as exc:
+        raise fail(exc.message) from None
+
+
+def _when_or_none(text: str | None) -> datetime | None | Keep:
+    """An option's date: KEEP when not given, None for 'none' (clears it), else the date."""
+    from app.courses.service import KEEP
+
+    if text is None:
+        return KEEP
+    if text.strip().lower() in ("none", "never", ""):
+        return None
+    return when(text)
+
+
+@lab_cli.command("update")
+def lab_update(
+    course: str,
+    lab: str,
+    release: Annotated[
+        str | None, typer.Option(help="opens at (UTC, ISO 8601); 'none': open at once")
+    ] = None,
+    due: Annotated[
+        str | None, typer.Option(help="due at (UTC, ISO 8601); 'none': no due date")
+    ] = None,
+    late_policy: Annotated[
+        str | None, typer.Option("--late-policy", help="after the due date: accept or refuse")
+    ] = None,
+    score_policy: Annotated[
+        str | None, typer.Option("--score-policy", help="which submission counts: best or last")
+    ] = None,
+) -> None:
+    """Re-read the lab's folder (checked first where it changed: points, title and version come
+    from its lab.toml), and change the lab's dates and policies; late flags follow a new due
+    date."""
+    from app.core.database import session_scope
+    from app.courses.models import LatePolicy, ScorePolicy
+    from app.courses.service import reread_lab, update_lab
+
+    try:
+        late_value = LatePolicy(late_policy) if late_policy else None
+        score_value = ScorePolicy(score_policy) if score_policy else None
+    except ValueError:
+        raise fail(
+            "--score-policy is best or last, and --late-policy is accept or refuse."
+        ) from None
+    try:
+        with session_scope() as session:
+            _, row = lab_in(session, course, lab)
+            changes = reread_lab(session, lab=row)
+            changes += update_lab(
+                session,
+                lab=row,
+                release_at=_when_or_none(release),
+                due_at=_when_or_none(due),
+                late_policy=late_value,
+                score_policy=score_value,
+            )
+    except DomainError as exc:
+        raise fail(exc.message) from None
+    if changes:
+        typer.echo(f"{course}/{lab} now " + "; ".join(changes) + ".")
+    else:
+        typer.echo(f"{course}/{lab} already had these settings; nothing changed.")
+
+
+@lab_cli.command("remove")
+def lab_remove(course: str, lab: str) -> None:
+    """Remove a lab: students no longer see it or submit to it, the gradebook leaves it out.
+    Its submissions stay; `lab restore` brings it back."""
+    from app.core.database import session_scope, utcnow
+    from app.courses.service import archive_lab
+
+    try:
+        with session_scope() as session:
+            _, row = lab_in(session, course, lab)
+            done = archive_lab(session, lab=row, now=utcnow())
+    except DomainError as exc:
+        raise fail(exc.message) from None
+    if done:
+        typer.echo(
+            f"Removed {lab} from {course}; its submissions are kept "
+            f"(`kernelgrader lab restore {course} {lab}` brings it back)."
+        )
+    else:
+        typer.echo(f"{lab} was already removed from {course}; nothing changed.")
+
+
+@lab_cli.command("restore")
+def lab_restore(course: str, lab: str) -> None:
+    """Bring back a removed lab, with its submissions."""
+    from app.core.database import session_scope
+    from app.courses.service import restore_lab
+
+    try:
+        with session_scope() as session:
+            _, row = lab_in(session, course, lab)
+            done = restore_lab(session, lab=row)
+    except DomainError as exc:
+        raise fail(exc.message) from None
+    typer.echo(
+        f"Restored {lab} in {course}." if done else f"{lab} was not removed; nothing changed."
+    )

@@ -1,0 +1,1 @@
+"""Nsight Compute profiles of submissions: the jobs, the kept reference profiles, the views."""

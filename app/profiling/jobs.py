@@ -1,0 +1,180 @@
+"""A GPU worker's side of one profiling job: claim it, profile, record.
+
+Each phase opens its own short transaction, as a grading does (app.grading.worker); a
+worker that dies leaves a job whose heartbeat goes stale, and the sweep queues it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+from types import TracebackType
+
+from sqlalchemy import or_, update
+from sqlalchemy.orm import Session
+
+from app.core.database import session_scope, utcnow
+from app.core.overload import database_unavailable
+from app.core.settings import get_settings
+from app.courses.models import Lab
+from app.courses.specs import spec_for
+from app.grading.gpu_probe import worker_arch, worker_gpu
+from app.grading.worker import _compile_name, worker_id
+from app.profiling.models import KernelProfile, ProfileState
+from app.profiling.service import kept_reference_profiles, record_profile
+from app.submissions.models import Submission
+
+log = logging.getLogger(__name__)
+
+FAILED_ON_OUR_SIDE = (
+    "Profiling stopped because of a problem on our side, not because of your code; the "
+    "course staff can ask for it again."
+)
+
+
+class _Heartbeat:
+    """Keeps a held profiling job's heartbeat fresh while ncu runs."""
+
+    def __init__(self, profile_id: int, me: str, every_seconds: float) -> None:
+        self.profile_id, self.me, self.every = profile_id, me, every_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"profile-heartbeat-{profile_id}", daemon=True
+        )
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                with session_scope() as session:
+                    _hold(session, self.profile_id, self.me)
+            except Exception:  # a missed beat is tolerable; a dead thread is not
+                log.exception("heartbeat of profiling job %s failed", self.profile_id)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.every + 5)
+
+
+def _claim(profile_id: int, me: str) -> bool:
+    settings = get_settings()
+    now = utcnow()
+    stale = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
+    with session_scope() as session:
+        claimed = session.execute(
+            update(KernelProfile)
+            .where(
+                KernelProfile.id == profile_id,
+                or_(
+                    KernelProfile.state == ProfileState.queued.value,
+                    (KernelProfile.state == ProfileState.started.value)
+                    & (KernelProfile.heartbeat_at < stale)
+                    & (KernelProfile.attempt < settings.max_attempts),
+                ),
+            )
+            .values(
+                state=ProfileState.started.value,
+                worker_id=me,
+                attempt=KernelProfile.attempt + 1,
+                started_at=now,
+                heartbeat_at=now,
+                error="",
+            )
+        )
+        return bool(claimed.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def _hold(session: Session, profile_id: int, me: str) -> bool:
+    """True while this worker still holds the job (a conditional write, as for gradings)."""
+    held = session.execute(
+        update(KernelProfile)
+        .where(
+            KernelProfile.id == profile_id,
+            KernelProfile.worker_id == me,
+            KernelProfile.state == ProfileState.started.value,
+        )
+        .values(heartbeat_at=utcnow())
+    )
+    return bool(held.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def profile_job(profile_id: int, *, me: str | None = None) -> str:
+    """Profile one job; a second delivery, or one another worker holds, does nothing."""
+    me = me or worker_id()
+    if not _claim(profile_id, me):
+        return "duplicate"
+    settings = get_settings()
+    with _Heartbeat(profile_id, me, settings.heartbeat_seconds):
+        try:
+            return _profile_held(profile_id, me)
+        except Exception as exc:
+            if database_unavailable(exc):
+                log.warning("profiling job %s: the database is away (%s)", profile_id, exc)
+                raise
+            log.exception("profiling job %s failed", profile_id)
+            _fail(profile_id, me, f"{type(exc).__name__}: {exc}")
+            return "error"
+
+
+def _profile_held(profile_id: int, me: str) -> str:
+    from graders.profile.stage import profile_submission
+    from graders.run.inputs import case_seed
+
+    settings = get_settings()
+    with session_scope() as session:
+        profile = session.get_one(KernelProfile, profile_id)
+        submission = session.get_one(Submission, profile.submission_id)
+        lab = session.get_one(Lab, submission.lab_id)
+        source, filename = submission.source_text, submission.filename
+    spec = spec_for(lab)
+    case = spec.profile_case
+    gpu, _driver = worker_gpu()
+    with session_scope() as session:
+        kept = kept_reference_profiles(session, gpu=gpu, digest=spec.digest, case=case.name)
+    missing = [r.name for r in spec.references if r.file and r.name not in kept]
+    result = profile_submission(
+        spec,
+        source,
+        seed=case_seed(spec.id, case.name, hidden=case.hidden, secret=settings.grading_secret),
+        filename=_compile_name(filename),
+        arch=worker_arch(),
+        references=missing,
+        timeout_s=settings.profile_timeout_seconds,
+    )
+    for line in result.log:
+        log.info("profiling job %s: %s", profile_id, line)
+    with session_scope() as session:
+        if not _hold(session, profile_id, me):
+            return "lost"
+        profile = session.get_one(KernelProfile, profile_id)
+        profile.lab_digest = spec.digest
+        record_profile(session, profile=profile, result=result, gpu=gpu, now=utcnow())
+        return profile.state
+
+
+def _fail(profile_id: int, me: str, error: str) -> None:
+    """Our side failed: queued again (held back, the sweep sends it) while attempts remain."""
+    settings = get_settings()
+    with session_scope() as session:
+        if not _hold(session, profile_id, me):
+            return
+        profile = session.get_one(KernelProfile, profile_id)
+        profile.error = error[:4000]
+        if profile.attempt >= settings.max_attempts:
+            profile.state = ProfileState.failed.value
+            profile.finished_at = utcnow()
+            profile.message = FAILED_ON_OUR_SIDE
+            return
+        profile.state = ProfileState.queued.value
+        profile.worker_id = None
+        profile.sent_at = None
+        profile.queued_at = utcnow()

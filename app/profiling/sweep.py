@@ -1,0 +1,111 @@
+"""The sweep's part for profiling jobs: send the next one when no grading waits, and take
+back the ones whose worker went silent.
+
+Run by every worker's sweep (app.grading.sweeper). A profiling job is sent only while no
+grading job is queued (a student's upload, a regrade) and fewer than `profile_in_flight`
+are out, and only where a live worker can run it on its GPU model: a profile holds the
+GPU's lock shared for seconds, so it never goes ahead of a grading, and a timed section
+that comes during one waits at most for its end.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from app.core.settings import get_settings
+from app.fleet.service import live_workers
+from app.grading.models import GradingJob, JobState
+from app.grading.routing import gpu_queue, serves
+from app.profiling.jobs import FAILED_ON_OUR_SIDE
+from app.profiling.models import KernelProfile, ProfileState
+
+
+def _take_back_stale(session: Session, *, now: datetime) -> int:
+    """Started profiles whose heartbeat went stale: queued again (held back), or failed
+    once their attempts are spent."""
+    settings = get_settings()
+    stale = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
+    base = update(KernelProfile).where(
+        KernelProfile.state == ProfileState.started.value, KernelProfile.heartbeat_at < stale
+    )
+    failed = session.execute(
+        base.where(KernelProfile.attempt >= settings.max_attempts)
+        .values(
+            state=ProfileState.failed.value,
+            finished_at=now,
+            message=FAILED_ON_OUR_SIDE,
+            error="its worker stopped responding on every attempt",
+        )
+        .execution_options(synchronize_session=False)
+    )
+    queued = session.execute(
+        base.where(KernelProfile.attempt < settings.max_attempts)
+        .values(state=ProfileState.queued.value, worker_id=None, sent_at=None, queued_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return int(failed.rowcount or 0) + int(queued.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def profiles_to_send(session: Session, *, now: datetime) -> list[tuple[int, str, datetime]]:
+    """Stamp the next profiling jobs as sent; (profile id, queue, stamp) for the caller to
+    send once this commits."""
+    settings = get_settings()
+    _take_back_stale(session, now=now)
+    # Sent long ago and never started (the broker lost it): sent again in its turn.
+    session.execute(
+        update(KernelProfile)
+        .where(
+            KernelProfile.state == ProfileState.queued.value,
+            KernelProfile.sent_at < now - timedelta(seconds=settings.resend_sent_after_seconds),
+        )
+        .values(sent_at=None)
+        .execution_options(synchronize_session=False)
+    )
+    grading_waits = session.scalar(
+        select(func.count())
+        .select_from(GradingJob)
+        .where(GradingJob.state == JobState.queued.value)
+    )
+    if grading_waits:
+        return []
+    out_now = session.scalar(
+        select(func.count())
+        .select_from(KernelProfile)
+        .where(
+            (KernelProfile.state == ProfileState.started.value)
+            | (
+                (KernelProfile.state == ProfileState.queued.value)
+                & KernelProfile.sent_at.is_not(None)
+            )
+        )
+    )
+    room = settings.profile_in_flight - int(out_now or 0)
+    if room <= 0:
+        return []
+    runners = [w.gpu_model for w in live_workers(session, now=now) if w.can_run]
+    waiting = session.scalars(
+        select(KernelProfile)
+        .where(KernelProfile.state == ProfileState.queued.value, KernelProfile.sent_at.is_(None))
+        # Staff's requests first, then in the order they were queued.
+        .order_by(KernelProfile.requested_by_id.is_(None), KernelProfile.id)
+        .limit(50)
+    ).all()
+    picked: list[tuple[int, str, datetime]] = []
+    for profile in waiting:
+        if len(picked) >= room:
+            break
+        if not any(serves(model, profile.gpu_model) for model in runners):
+            continue  # no live GPU worker of its model: it waits, unsent
+        queue = gpu_queue(profile.gpu_model)
+        taken = session.execute(
+            update(KernelProfile)
+            .where(KernelProfile.id == profile.id, KernelProfile.sent_at.is_(None))
+            .values(sent_at=now, sent_queue=queue)
+            .execution_options(synchronize_session=False)
+        )
+        if taken.rowcount == 1:  # type: ignore[attr-defined]
+            picked.append((profile.id, queue, now))
+    return picked

@@ -1,0 +1,167 @@
+"""University sign-in: OpenID Connect and SAML 2.0, and the staff's page about sign-in.
+
+As every handler, database work is a function handed to `db.run` / `web.run`; talking to the
+provider (Authlib's token exchange, pysaml2's checks with xmlsec1) happens between hops.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
+
+from app.auth import states
+from app.auth.problems import SignInRefused, recent, record
+from app.core.deps import PublicDb, WebDb
+from app.core.errors import Forbidden
+from app.courses.service import courses_of
+from app.sso.service import ProviderView, get_provider, map_attributes, providers, sign_in, urls
+from app.users.models import User
+from app.web.routes import _safe_next
+from app.web.templating import render
+
+router = APIRouter(include_in_schema=False)
+
+SAML_STATE_SECONDS = 600
+
+
+async def _refuse(request: Request, db: PublicDb, refused: SignInRefused) -> Response:
+    reference = await db.run(lambda session: record(session, refused))
+    return render(
+        request,
+        "sign_in/refused.html",
+        {"sentence": refused.sentence, "reference": reference},
+        status_code=refused.status_code,
+    )
+
+
+def _signed_in(request: Request, user_id: int, target: str) -> Response:
+    request.session.clear()  # a fresh session (and CSRF token), as at a password login
+    request.session["user_id"] = user_id
+    return RedirectResponse(_safe_next(target), status_code=303)
+
+
+@router.get("/sso", response_class=HTMLResponse)
+async def choose(request: Request, db: PublicDb, next: str = "/") -> Response:
+    def page(session: Session) -> Response:
+        return render(
+            request,
+            "sign_in/sso.html",
+            {"providers": providers(session), "next": _safe_next(next)},
+        )
+
+    return await db.run(page)
+
+
+@router.get("/sso/{slug}/login")
+async def start(request: Request, slug: str, db: PublicDb, next: str = "/") -> Response:
+    provider: ProviderView = await db.run(lambda session: get_provider(session, slug=slug))
+    try:
+        if provider.kind == "oidc":
+            from app.sso import oidc
+
+            request.session["sso_next"] = _safe_next(next)
+            return await oidc.start(request, provider)
+        from app.sso import saml
+
+        relay = secrets.token_urlsafe(24)
+        url, request_id = await anyio.to_thread.run_sync(
+            lambda: saml.request_url(provider, relay_state=relay)
+        )
+    except SignInRefused as refused:
+        return await _refuse(request, db, refused)
+    await db.run(
+        lambda session: states.put(
+            session,
+            f"saml-{relay}",
+            {"provider": slug, "request_id": request_id, "next": _safe_next(next)},
+            seconds=SAML_STATE_SECONDS,
+        )
+    )
+    return RedirectResponse(url, status_code=302)
+
+
+@router.get("/sso/{slug}/callback")
+async def oidc_callback(request: Request, slug: str, db: PublicDb) -> Response:
+    from app.sso import oidc
+
+    provider: ProviderView = await db.run(lambda session: get_provider(session, slug=slug))
+    try:
+        subject, issuer, claims = await oidc.finish(request, provider)
+        identity = map_attributes(provider, subject=subject, attributes=claims, issuer=issuer)
+    except SignInRefused as refused:
+        return await _refuse(request, db, refused)
+    user = await db.run(lambda session: sign_in(session, identity))
+    return _signed_in(request, user.id, str(request.session.get("sso_next") or "/"))
+
+
+@router.post("/sso/{slug}/saml/acs")
+async def saml_acs(
+    request: Request,
+    slug: str,
+    db: PublicDb,
+    SAMLResponse: Annotated[str, Form()],  # noqa: N803 (the binding's field name)
+    RelayState: Annotated[str, Form()] = "",  # noqa: N803
+) -> Response:
+    from app.sso import saml
+
+    def take(session: Session) -> tuple[ProviderView, dict[str, str] | None]:
+        provider = get_provider(session, slug=slug)
+        waiting = states.peek(session, f"saml-{RelayState}") if RelayState else None
+        if waiting is not None and states.take(session, f"saml-{RelayState}"):
+            return provider, waiting
+        return provider, None
+
+    provider, waiting = await db.run(take)
+    try:
+        if waiting is None or waiting.get("provider") != slug:
+            raise SignInRefused(
+                f"This answer from {provider.name} does not match a sign-in started here (it "
+                "may have been used already or taken too long); sign in again.",
+                f"saml provider {slug}: RelayState {RelayState[:40]!r} unknown, used or expired",
+                kind="saml",
+                source=slug,
+            )
+        subject, issuer, attributes = await anyio.to_thread.run_sync(
+            lambda: saml.read_answer(
+                provider, saml_response=SAMLResponse, request_id=waiting["request_id"]
+            )
+        )
+        identity = map_attributes(provider, subject=subject, attributes=attributes, issuer=issuer)
+    except SignInRefused as refused:
+        return await _refuse(request, db, refused)
+    user = await db.run(lambda session: sign_in(session, identity))
+    return _signed_in(request, user.id, waiting.get("next") or "/")
+
+
+@router.get("/sso/{slug}/saml/metadata")
+async def saml_metadata(slug: str, db: PublicDb) -> Response:
+    from app.sso import saml
+
+    provider: ProviderView = await db.run(lambda session: get_provider(session, slug=slug))
+    text = await anyio.to_thread.run_sync(lambda: saml.sp_metadata(provider))
+    return Response(text, media_type="application/samlmetadata+xml")
+
+
+@router.get("/admin/sign-in", response_class=HTMLResponse)
+async def admin_page(request: Request, web: WebDb) -> Response:
+    """Providers with the values to give them, and the latest refused sign-ins in detail."""
+
+    def page(session: Session, user: User) -> Response:
+        if not any(role.value == "instructor" for _, role in courses_of(session, user=user)):
+            raise Forbidden("This page is for instructors.")
+        rows = providers(session)
+        return render(
+            request,
+            "sign_in/admin.html",
+            {
+                "providers": [(p, urls(p.slug)) for p in rows],
+                "problems": recent(session, limit=100),
+            },
+        )
+
+    return await web.run(page)

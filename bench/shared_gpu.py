@@ -1,0 +1,129 @@
+"""Every lab's references and faulty kernels, graded by several services at once on one GPU.
+
+Starts `--services` copies of `kernelgrader serve` (each on a data folder of its own: two courses
+on one host, or several worker containers, look the same to the GPU) and has each upload every
+built-in lab's reference kernels and known-faulty kernels at once. Printed: how many gradings,
+how long they took, every correct kernel that was not graded as passing (an out-of-memory or a
+launch error under the others' load was the failure this bench was written for), and every
+faulty kernel whose verdict is not the one its header expects.
+
+    python bench/shared_gpu.py --services 6 [--labs matmul-tiled,softmax] [--json OUT.json]
+
+Needs a GPU host with the web stack installed. Numbers are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.throughput import Service, grade_once  # noqa: E402
+from graders.spec import list_builtin_labs, load_builtin_lab  # noqa: E402
+
+_EXPECT = re.compile(r"^//\s*expect-verdict:\s*(.+)$", re.MULTILINE)
+
+
+def _uploads(labs: list[str]) -> list[dict[str, Any]]:
+    """(lab, name, source, expected verdicts or None for a correct kernel) for every file."""
+    out = []
+    for lab_id in labs:
+        lab = load_builtin_lab(lab_id)
+        for ref in lab.references:
+            if ref.file and not ref.builtin:
+                out.append({"lab": lab_id, "name": ref.file, "source": ref.source, "expect": None})
+        faulty = lab.folder / "faulty"
+        for path in sorted(faulty.glob("*.cu")) if faulty.is_dir() else []:
+            text = path.read_text(encoding="utf-8")
+            m = _EXPECT.search(text)
+            expect = {v.strip() for v in m.group(1).split("|")} if m else {"wrong_answer"}
+            out.append(
+                {"lab": lab_id, "name": f"faulty/{path.name}", "source": text, "expect": expect}
+            )
+    return out
+
+
+def _grade_all(service: Service, uploads: list[dict[str, Any]], timeout: float) -> list[dict]:
+    with httpx.Client(
+        base_url=service.base,
+        headers={"Authorization": f"Bearer {service.token()}"},
+        timeout=60.0,
+    ) as client:
+        service.wait_healthy(client)
+
+        def one(u: dict[str, Any]) -> dict[str, Any]:
+            row = grade_once(client, u["lab"], u["source"].encode(), timeout)
+            detail = client.get(f"/api/v1/submissions/{row['id']}").json()
+            row["verdicts"] = [c.get("verdict") for c in detail.get("cases", [])]
+            row["messages"] = [c.get("message", "") for c in detail.get("cases", [])]
+            return {**u, **row}
+
+        with ThreadPoolExecutor(max_workers=len(uploads)) as pool:
+            return list(pool.map(one, uploads))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--services", type=int, default=6)
+    parser.add_argument("--labs", default="", help="comma-separated; default: every built-in lab")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    labs = [s for s in args.labs.split(",") if s] or list(list_builtin_labs())
+    uploads = _uploads(labs)
+    services = []
+    for i in range(args.services):
+        folder = Path(tempfile.mkdtemp(prefix=f"kernelgrader-shared{i}-"))
+        services.append(Service(folder, folder / "serve.log", {}))
+    began = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max_workers=len(services)) as pool:
+            per_service = list(pool.map(lambda s: _grade_all(s, uploads, args.timeout), services))
+    finally:
+        for s in services:
+            s.stop()
+    rows = [r for rows in per_service for r in rows]
+    took = time.monotonic() - began
+    correct = [r for r in rows if r["expect"] is None]
+    faulty = [r for r in rows if r["expect"] is not None]
+    bad_correct = [
+        r
+        for r in correct
+        if r["status"] != "graded" or r["failed_cases"] or "pending" in (r["summary"] or "")
+    ]
+    bad_faulty = [r for r in faulty if not (set(r["verdicts"]) & r["expect"])]
+    memory_words = ("out of memory", "more memory than the GPU has")
+    oom = [r for r in bad_correct if any(w in " ".join(r["messages"]) for w in memory_words)]
+    gpu = rows[0]["gpu"] if rows else "?"
+    p50 = statistics.median(r["graded_s"] for r in rows) if rows else float("nan")
+    print(f"== {len(services)} services, {len(uploads)} files each, on {gpu}")
+    print(f"   {len(rows)} gradings in {took:.0f} s; upload -> graded p50 {p50:.1f} s")
+    print(
+        f"   correct kernels not passing: {len(bad_correct)} (out of memory: {len(oom)}, "
+        f"launch errors: {sum('launch_error' in r['verdicts'] for r in bad_correct)})"
+    )
+    for r in bad_correct[:10]:
+        print(f"     {r['lab']}/{r['name']}: {r['status']} {r['verdicts']} {r['summary'][:200]}")
+    print(f"   faulty kernels without their expected verdict: {len(bad_faulty)}")
+    for r in bad_faulty[:10]:
+        print(f"     {r['lab']}/{r['name']}: expected {sorted(r['expect'])}, got {r['verdicts']}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""Deep linking, the roster (NRPS) and grades (AGS) against the platform, and the Canvas cases:
+scores while the course is unpublished, Canvas's own late penalty, duplicate grade columns on
+relaunch or a second link, and one person with two ways in."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.database import utcnow
+from app.courses.models import Enrollment, Role
+from app.lti.grades import send_due_scores
+from app.lti.models import LtiLineItem, LtiScoreSync, SyncState
+from app.lti.roster import sync_wanted_rosters
+from app.lti.scores import note_grading
+from app.users.models import User
+from tests.app.conftest import PASSWORD, World
+from tests.app.factories import make_submission
+from tests.app.lti.conftest import Browser, register
+from tests.app.lti.platform import INSTRUCTOR, TA, Course, Person, TestPlatform, form_of
+
+
+def _deep_link(
+    browser: Browser, lms: TestPlatform, teacher: Person, course: Course, lab: str
+) -> None:
+    """The instructor adds a link in the LMS, picking the lab in kernelgrader."""
+    landed = browser.launch(lms, teacher, deep_link_in=course)
+    assert landed.location.startswith("/lti/deep-link/"), landed.response.text[:2000]
+    page = browser.page(landed.location)
+    assert lab in page
+    chosen = browser.http.post(
+        browser.tool + landed.location,
+        data={"lab": lab, "csrf_token": browser.csrf(landed.location)},
+    )
+    assert chosen.status_code == 200, chosen.text[:2000]
+    action, fields = form_of(chosen.text)
+    assert action == f"{lms.base}/deep-link-return/{course.id}"
+    placed = browser.http.post(action, data=fields)  # the platform checks it with our key set
+    assert placed.status_code == 200, placed.text
+
+
+def _grade(session: Session, world: World, user: User, score: float, **kwargs: object) -> None:
+    submission, _ = make_submission(session, user=user, lab=world.lab, score=score, **kwargs)  # type: ignore[arg-type]
+    note_grading(session, submission=submission)
+    session.commit()
+
+
+def _log_in_once(browser: Browser, email: str, then: str) -> None:
+    login = browser.get(then)
+    assert login.status_code == 303 and login.headers["location"].startswith("/login")
+    logged = browser.http.post(
+        browser.tool + "/login",
+        data={
+            "email": email,
+            "password": PASSWORD,
+            "csrf_token": browser.csrf("/login"),
+            "next": then,
+        },
+    )
+    assert logged.status_code == 303 and logged.headers["location"] == then
+
+
+def _user(session: Session, email: str) -> User:
+    session.expire_all()
+    user = session.scalar(select(User).where(User.email == email))
+    assert user is not None
+    return user
+
+
+def _setup(
+    session: Session, world: World, lms: TestPlatform, browsers: object, *, published: bool = True
+):  # type: ignore[no-untyped-def]
+    register(session, world, lms)
+    teacher = lms.person("Grace", f"grace.{lms.client_id}@uni.example", role=INSTRUCTOR)
+    ada = lms.person("Ada", f"ada.{lms.client_id}@uni.example")
+    course = lms.course("GPU Programming", teacher, ada, published=published)
+    _deep_link(browsers(), lms, teacher, course, world.lab.slug)  # type: ignore[operator]
+    student = browsers()  # type: ignore[operator]
+    link = next(link for link in lms.links.values() if link.course_id == course.id)
+    landed = student.launch(lms, ada, link=link)
+    assert landed.location.endswith(f"/labs/{world.lab.slug}")
+    return teacher, ada, course, link, student
+
+
+def test_deep_linking_places_a_lab_and_its_one_grade_column(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    teacher, ada, course, link, student = _setup(session, world, lms, browsers)
+    assert link.custom == {"lab": world.lab.slug}
+    assert len(course.line_items) == 1
+    item = next(iter(course.line_items.values()))
+    assert (item.resource_id, item.score_maximum) == (world.lab.slug, world.lab.max_score)
+    # The student's launch told the tool the column's URL; the score goes there.
+    _grade(session, world, _user(session, ada.email), 7.0)
+    report = send_due_scores(course_id=world.course.id)
+    assert len(report.sent) == 1, report
+    assert item.grades == {ada.sub: 7.0}
+    assert item.received[-1]["gradingProgress"] == "FullyGraded"
+    # An unchanged counted score is not sent again; a better one is.
+    _grade(session, world, _user(session, ada.email), 5.0)
+    assert not send_due_scores(course_id=world.course.id)
+    _grade(session, world, _user(session, ada.email), 9.5)
+    assert len(send_due_scores(course_id=world.course.id).sent) == 1
+    assert item.grades == {ada.sub: 9.5}
+
+
+def test_no_duplicate_columns_on_relaunch_a_second_link_or_a_second_course(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    teacher, ada, course, link, student = _setup(session, world, lms, browsers)
+    # Relaunch, and a second link to the same lab placed through deep linking.
+    student.launch(lms, ada, link=link)
+    _deep_link(browsers(), lms, teacher, course, world.lab.slug)  # type: ignore[operator]
+    assert lms.deep_link_results[-1][0].get("lineItem") is None  # no second column asked for
+    second = [x for x in lms.links.values() if x.course_id == course.id and x.id != link.id][0]
+    student.launch(lms, ada, link=second)
+    # A link made by hand (custom lab=...) in the same LMS course: the tool finds the column.
+    by_hand = lms.link(course, "Scale again", {"lab": world.lab.slug})
+    student.launch(lms, ada, link=by_hand)
+    _grade(session, world, _user(session, ada.email), 6.0)
+    assert len(send_due_scores(course_id=world.course.id).sent) == 1
+    assert len(course.line_items) == 1
+    assert next(iter(course.line_items.values())).grades == {ada.sub: 6.0}
+    session.expire_all()
+    assert (
+        len(session.scalars(select(LtiLineItem).where(LtiLineItem.lab_id == world.lab.id)).all())
+        == 1
+    )
+
+    # A second LMS course linked to the same kernelgrader course gets its own one column,
+    # made by the tool through the line items service (no deep linking there).
+    other = lms.course("GPU Programming, section 2", ada)
+    hand = lms.link(other, "Scale", {"lab": world.lab.slug})
+    student.launch(lms, ada, link=hand)
+    student.launch(lms, ada, link=hand)
+    _grade(session, world, _user(session, ada.email), 8.0)
+    report = send_due_scores(course_id=world.course.id)
+    assert len(report.sent) == 2 and len(report.columns_made) == 1, report
+    assert len(other.line_items) == 1 and len(course.line_items) == 1
+    assert next(iter(other.line_items.values())).grades == {ada.sub: 8.0}
+    _grade(session, world, _user(session, ada.email), 9.0)
+    send_due_scores(course_id=world.course.id)
+    assert len(other.line_items) == 1  # found again by the URL kept, never made twice
+
+
+def test_grades_refused_while_the_course_is_unpublished_are_shown_and_sent_later(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    teacher, ada, course, link, student = _setup(session, world, lms, browsers, published=False)
+    _grade(session, world, _user(session, ada.email), 7.0)
+    report = send_due_scores(course_id=world.course.id)
+    assert report.refused and not report.sent
+    session.expire_all()
+    row = session.scalar(
+        select(LtiScoreSync).where(LtiScoreSync.user_id == _user(session, ada.email).id)
+    )
+    assert row is not None and row.state == SyncState.refused.value
+    assert row.error == "HTTP 422: Course not available for student"
+    assert row.next_attempt_at > utcnow() + timedelta(seconds=30)
+    # The staff read the LMS's own words on the course's LMS page.
+    staff = browsers()  # type: ignore[operator]
+    staff.launch(lms, teacher, link=link)
+    page = staff.page(f"/courses/{world.course.slug}/lti")
+    assert "Course not available for student" in page and "Ada" in page
+    # Not retried before its time; then the course is published and the retry lands.
+    assert not send_due_scores(course_id=world.course.id)
+    course.published = True
+    report = send_due_scores(now=utcnow() + timedelta(minutes=2), course_id=world.course.id)
+    assert report.sent, report
+    assert next(iter(course.line_items.values())).grades == {ada.sub: 7.0}
+    session.expire_all()
+    assert session.get_one(LtiScoreSync, row.id).state == SyncState.sent.value
+
+
+def test_a_score_synced_after_the_due_date_keeps_its_on_time_submission_time(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    """Canvas docks a late score by the time it says the work was submitted, else by the
+    time the score arrived: a score synced late (the course was unpublished, a regrade) of
+    work handed in on time must not be docked."""
+    teacher, ada, course, link, student = _setup(session, world, lms, browsers)
+    course.late_penalty = 0.5
+    item = next(iter(course.line_items.values()))
+    item.end = utcnow() - timedelta(hours=1)  # the due date passed an hour ago
+    on_time = utcnow() - timedelta(hours=3)
+    _grade(session, world, _user(session, ada.email), 8.0, created_at=on_time)
+    assert send_due_scores(course_id=world.course.id).sent
+    assert item.grades == {ada.sub: 8.0}
+    assert item.received[-1]["submission"]["submittedAt"].startswith(
+        on_time.strftime("%Y-%m-%dT%H:%M")
+    )
+    # Work handed in after the due date is late in Canvas too.
+    _grade(session, world, _user(session, ada.email), 10.0)
+    assert send_due_scores(course_id=world.course.id).sent
+    assert item.grades == {ada.sub: 5.0}
+
+
+def test_the_roster_comes_from_the_lms_page_by_page(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    teacher, ada, course, link, student = _setup(session, world, lms, browsers)
+    bob = lms.person("Bob", "bob.nrps@uni.example")
+    tom = lms.person("Tom", "tom.nrps@uni.example", role=TA)
+    gone = lms.person("Gone", "gone.nrps@uni.example")
+    gone.status = "Inactive"
+    course.members += [bob.sub, tom.sub, gone.sub]
+    results = sync_wanted_rosters(course_id=world.course.id)
+    assert len(results) == 1
+    assert "2 students and 2 staff enrolled from the LMS (2 new accounts)" in results[0]
+    assert "1 inactive in the LMS were left as they were" in results[0]
+    session.expire_all()
+    roles = dict(
+        session.execute(
+            select(User.email, Enrollment.role)
+            .join(Enrollment, Enrollment.user_id == User.id)
+            .where(Enrollment.course_id == world.course.id)
+        ).all()
+    )
+    assert roles["bob.nrps@uni.example"] == Role.student.value
+    assert roles["tom.nrps@uni.example"] == Role.ta.value
+    assert "gone.nrps@uni.example" not in roles
+    assert not sync_wanted_rosters(
+        course_id=world.course.id
+    )  # done until the next launch asks again
+    # Staff can ask for it at once, from the course's LMS page.
+    staff = browsers()  # type: ignore[operator]
+    staff.launch(lms, teacher, link=link)
+    path = f"/courses/{world.course.slug}/lti"
+    answer = staff.http.post(staff.tool + path + "/roster", data={"csrf_token": staff.csrf(path)})
+    assert answer.status_code == 303
+    assert "students and 2 staff enrolled from the LMS" in staff.page(answer.headers["location"])
+
+
+def test_a_password_account_in_the_course_is_the_one_the_lms_opens(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    """The student was enrolled by the roster import and logs in with a password; the LMS
+    sends the same email: one account, one gradebook row."""
+    register(session, world, lms)
+    existing = world.student.user
+    person = lms.person("Student", existing.email)
+    course = lms.course("GPU", person)
+    link = lms.link(course, "Scale", {"lab": world.lab.slug})
+    landed = browsers().launch(lms, person, link=link)  # type: ignore[operator]
+    assert landed.location.endswith(f"/labs/{world.lab.slug}")
+    session.expire_all()
+    assert session.scalars(select(User.id).where(User.email == existing.email)).all() == [
+        existing.id
+    ]
+    assert "@no-email.invalid" not in " ".join(session.scalars(select(User.email)).all())
+
+
+def test_an_account_outside_the_course_joins_its_lms_sign_in_after_one_login(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    """The email belongs to an account that is not in the course: the LMS alone does not
+    get it; its owner logs in once and joins the two, and no second account appears."""
+    register(session, world, lms)
+    owner = world.outsider.user
+    person = lms.person("Outsider", owner.email)
+    course = lms.course("GPU", person)
+    link = lms.link(course, "Scale", {"lab": world.lab.slug})
+    browser = browsers()  # type: ignore[operator]
+    landed = browser.launch(lms, person, link=link)
+    assert landed.location.startswith("/lti/continue/")
+    login = browser.get(landed.location)
+    assert login.status_code == 303 and login.headers["location"].startswith("/login")
+    form = browser.csrf("/login")
+    logged = browser.http.post(
+        browser.tool + "/login",
+        data={
+            "email": owner.email,
+            "password": "correct horse battery",
+            "csrf_token": form,
+            "next": landed.location,
+        },
+    )
+    assert logged.status_code == 303 and logged.headers["location"] == landed.location
+    assert "Join your LMS sign-in" in browser.page(landed.location)
+    joined = browser.http.post(
+        browser.tool + landed.location, data={"csrf_token": browser.csrf(landed.location)}
+    )
+    assert joined.headers["location"].endswith(f"/labs/{world.lab.slug}")
+    relaunch = browsers().launch(lms, person, link=link)  # type: ignore[operator]
+    assert relaunch.location.endswith(f"/labs/{world.lab.slug}")  # straight in now
+    session.expire_all()
+    assert session.scalars(select(User.id).where(User.email == owner.email)).all() == [owner.id]
+    assert (
+        session.scalar(
+            select(Enrollment.role).where(
+                Enrollment.user_id == owner.id, Enrollment.course_id == world.course.id
+            )
+        )
+        == Role.student.value
+    )
+
+
+def test_an_instructor_connects_a_new_lms_course_to_a_new_course(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    platform = register(session, world, lms)
+    platform.course_id = None  # an institution-wide registration: LMS courses get connected
+    session.commit()
+    teacher = lms.person("Grace", world.instructor.email, role=INSTRUCTOR)
+    ada = lms.person("Ada", "ada.new@uni.example")
+    course = lms.course("Parallel Computing 2027", teacher, ada)
+    link = lms.link(course, "kernelgrader")
+    refused = browsers().launch(lms, ada, link=link)  # type: ignore[operator]
+    assert refused.response.status_code == 400
+    assert "has not connected this LMS course" in refused.response.text
+    browser = browsers()  # type: ignore[operator]
+    landed = browser.launch(lms, teacher, link=link)
+    assert landed.location.startswith("/lti/continue/")
+    # The LMS's email is an existing account's: its owner proves it with a login, once.
+    _log_in_once(browser, world.instructor.email, landed.location)
+    page = browser.page(landed.location)
+    assert "Connect this LMS course" in page and world.course.slug in page
+    done = browser.http.post(
+        browser.tool + landed.location,
+        data={"course": "new", "csrf_token": browser.csrf(landed.location)},
+    )
+    assert done.headers["location"] == "/courses/parallel-computing-2027"
+    again = browsers().launch(lms, ada, link=link)  # type: ignore[operator]
+    assert again.location == "/courses/parallel-computing-2027"
+
+
+def test_a_worker_recording_a_grading_queues_the_score_for_the_lms(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    """The worker's own path (record_report) notes the changed counted score."""
+    from tests.app.factories import make_timed_submission
+
+    teacher, ada, course, link, student = _setup(session, world, lms, browsers)
+    user = _user(session, ada.email)
+    graded = make_timed_submission(session, user=user, lab=world.lab, median_ms=1.0)
+    session.commit()
+    session.expire_all()
+    row = session.scalar(select(LtiScoreSync).where(LtiScoreSync.user_id == user.id))
+    assert row is not None and row.state == SyncState.pending.value
+    assert row.score == graded.score and row.max_score == world.lab.max_score
+    assert send_due_scores(course_id=world.course.id).sent
+    assert next(iter(course.line_items.values())).grades == {ada.sub: graded.score}
