@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from graders.compile import work  # noqa: E402
 from graders.compile.declarations import find_declarations, near_misses  # noqa: E402
-from graders.compile.include_policy import check_includes, without_line_directives  # noqa: E402
+from graders.compile.include_policy import check_includes, review  # noqa: E402
 from graders.compile.pipeline import error_sentence  # noqa: E402
+from graders.compile.preprocess import preprocess  # noqa: E402
 from graders.compile.source_text import SourceViews  # noqa: E402
 from graders.compile.static_checks import find_barrier_problems  # noqa: E402
 from graders.spec import DeclareSpec, load_builtin_lab  # noqa: E402
@@ -34,8 +35,9 @@ from tests.graders.compile.hostile_sources import SIZE, SOURCES  # noqa: E402
 TILE = {"TILE": DeclareSpec("TILE", ("TILE_WIDTH", "TILE_SIZE", "BLOCK_SIZE", "T"), 32, 1, 32)}
 PARSERS: dict[str, Callable[[str], Any]] = {
     "views": SourceViews.of,
+    "preprocess": preprocess,
     "includes": check_includes,
-    "line_dirs": without_line_directives,
+    "compiled": review,
     "declares": lambda s: (find_declarations(s, TILE), near_misses(s, TILE)),
     "barriers": find_barrier_problems,
     "errors": lambda s: error_sentence('s.cu(9): error: expected a ";"\n', "s.cu", s),

@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import re
+import signal
 import time
 from typing import Any
 
@@ -53,6 +54,9 @@ MIN_COMPILE_MEMORY_MB = 1024
 # The largest cubin a submission may compile to: it travels in the child's answer (64 MiB at
 # most, base64) and to every run child. Initialized `__device__` arrays are what make it big.
 MAX_CUBIN_BYTES = 16 << 20
+# A compiler that crashes on a file is tried once more (a crash can be the machine's); twice
+# is the file's verdict.
+COMPILE_ATTEMPTS = 2
 _REASONS = frozenset(
     {"compile_error", "missing_kernel", "wrong_signature", "bad_declaration",
      "forbidden_include", "resource_limit", "internal"}
@@ -120,6 +124,8 @@ def compile_payload(
         },
         "requires_text": [t for t in lab.requires if t != "__shared__"],
         "max_cubin_bytes": MAX_CUBIN_BYTES,
+        "max_global_bytes": lab.limits.device_globals_mb << 20,
+        "attempt": 1,
     }
 
 
@@ -172,8 +178,23 @@ def _compile(
         memory_mb=max(lab.limits.memory_mb, MIN_COMPILE_MEMORY_MB),
     )
     payload = compile_payload(lab, source, arch=arch, filename=filename, line_info=line_info)
-    outcome = run_sandboxed(COMPILE_TARGET, payload, limits=limits, pool="compile")
+    for attempt in range(1, COMPILE_ATTEMPTS + 1):
+        payload["attempt"] = attempt
+        outcome = run_sandboxed(COMPILE_TARGET, payload, limits=limits, pool="compile")
+        if not compiler_crashed(outcome):
+            break
+        log.warning(
+            "compile child for lab %s crashed on attempt %d of %d: %s (%s)",
+            lab.id, attempt, COMPILE_ATTEMPTS, outcome.message, "; ".join(outcome.log),
+        )  # fmt: skip
     return result_from_outcome(lab, outcome, arch=arch, limits=limits, started=started)
+
+
+def compiler_crashed(outcome: SandboxOutcome) -> bool:
+    """The compile child died (a signal, an abort, an exit without an answer) after it
+    started: NVRTC crashing on the file. A child that could not start, or the grader's own
+    exception, is not this: those stay the grader's failure."""
+    return not outcome.ok and outcome.reason == "crashed"
 
 
 def result_from_outcome(
@@ -189,7 +210,8 @@ def result_from_outcome(
     if outcome.stdout.strip():
         log.warning("compile child for lab %s printed: %s", lab.id, outcome.stdout[-8000:])
     if not outcome.ok or not isinstance(outcome.value, dict):
-        return _sandbox_failure(outcome.reason, outcome.message, limits, seconds, common)
+        message = _ending(outcome) if outcome.reason == "crashed" else outcome.message
+        return _sandbox_failure(outcome.reason, message, limits, seconds, common)
     value = outcome.value
     log.debug("compile child for lab %s: %s parser steps", lab.id, value.get("steps"))
     text = visible_text(str(value.get("log", "")))
@@ -227,6 +249,15 @@ def result_from_outcome(
     )
 
 
+def _ending(outcome: SandboxOutcome) -> str:
+    if outcome.signal:
+        try:
+            return f"killed by {signal.Signals(outcome.signal).name}"
+        except ValueError:
+            return f"killed by signal {outcome.signal}"
+    return f"exit status {outcome.exit_code}"
+
+
 def _sandbox_failure(
     reason: str, message: str, limits: SandboxLimits, seconds: float, common: dict[str, Any]
 ) -> CompileResult:
@@ -243,6 +274,16 @@ def _sandbox_failure(
             f"The compiler was stopped: compiling this file needed more than its "
             f"{limits.memory_mb} MiB of memory or its CPU time (a macro or template that "
             "expands without end can cause this).",
+            seconds=seconds, **common,
+        )  # fmt: skip
+    if reason == "crashed":
+        return _failed(
+            "resource_limit",
+            f"The compiler crashed on this file ({message}) each time it was tried, so it "
+            "could not be compiled. Compilers fail like this on code that needs enormous work or "
+            "memory, such as templates instantiated millions of times or very deep recursion "
+            "in constant expressions: write that part more simply. If your file is an ordinary "
+            "kernel, tell the course staff.",
             seconds=seconds, **common,
         )  # fmt: skip
     return _failed(

@@ -12,6 +12,7 @@ import re
 import struct
 from dataclasses import dataclass
 
+_STT_OBJECT = 1
 _STT_FUNC = 2
 _STO_CUDA_ENTRY = 0x10
 _EIATTR_KPARAM_INFO = 0x17
@@ -67,23 +68,65 @@ def _cstr(table: bytes, offset: int) -> str:
     return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
 
 
-def kernel_names(cubin: bytes) -> list[str]:
-    """The kernel (entry) symbols of a cubin, mangled names as they are, in table order."""
-    sections = _sections(cubin)
+@dataclass(frozen=True)
+class _Symbol:
+    name: str
+    type: int
+    other: int
+    section: int
+    size: int
+
+
+def _symbols(cubin: bytes, sections: list[_Section]) -> list[_Symbol]:
     symtab = next((s for s in sections if s.type == 2), None)  # SHT_SYMTAB
-    if symtab is None:
+    if symtab is None or symtab.link >= len(sections):
         return []
     strtab = sections[symtab.link]
     names = cubin[strtab.offset : strtab.offset + strtab.size]
     entsize = symtab.entsize or 24
+    if entsize < 24:
+        raise CubinError("the symbol table's entries are too small")
     found = []
     for pos in range(symtab.offset, symtab.offset + symtab.size - entsize + 1, entsize):
-        st_name, st_info, st_other, _shndx, _value, _size = struct.unpack_from(
-            "<IBBHQQ", cubin, pos
-        )
-        if st_info & 0xF == _STT_FUNC and st_other & _STO_CUDA_ENTRY:
-            found.append(_cstr(names, st_name))
+        st_name, st_info, st_other, shndx, _value, size = struct.unpack_from("<IBBHQQ", cubin, pos)
+        found.append(_Symbol(_cstr(names, st_name), st_info & 0xF, st_other, shndx, size))
     return found
+
+
+def kernel_names(cubin: bytes) -> list[str]:
+    """The kernel (entry) symbols of a cubin, mangled names as they are, in table order."""
+    return [
+        s.name
+        for s in _symbols(cubin, _sections(cubin))
+        if s.type == _STT_FUNC and s.other & _STO_CUDA_ENTRY
+    ]
+
+
+@dataclass(frozen=True)
+class GlobalVariable:
+    name: str  # the symbol, mangled where C++ mangled it
+    size: int  # bytes
+
+
+def global_variables(cubin: bytes) -> tuple[list[GlobalVariable], int]:
+    """The module's variables in device memory (`__device__` and `__managed__`, also
+    function-local `static __device__`), largest first, and the bytes loading it takes.
+
+    They live in `.nv.global` (uninitialised: no bytes in the file, only a size) and
+    `.nv.global.init`. The sizes come from the symbol table, whose sizes are 64-bit: past
+    4 GiB the section's own size and the symbols' offsets wrap around (a 256 GiB array and a
+    1 GiB one both start at the same offset in a "1 GiB" section), so the total is the larger
+    of the symbols' sum and the sections' sizes.
+    """
+    sections = _sections(cubin)
+    device = {i for i, s in enumerate(sections) if s.name.startswith(".nv.global")}
+    found = [
+        GlobalVariable(s.name, s.size)
+        for s in _symbols(cubin, sections)
+        if s.type == _STT_OBJECT and s.section in device
+    ]
+    total = max(sum(v.size for v in found), sum(sections[i].size for i in device))
+    return sorted(found, key=lambda v: -v.size), total
 
 
 def kernel_params(cubin: bytes, kernel: str) -> list[KernelParam] | None:

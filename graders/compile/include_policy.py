@@ -5,21 +5,42 @@ compile log), and `__has_include` tells whether a path exists. A submission is o
 `.cu` file, so the only includes allowed are a few headers that kernels copied from course
 material start with; the grader serves them from memory (`BUILTIN_HEADERS`), never from disk.
 
-The check runs on three views of the source (comments blanked with string literals understood,
-comments blanked with quotes ignored, and the raw text), so a construct this scanner
-misreads one way is still seen in another; `#include` spellings with digraphs (`%:include`),
-spaces, comments or line continuations are all directives here, as they are to the compiler.
+The policy reads the preprocessed program (`graders.compile.preprocess`): a directive the
+compiler reads (LIVE), or may read (UNKNOWN: a condition the grader cannot evaluate), is judged;
+`#include <cstdlib>` inside a comment or under `#if 0` / `#ifndef __CUDACC__` (an old host
+harness) is not the compiler's business and is accepted. The policy does not trust its own
+reading for that: every line that any of three views (comments blanked with literals
+understood, comments blanked with quotes ignored, the raw text) shows as an include, or that
+holds a pragma the grader does not allow, and that the grader judged dead or commented out, has
+its directive's name rewritten to `error` in the text NVRTC compiles (`#include <cstdlib>`
+becomes `#error <cstdlib>`, never longer than before, line numbers kept). Where the grader was
+right, that text is a comment or a skipped branch and changes nothing; where it was wrong,
+NVRTC stops at the `#error` instead of opening the file, and the pipeline refuses the line
+(`refused_by_compiler`). The rewritten text is scanned again before NVRTC sees it.
+
+`#include` spellings with digraphs (`%:include`), spaces, comments or line continuations are
+all directives here, as they are to the compiler. `__has_include`, token pasting and
+`_Pragma` are refused wherever they are, dead code included: no rewrite could make them safe.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from graders.compile import work
 from graders.compile.headers import BUILTIN_HEADERS
+from graders.compile.preprocess import DIRECTIVE, Live, Program, program_of
 from graders.compile.source_text import SourceViews
 
-__all__ = ["BUILTIN_HEADERS", "check_includes", "without_line_directives"]
+__all__ = [
+    "BUILTIN_HEADERS",
+    "Review",
+    "check_includes",
+    "refused_by_compiler",
+    "review",
+    "without_line_directives",
+]
 
 ALLOWED_PRAGMAS = frozenset(
     {
@@ -29,7 +50,7 @@ ALLOWED_PRAGMAS = frozenset(
     }
 )  # fmt: skip
 _INCLUDE_FAMILY = frozenset({"include", "include_next", "import", "embed"})
-_DIRECTIVE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*([A-Za-z_]\w*)?(.*)$")
+_DIRECTIVE = DIRECTIVE
 _HEADER_OPERAND = re.compile(r'^\s*(?:<([^<>"]+)>|"([^<>"]+)")\s*$')
 # In the raw view comments are still there: `#include <math.h> // for INFINITY` is allowed.
 _HEADER_OPERAND_RAW = re.compile(r'^\s*(?:<([^<>"]+)>|"([^<>"]+)")\s*(?://.*|/\*.*)?$')
@@ -40,70 +61,180 @@ _FILE_QUERY = re.compile(r"__has_include(?:_next)?\b|__has_embed\b")
 # `CAT(__has_, include)("/etc/shadow")` builds the file query from pieces, so any `##` is refused.
 _TOKEN_PASTE = re.compile(r"##|%:%:")
 _TRIGRAPH = re.compile(r"\?\?[=/'()!<>-]")
+_UNDECIDED = (
+    " The line sits under a condition on a macro the grader cannot evaluate, so it counts as "
+    "compiled; to keep host code in the file, guard it with `#ifndef __CUDACC_RTC__`."
+)
+# NVRTC's words for an `#error` it reached: "s.cu(12): catastrophic error: #error directive: x".
+_ERROR_DIRECTIVE = "#error directive"
+_ERROR_HEADER = re.compile(r"^(.+?)\((\d+)\): (?:catastrophic )?error")
+
+
+@dataclass(frozen=True)
+class Review:
+    """The policy's answer: a refusal, or the text NVRTC compiles (lines the grader judged dead
+    rewritten to `#error`, `#line` blanked) and, per rewritten line, the sentence that refuses
+    it should NVRTC reach that `#error`."""
+
+    problem: str | None
+    compile_source: str = ""
+    rewritten: dict[int, str] = field(default_factory=dict)
 
 
 def allowed_headers_text() -> str:
     return ", ".join(f"<{name}>" for name in BUILTIN_HEADERS)
 
 
-def check_includes(source: str) -> str | None:
+def check_includes(source: str | Program) -> str | None:
     """None when the source may be compiled; otherwise one sentence naming the line."""
+    return _judge(program_of(source))[0]
+
+
+def review(source: str | Program) -> Review:
+    """The policy's decision and, when the file may be compiled, the text to compile."""
+    program = program_of(source)
+    problem, hidden = _judge(program)
+    if problem:
+        return Review(problem)
+    text = _rewritten(program.source, hidden)
+    leftover, line_directives = _scan(SourceViews.of(text), rewritten=bool(hidden))
+    if leftover:
+        return Review(leftover)
+    text = _blank_lines(text, line_directives)
+    return Review(None, text, {n: sentence for n, (_, sentence) in hidden.items()})
+
+
+def refused_by_compiler(log: str, filename: str, rewritten: dict[int, str]) -> str | None:
+    """The sentence for a rewritten line whose `#error` NVRTC reached (the grader had judged
+    the line dead or commented out, and the compiler did not)."""
+    if not rewritten:
+        return None
+    for line in log.split("\n"):
+        work.add(len(line) + 1)
+        if _ERROR_DIRECTIVE not in line:
+            continue
+        header = _ERROR_HEADER.match(line[:400])
+        if header and header.group(1) == filename and int(header.group(2)) in rewritten:
+            return rewritten[int(header.group(2))]
+    return None
+
+
+def _judge(program: Program) -> tuple[str | None, dict[int, tuple[int, str]]]:
+    """(the first refusal, {first physical line: (last physical line, sentence)} of the
+    logical lines to rewrite)."""
+    source = program.source
     work.add(len(source))
     try:
         source.encode("utf-8")
     except UnicodeEncodeError as exc:
         line = source.count("\n", 0, exc.start) + 1
-        return f"Line {line} is not valid UTF-8 text; save the file as UTF-8 and resubmit."
+        return f"Line {line} is not valid UTF-8 text; save the file as UTF-8 and resubmit.", {}
     if "\x00" in source:
         line = source.count("\n", 0, source.index("\x00")) + 1
-        return f"Line {line} contains a NUL character; submit plain CUDA source text."
-    trigraph = _TRIGRAPH.search(source)
-    if trigraph:
-        line = source.count("\n", 0, trigraph.start()) + 1
-        return (
-            f"Line {line} contains the trigraph `{trigraph.group()}`, which the grader does not "
-            "accept; write the character it stands for instead."
-        )
-    views = SourceViews.of(source)
+        return f"Line {line} contains a NUL character; submit plain CUDA source text.", {}
+    if program.target.trigraphs:  # C++17 has no trigraphs: `??)` is text there
+        trigraph = _TRIGRAPH.search(source)
+        if trigraph:
+            line = source.count("\n", 0, trigraph.start()) + 1
+            return (
+                f"Line {line} contains the trigraph `{trigraph.group()}`, which the grader does "
+                "not accept; write the character it stands for instead."
+            ), {}
+    views = program.full
     query = _FILE_QUERY.search(views.spliced)
     if query:
         return (
-            f"Line {views.line_at(query.start())} uses `{query.group()}`, which asks about files "
-            "on the grading machine; a submission must be one self-contained file, so remove it."
-        )
+            f"Line {views.line_at(query.start())} uses `{query.group()}`, which asks about "
+            "files on the grading machine; a submission must be one self-contained file, so "
+            "remove it."
+        ), {}
     pasting = _TOKEN_PASTE.search(views.bare)
     if pasting:
         return (
             f"Line {views.line_at(pasting.start())} uses token pasting (`{pasting.group()}`), "
             "which the grader does not accept: pasted names can ask about files on the grading "
             "machine. Write the names out in full."
-        )
-    for view in (views.code, views.quoteless, views.spliced):
-        problem = _check_directives(views, view, pragmas=view is views.code)
-        if problem:
-            return problem
-    return _check_pragma_operators(views)
+        ), {}
+    problem, hidden = _check_directives(program)
+    return problem or _check_pragma_operators(views), hidden
 
 
-def _check_directives(views: SourceViews, view: str, *, pragmas: bool) -> str | None:
-    operand_pattern = _HEADER_OPERAND_RAW if view is views.spliced else _HEADER_OPERAND
-    for line in views.lines(view):
-        work.add(len(line.text) + 1)
-        match = _DIRECTIVE.match(line.text)
-        if not match or not match.group(1):
+def _check_directives(program: Program) -> tuple[str | None, dict[int, tuple[int, str]]]:
+    views = program.full
+    per_view = [(view, views.lines(view)) for view in (views.code, views.quoteless, views.spliced)]
+    hidden: dict[int, tuple[int, str]] = {}
+    code_lines = per_view[0][1]
+    for index, code_line in enumerate(code_lines):
+        live = program.states[index] != Live.DEAD
+        found: list[str] = []  # the sentence for each view that shows a forbidden directive
+        code_is_directive = False
+        for view, lines in per_view:
+            line = lines[index]
+            work.add(len(line.text) + 1)
+            sentence, is_directive = _forbidden(views, view, line.number, line.text)
+            if view is views.code:
+                code_is_directive = is_directive
+            if sentence:
+                found.append(sentence)
+        if not found:
             continue
-        name, operand = match.group(1), match.group(2)
-        if name in _INCLUDE_FAMILY:
-            header = operand_pattern.match(operand)
-            target = (header.group(1) or header.group(2)) if header else None
-            if name == "include" and target in BUILTIN_HEADERS:
-                continue
-            return _include_sentence(line.number, name, operand.strip(), target)
-        if pragmas and name == "pragma":
-            problem = _pragma_problem(operand)
-            if problem:
-                return f"Line {line.number} has `#pragma {operand.strip()}`: {problem}"
-    return None
+        if live and code_is_directive:
+            if program.states[index] == Live.UNKNOWN:
+                return found[0] + _UNDECIDED, {}
+            return found[0], {}
+        last = code_lines[index + 1].number - 1 if index + 1 < len(code_lines) else None
+        hidden[code_line.number] = (last or code_line.number, found[0])
+    return None, hidden
+
+
+def _forbidden(views: SourceViews, view: str, number: int, text: str) -> tuple[str | None, bool]:
+    """(the sentence refusing this line in this view, whether it is an include or a pragma
+    directive in it); pragmas count in the view with comments blanked only."""
+    match = _DIRECTIVE.match(text)
+    if not match or not match.group(1):
+        return None, False
+    name, operand = match.group(1), match.group(2)
+    if name in _INCLUDE_FAMILY:
+        pattern = _HEADER_OPERAND_RAW if view is views.spliced else _HEADER_OPERAND
+        header = pattern.match(operand)
+        target = (header.group(1) or header.group(2)) if header else None
+        if name == "include" and target in BUILTIN_HEADERS:
+            return None, True
+        return _include_sentence(number, name, operand.strip(), target), True
+    if name == "pragma" and view is views.code:
+        problem = _pragma_problem(operand)
+        sentence = f"Line {number} has `#pragma {operand.strip()}`: {problem}" if problem else None
+        return sentence, True
+    return None, False
+
+
+def _rewritten(source: str, hidden: dict[int, tuple[int, str]]) -> str:
+    """The source with each hidden line's directive turned into `#error`, line numbers kept:
+    `#include <cstdlib>` in a comment becomes `#error <cstdlib>`."""
+    if not hidden:
+        return source
+    physical = source.split("\n")
+    work.add(len(source))
+    for number, (last, _) in sorted(hidden.items()):
+        if not 0 < number <= len(physical):
+            continue
+        text = physical[number - 1]
+        keyword = _DIRECTIVE_KEYWORD.match(text.replace("\r", " ").replace("\ufeff", " "))
+        marker = "error"
+        plain = keyword is not None and keyword.group(1) in _INCLUDE_FAMILY | {"pragma"}
+        if plain and keyword is not None and last == number:
+            physical[number - 1] = text[: keyword.start(1)] + marker + text[keyword.end(1) :]
+            continue
+        # A directive spelled across line splices or with comments inside: the logical line
+        # goes whole (its first physical line becomes the marker, the others empty).
+        physical[number - 1] = "#" + marker
+        for blank in range(number, min(last, len(physical))):
+            physical[blank] = ""
+    return "\n".join(physical)
+
+
+# The directive's name where the raw line spells it plainly (`#include`, `# pragma`, `%:import`).
+_DIRECTIVE_KEYWORD = re.compile(r"[ \t\f\v]*(?:#|%:)[ \t\f\v]*([A-Za-z_]\w*)", re.ASCII)
 
 
 def _include_sentence(line: int, directive: str, operand: str, target: str | None) -> str:
@@ -163,7 +294,12 @@ def without_line_directives(source: str) -> str:
     must point into the student's own file. A line that is such a directive in any view (with
     comments and literals understood, with quotes ignored, or raw) is blanked, so a construct
     this scanner misreads cannot hide one."""
-    views = SourceViews.of(source)
+    return _blank_lines(source, _scan(SourceViews.of(source), rewritten=False)[1])
+
+
+def _scan(views: SourceViews, *, rewritten: bool) -> tuple[str | None, set[int]]:
+    """(after a rewrite, a forbidden directive some view still shows: a check on the rewrite;
+    the physical lines of every `#line` directive in any view), in one pass over the views."""
     blank: set[int] = set()
     for view in (views.code, views.quoteless, views.spliced):
         logical = views.lines(view)
@@ -172,12 +308,20 @@ def without_line_directives(source: str) -> str:
             match = _DIRECTIVE.match(line.text)
             if match is None:
                 continue
+            if rewritten:
+                sentence, _ = _forbidden(views, view, line.number, line.text)
+                if sentence:
+                    return sentence, blank
             is_line = match.group(1) == "line" or (
                 match.group(1) is None and match.group(2).strip()[:1].isdigit()
             )
             if is_line:
                 last = logical[i + 1].number - 1 if i + 1 < len(logical) else line.number
                 blank.update(range(line.number, last + 1))
+    return None, blank
+
+
+def _blank_lines(source: str, blank: set[int]) -> str:
     if not blank:
         return source
     physical = source.split("\n")  # newlines only, as the views count lines

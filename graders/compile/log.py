@@ -3,7 +3,10 @@
 Defence in depth behind the include policy: a diagnostic about any file other than the
 student's is replaced by a one-line note (so no other file's text can reach the page), a
 source line the compiler echoes is kept only if it is a line of the student's own file, and the
-whole log is capped. Runs in the compile child; each line is read a bounded number of times.
+whole log is capped. Before any cap, `prioritized` puts errors first and remarks (a `#pragma
+message`'s text) last, each entry cut to a size, so a megabyte of pragma text cannot push the
+real error out of the log. Runs in the compile child; each line is read a bounded number of
+times.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from graders.compile import work
 
 MAX_LOG_CHARS = 20_000
 MAX_DIAGNOSTICS = 100
+# One diagnostic of the raw log, its echoed source and notes included, is cut to this.
+MAX_ENTRY_CHARS = 8_000
 # NVVM writes "Error:" with a capital (`s.cu(1): Error: Formal parameter space overflowed`).
 _HEADER = re.compile(
     r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>(?i:catastrophic error|error|warning|remark"
@@ -40,6 +45,57 @@ _PTXAS = re.compile(r"^ptxas (?P<severity>error|fatal|warning)\s*:\s*(?P<rest>.*
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
 _OTHER_FILE_NOTE = "(a message about a file other than yours was left out)"
 NO_LINE = "without a line of your file"  # where an error is that names no file
+
+
+_ERROR, _WARNING, _OTHER, _REMARK = 0, 1, 2, 3
+
+
+def _rank(line: str, previous: int) -> int | None:
+    """Where an entry starting at this line goes (errors first, remarks last); None when the
+    line continues the entry before it."""
+    header = _HEADER.match(line)
+    if header:
+        severity = header.group("severity").lower()
+        if "error" in severity:
+            return _ERROR
+        if severity == "warning":
+            return _WARNING
+        return previous if severity == "note" else _REMARK  # a note stays with its message
+    for pattern in (_END_OF_SOURCE, _PTX_INPUT, _PTXAS):
+        match = pattern.match(line)
+        if match:
+            return _WARNING if match.group("severity").lower() == "warning" else _ERROR
+    if _BARE_ERROR.match(line):
+        return _ERROR
+    if _PTXAS_INFO.match(line) or _SUMMARY.match(line) or line.startswith("Remark: "):
+        return _OTHER
+    return None
+
+
+def prioritized(log: str, limit: int) -> str:
+    """The log with its entries reordered (errors, warnings, the rest, then remarks such as a
+    `#pragma message`'s text; the compiler's order kept within each), each entry cut to
+    MAX_ENTRY_CHARS and the whole to `limit` characters."""
+    work.add(len(log))
+    entries: list[tuple[int, list[str]]] = []
+    for line in log.split("\n"):
+        rank = _rank(line[:400], entries[-1][0] if entries else _OTHER)
+        if rank is not None or not entries:
+            entries.append((_OTHER if rank is None else rank, [line]))
+        else:
+            entries[-1][1].append(line)
+    out: list[str] = []
+    size = 0
+    for _, lines in sorted(entries, key=lambda entry: entry[0]):
+        text = "\n".join(lines)
+        if len(text) > MAX_ENTRY_CHARS:
+            text = text[:MAX_ENTRY_CHARS] + f"\n(this message was cut; {len(text)} characters)\n"
+        if size + len(text) > limit:
+            out.append(f"(the log was cut here; it had {len(log)} characters)")
+            break
+        out.append(text)
+        size += len(text) + 1
+    return "\n".join(out)
 
 
 def static_shared_bytes(log: str) -> dict[str, int]:

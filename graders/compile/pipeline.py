@@ -21,6 +21,7 @@ from graders.compile import work
 from graders.compile.cubin import (
     CubinError,
     demangled_base,
+    global_variables,
     kernel_names,
     kernel_params,
     shared_section_size,
@@ -31,23 +32,29 @@ from graders.compile.declarations import (
     defined_constants,
     near_misses_in,
     resolve,
+    unread_notes,
 )
-from graders.compile.include_policy import check_includes, without_line_directives
+from graders.compile.include_policy import refused_by_compiler, review
 from graders.compile.log import (
     NO_LINE,
     clean_log,
     count_errors,
     first_error,
+    prioritized,
     static_shared_bytes,
     without_ptxas_info,
 )
+from graders.compile.preprocess import Program, preprocess, target_from_options
 from graders.compile.source_text import SourceViews
 from graders.compile.static_checks import find_barrier_problems
 from graders.spec import DeclareSpec
 
 MAX_WARNINGS = 10
-# A warning flood makes megabytes of log; only the first part is ever shown.
+# A warning flood makes megabytes of log; only the first part is ever shown (errors first).
 MAX_CHILD_LOG_CHARS = 1_000_000
+# A lab's default limit on the module's global variables (its `limits.device_globals_mb`).
+DEFAULT_MAX_GLOBAL_BYTES = 1 << 30
+BYTE_ORDER_MARK = "\ufeff"
 # Asks ptxas for each kernel's static shared memory (its lines are removed from the log).
 PTXAS_VERBOSE = "--ptxas-options=-v"
 
@@ -80,7 +87,18 @@ def nvrtc_compile(
         cubin = nvrtc.getCUBIN(program) if ok else b""
     finally:
         nvrtc.destroyProgram(program)
-    return ok, error, log[:MAX_CHILD_LOG_CHARS].replace("\x00", ""), cubin
+    return ok, error, prioritized(log.replace("\x00", ""), MAX_CHILD_LOG_CHARS), cubin
+
+
+def nvrtc_version() -> tuple[int, int] | None:
+    """NVRTC's (major, minor), which its `__CUDACC_VER_*__` macros say; None if unknown."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        major, minor = nvrtc.getVersion()
+        return int(major), int(minor)
+    except Exception:  # no NVRTC here: the preprocessor then leaves those macros unknown
+        return None
 
 
 def compile_in_child(payload: dict[str, Any]) -> dict[str, Any]:
@@ -98,19 +116,24 @@ def _verdict(reason: str, message: str, **fields: Any) -> dict[str, Any]:
 
 
 def _compile(payload: dict[str, Any]) -> dict[str, Any]:
-    source: str = payload["source"]
+    # A Windows editor's byte-order mark: NVRTC reads it as a token ("unrecognized token" on
+    # line 1). The stored file keeps it; what is compiled starts after it.
+    source: str = payload["source"].removeprefix(BYTE_ORDER_MARK)
     name: str = payload["filename"]
-    problem = check_includes(source)
-    if problem:
-        return _verdict("forbidden_include", problem)
+    headers: dict[str, str] = payload.get("headers", {})
+    target = target_from_options(payload["options"], nvrtc_version())
+    program = preprocess(source, target, headers)
+    policy = review(program)
+    if policy.problem:
+        return _verdict("forbidden_include", policy.problem)
     nvrtc_started = time.perf_counter()
     ok, error, raw_log, cubin = nvrtc_compile(
-        without_line_directives(source),
-        name,
-        [*payload["options"], PTXAS_VERBOSE],
-        payload.get("headers", {}),
+        policy.compile_source, name, [*payload["options"], PTXAS_VERBOSE], headers
     )
     nvrtc_seconds = time.perf_counter() - nvrtc_started
+    refused = refused_by_compiler(raw_log, name, policy.rewritten)
+    if refused:  # the grader read the line as dead or a comment; NVRTC did not
+        return _verdict("forbidden_include", refused, nvrtc_seconds=nvrtc_seconds)
     shared_by_kernel = static_shared_bytes(raw_log)
     log = clean_log(without_ptxas_info(raw_log), name, source)
     common: dict[str, Any] = {"log": log, "nvrtc_seconds": nvrtc_seconds}
@@ -136,6 +159,10 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
             "tables in the kernel, or keep them small.",
             **common,
         )
+    global_limit = int(payload.get("max_global_bytes", DEFAULT_MAX_GLOBAL_BYTES))
+    problem = _globals_problem(cubin, global_limit)
+    if problem:
+        return _verdict("resource_limit", problem, **common)
     kernels = _kernels(payload)
     for kernel in kernels:
         verdict = _check_kernel(kernel, [k["name"] for k in kernels], cubin)
@@ -154,14 +181,15 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
         )
         for key, d in payload.get("declares", {}).items()
     }
-    constants = defined_constants(source)
+    constants = defined_constants(program)
     found = declarations_in(constants, declares)
     try:
         declarations = resolve(found, declares)
     except DeclarationError as exc:
         return _verdict("bad_declaration", str(exc), **common)
-    warnings = near_misses_in(constants, declares)
-    warnings += [f"Line {f.line}: {f.message}" for f in find_barrier_problems(source)]
+    warnings = unread_notes(found, declares)
+    warnings += near_misses_in(constants, declares)
+    warnings += [f"Line {f.line}: {f.message}" for f in find_barrier_problems(program)]
     warning_count = len(warnings)
     if warning_count > MAX_WARNINGS:
         more = warning_count - MAX_WARNINGS
@@ -180,22 +208,58 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
         **common,
         "cubin": base64.b64encode(cubin).decode("ascii"),
         "declarations": declarations,
-        "declared": sorted({d.name for d in found}),
+        "declared": sorted({d.name for d in found if d.value is not None}),
         "warnings": warnings,
         "warning_count": warning_count,
         "shared": shared,
-        "missing_tokens": _missing_tokens(source, payload.get("requires_text", [])),
+        "missing_tokens": _missing_tokens(program, payload.get("requires_text", [])),
     }
+
+
+def _globals_problem(cubin: bytes, limit: int) -> str | None:
+    """A sentence when the module's global variables need more device memory than `limit`:
+    loading the module allocates them all, used or not (an uninitialised `__device__` array
+    has no bytes in the cubin, only a size)."""
+    try:
+        variables, total = global_variables(cubin)
+    except CubinError:
+        return None  # the kernel checks below say what is wrong with the cubin
+    if total <= limit:
+        return None
+    largest = ", ".join(
+        f"`{_symbol_name(v.name)}` ({_size(v.size)})" for v in variables[:3] if v.size
+    )
+    return (
+        f"Your file's global variables (`__device__` arrays and variables) need {_size(total)} "
+        f"of GPU memory; this lab allows {_size(limit)}"
+        + (f" (the largest: {largest})" if largest else "")
+        + ". The GPU is shared with other students' gradings: keep global arrays small, take "
+        "the data from the kernel's parameters, and use shared memory for scratch space."
+    )
+
+
+def _symbol_name(symbol: str) -> str:
+    base = demangled_base(symbol)
+    return symbol if base == symbol else f"{base}` (C++ symbol `{symbol}"
+
+
+def _size(size: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            value = size / (1 << shift)
+            shown = f"{value:.0f}" if value >= 10 or value.is_integer() else f"{value:.1f}"
+            return f"{shown} {unit}"
+    return f"{size} bytes"
 
 
 def _mib(size: int) -> str:
     return f"{size / (1 << 20):.0f} MiB" if size >= 1 << 20 else f"{size} bytes"
 
 
-def _missing_tokens(source: str, tokens: list[str]) -> list[str]:
+def _missing_tokens(program: Program, tokens: list[str]) -> list[str]:
     if not tokens:
         return []
-    bare = SourceViews.of(source).bare
+    bare = program.views.bare
     work.add(len(bare) * len(tokens))  # a literal search per token the lab requires
     return [t for t in tokens if not re.search(rf"(?<!\w){re.escape(t)}(?!\w)", bare)]
 

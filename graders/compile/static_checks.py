@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from graders.compile import work
 from graders.compile.barrier_walk import Barrier, FunctionBody, Walker, match_table
+from graders.compile.preprocess import Program, program_of
 from graders.compile.source_text import SourceViews
 from graders.results import Finding
 
@@ -61,9 +62,10 @@ class _Reach:
     warp_only: bool
 
 
-def find_barrier_problems(source: str) -> list[Finding]:
-    """Findings (tool "static", kind "divergent_barrier") with the student's line numbers."""
-    views = SourceViews.of(source)
+def find_barrier_problems(source: str | Program) -> list[Finding]:
+    """Findings (tool "static", kind "divergent_barrier") with the student's line numbers, in
+    the code the compiler may read (dead branches left out)."""
+    views = program_of(source).views
     directives = list(_DIRECTIVE_LINE.finditer(views.bare))
     work.add(len(views.bare) + len(directives))
     bare = _blank_spans(views.bare, [(m.start(), m.end()) for m in directives])

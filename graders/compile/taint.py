@@ -26,6 +26,14 @@ ASSIGNMENT_OPS = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "|=
 FLOW_DEPTH = 16
 LOOP_DEPTH = 8
 _IDENT = re.compile(r"[A-Za-z_]\w*", re.ASCII)
+# Words before a `{` or `(` that make it no initialiser of a variable named there.
+_NOT_DECLARED = frozenset(
+    {"return", "else", "do", "try", "case", "goto", "throw", "new", "delete", "sizeof",
+     "alignof", "decltype", "typedef", "using", "namespace", "struct", "class", "union", "enum",
+     "if", "while", "for", "switch", "catch", "operator", "template", "typename",
+     "static_assert", "co_return", "co_yield", "co_await", "asm", "__asm__", "__asm",
+     "requires", "noexcept"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -37,16 +45,52 @@ class Assignment:
     chained: bool  # its right-hand side ends at another assignment: `a = b = c`
 
 
+def _initialiser(toks: list[str], i: int) -> bool:
+    """Whether the `{` or `(` at i initialises the variable named before it: `unsigned i{...}`,
+    `int i(...)`, `dim3 g(...)`, `float* p{...}` (not a call, a block or a cast)."""
+    if i < 2 or not _IDENT.fullmatch(toks[i - 1]) or toks[i - 1] in _NOT_DECLARED:
+        return False
+    before = toks[i - 2]
+    if _IDENT.fullmatch(before):
+        return before not in _NOT_DECLARED
+    return toks[i] == "{" and before in ("*", "&", "&&", ">", ",")
+
+
+def _initialiser_sources(toks: list[str], i: int) -> tuple[list[str], int]:
+    """The names inside the initialiser's brackets (to the matching one, or a `;`)."""
+    sources: list[str] = []
+    depth = 0
+    j = i + 1
+    while j < len(toks) and toks[j] != ";":
+        t = toks[j]
+        if t in ("(", "[", "{"):
+            depth += 1
+        elif t in (")", "]", "}"):
+            if depth == 0:
+                break
+            depth -= 1
+        elif _IDENT.fullmatch(t):
+            sources.append(t)
+        j += 1
+    return sources, j
+
+
 def assignments(toks: list[str]) -> list[Assignment]:
-    """Every assignment to a plain variable, in order.
+    """Every assignment to a plain variable, in order; an initialiser in braces or parentheses
+    (`unsigned i{threadIdx.x};`) counts as one.
 
     A right-hand side is read up to the next `;`, brace, assignment (at any depth: `a = (b =
     c)` makes `a` read `b`), or a comma or unmatched `)` at its own depth, so each token is read
-    once.
+    once; an initialiser's, to its closing bracket.
     """
     found: list[Assignment] = []
     n = len(toks)
     for i, tok in enumerate(toks):
+        if tok in ("{", "(") and _initialiser(toks, i):
+            initial, j = _initialiser_sources(toks, i)
+            work.add(j - i + 1)
+            found.append(Assignment(i, toks[i - 1], tuple(initial), False, False))
+            continue
         if tok not in ASSIGNMENT_OPS or i == 0:
             continue
         target = toks[i - 1]

@@ -429,7 +429,13 @@ def _limits(ctx: FieldReader, value: Any) -> LimitsSpec:
     t = ctx.table(
         value,
         "limits",
-        optional={"compile_seconds", "case_seconds", "memory_mb", "gpu_seconds"},
+        optional={
+            "compile_seconds",
+            "case_seconds",
+            "memory_mb",
+            "gpu_seconds",
+            "device_globals_mb",
+        },
     )
     d = LimitsSpec()
     limits = LimitsSpec(
@@ -439,6 +445,9 @@ def _limits(ctx: FieldReader, value: Any) -> LimitsSpec:
         ctx.number(t.get("case_seconds", d.case_seconds), "limits.case_seconds", positive=True),
         ctx.integer(t.get("memory_mb", d.memory_mb), "limits.memory_mb", minimum=256),
         ctx.number(t.get("gpu_seconds", d.gpu_seconds), "limits.gpu_seconds", positive=True),
+        device_globals_mb=ctx.integer(
+            t.get("device_globals_mb", d.device_globals_mb), "limits.device_globals_mb", minimum=1
+        ),
     )
     if limits.gpu_seconds < limits.case_seconds:
         ctx.fail(

@@ -262,6 +262,9 @@ class LimitsSpec:
     # The GPU time one submission may take in all: its cases, the timed section and the
     # sanitizer (time spent waiting for the GPU's lock or memory does not count).
     gpu_seconds: float = 60.0
+    # GPU memory a submission's global variables (`__device__` arrays) may take: loading the
+    # module allocates it all, whether the kernel touches it or not.
+    device_globals_mb: int = 1024
 
 
 @dataclass(frozen=True)

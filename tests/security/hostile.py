@@ -3,7 +3,12 @@
 Header lines (interfaces.md's format, plus the lines these files need):
     // lab: vector-scale                 the built-in lab the kernel is submitted to
     // stage: compile | run              where the defence acts
-    // expect-verdict: timeout | resource_limit   one verdict, or alternatives joined by '|'
+    // expect-verdict: timeout | resource_limit   one verdict, or alternatives joined by '|';
+                                         `ok` (compile stage): a tricky but legitimate file
+                                         that must compile (expect-message then reads the
+                                         message and the warnings)
+    // expect-declarations: TILE=16      optional (compile stage, ok): the values the grader
+                                         launches with
     // expect-message: did not finish    optional; a substring of the message (any case); messages
                                          show no absolute path (`/etc/passwd` reads `.../passwd`)
     // timing: on                        optional; grade with the timed repetitions
@@ -49,6 +54,7 @@ class HostileKernel:
     why: str
     source: str
     dedicated: str = ""  # the test that grades it, where a generic run would not show the class
+    declarations: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -56,9 +62,10 @@ class HostileKernel:
 
 
 def load(path: Path) -> HostileKernel:
-    source = path.read_text(encoding="utf-8")
+    # Bytes as stored: a file saved with CRLF line ends or a byte-order mark keeps them.
+    source = path.read_bytes().decode("utf-8")
     header: dict[str, str] = {}
-    for line in source.splitlines():
+    for line in source.removeprefix("\ufeff").splitlines():
         if not line.startswith("//"):
             break
         key, sep, value = line[2:].partition(":")
@@ -78,6 +85,13 @@ def load(path: Path) -> HostileKernel:
         why=header.get("why", ""),
         source=source,
         dedicated=header.get("test", "").removeprefix("dedicated").strip(" ()"),
+        declarations={
+            name.strip(): int(value)
+            for name, _, value in (
+                item.partition("=") for item in header.get("expect-declarations", "").split(",")
+            )
+            if name.strip()
+        },
     )
 
 

@@ -9,6 +9,7 @@ text must run in the sandboxed compile child, never in this (the worker's) proce
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import sys
 import time
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 import graders.compile
+from graders.compile import compiler
 from graders.compile.compiler import compile_submission
 from graders.spec import LabSpec, load_builtin_lab
 from tests.security.hostile import leaked_host_text
@@ -224,6 +226,75 @@ def test_a_52_mib_device_array_is_a_verdict_with_the_limit() -> None:
     assert result.message.startswith("The compiled kernel is 52 MiB; the limit is 16 MiB.")
 
 
+def test_a_compiler_that_crashes_on_a_file_twice_gives_the_file_a_verdict(
+    tiled_lab: LabSpec, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # NVRTC aborting on a file (`malloc(): invalid size` on huge template instantiations)
+    # was status `error`, "a problem on our side ... submit the same file again".
+    monkeypatch.setattr(compiler, "COMPILE_TARGET", "tests.graders.compile.crash_targets:abort")
+    with caplog.at_level(logging.WARNING, logger="graders.compile.compiler"):
+        result = compile_in_worker(tiled_lab, TILED)
+    assert result.reason == "resource_limit", result.message
+    assert result.message.startswith(
+        "The compiler crashed on this file (killed by SIGABRT) each time it was tried, so it "
+        "could not be compiled."
+    )
+    assert "not your fault" not in result.message and "resubmit" not in result.message
+    assert caplog.text.count("crashed on attempt") == compiler.COMPILE_ATTEMPTS == 2
+
+
+def test_a_crash_that_does_not_come_again_is_not_the_files(
+    tiled_lab: LabSpec, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    target = "tests.graders.compile.crash_targets:abort_on_the_first_attempt"
+    monkeypatch.setattr(compiler, "COMPILE_TARGET", target)
+    with caplog.at_level(logging.WARNING, logger="graders.compile.compiler"):
+        result = compile_in_worker(tiled_lab, TILED)
+    assert result.ok and result.declarations == {"TILE": 16}, result.message
+    assert caplog.text.count("crashed on attempt 1 of 2") == 1
+
+
+def test_a_failure_of_the_grader_itself_stays_the_graders(
+    tiled_lab: LabSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An exception in the grader's own code is no compiler crash: not retried, not the file's.
+    target = "graders.sandbox.selftest_targets:raise_error"
+    monkeypatch.setattr(compiler, "COMPILE_TARGET", target)
+    result = compile_in_worker(tiled_lab, TILED)
+    assert result.reason == "internal" and "not your fault" in result.message
+
+
+def test_global_variables_are_held_to_the_labs_device_memory_limit() -> None:
+    # A 48 GiB uninitialised `__device__` array loaded and passed every case, leaving the
+    # other gradings on the card 30 GiB. Its bytes are not in the cubin, only its size.
+    lab = load_builtin_lab("vector-scale")
+    source = (
+        "__device__ float hoard[3ull << 32];\n"
+        'extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, '
+        "float factor)\n{\n"
+        "    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) { hoard[i] = src[i]; dst[i] = hoard[i] * factor; }\n}\n"
+    )
+    result = compile_in_worker(lab, source)
+    assert result.reason == "resource_limit" and result.cubin is None, result.message
+    assert result.message.startswith(
+        "Your file's global variables (`__device__` arrays and variables) need 48 GiB of GPU "
+        "memory; this lab allows 1 GiB (the largest: `hoard` (48 GiB))."
+    )
+
+    # The limit is the lab's: 256 MiB refuses an array of 300 MiB, 64 GiB lets 48 GiB pass.
+    def limited(megabytes: int) -> LabSpec:
+        limits = dataclasses.replace(lab.limits, device_globals_mb=megabytes)
+        return dataclasses.replace(lab, limits=limits)
+
+    small = source.replace("3ull << 32", "75 << 20")
+    result = compile_in_worker(limited(256), small)
+    assert result.reason == "resource_limit" and "need 300 MiB" in result.message
+    assert "allows 256 MiB" in result.message
+    assert compile_in_worker(lab, small).ok
+    assert compile_in_worker(limited(65536), source).ok
+
+
 def test_an_error_nvrtc_reports_without_the_usual_shape_is_named(tiled_lab: LabSpec) -> None:
     # NVVM writes `Error:` with a capital: the grader counted 0 errors.
     source = (
@@ -293,3 +364,74 @@ def test_the_childs_own_output_goes_to_the_worker_log(
     logged = caplog.text
     assert "Traceback" in logged and "selftest_targets.py" in logged
     assert "UserWarning: a warning of the child's own" in logged
+
+
+# --- legitimate files read as the compiler reads them (issue 17) -------------------------
+
+
+def _kernel_file(name: str) -> str:
+    return (Path(__file__).parent / "kernels" / name).read_bytes().decode("utf-8")
+
+
+def test_the_tile_width_of_the_branch_the_compiler_takes_is_launched(tiled_lab: LabSpec) -> None:
+    # The grader read 32 from `#if 0`, the compiler used 16: "illegal address" on the GPU.
+    result = compile_in_worker(tiled_lab, _kernel_file("tile_width_in_dead_branch.cu"))
+    assert result.ok and result.declarations == {"TILE": 16}, result.message
+    assert result.static_shared_bytes == 2 * 16 * 16 * 4
+    assert result.message == "Compiled for sm_90 (TILE = 16)."
+
+
+def test_a_tile_width_taken_from_the_launch_gets_the_default_and_a_note(
+    tiled_lab: LabSpec,
+) -> None:
+    result = compile_in_worker(tiled_lab, _kernel_file("tile_width_from_the_launch.cu"))
+    assert result.ok and result.declarations == {"TILE": 32}, result.message
+    (note,) = result.warnings
+    assert note.startswith("Line 11: TILE is set to `blockDim.x`, which is not a whole-number")
+    assert "launches the kernel with this lab's default TILE = 32" in note
+    assert result.message == "Compiled for sm_90 with 1 warning."
+
+
+def test_a_line_the_scanner_calls_a_comment_is_refused_when_the_compiler_reads_it() -> None:
+    # Under C++11 `1'0` is no number: `'0; /* '` is a character literal, and the next line is
+    # a live #include. The views (C++14 rules) call it a comment; the line NVRTC compiles is
+    # `#error "/etc/passwd"`, so NVRTC stops there, never opening the file, and it is refused.
+    lab = load_builtin_lab("vector-scale")
+    lab = dataclasses.replace(lab, nvrtc_options=["-std=c++11"])
+    source = (
+        'extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, '
+        "float factor)\n{\n"
+        "    int quirk = 1'0; /* '\n"
+        '#include "/etc/passwd"\n'
+        "    */;\n"
+        "    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) dst[i] = src[i] * factor + 0 * quirk;\n}\n"
+    )
+    result = compile_in_worker(lab, source)
+    assert result.reason == "forbidden_include", (result.message, result.log)
+    assert result.message.startswith('Line 4 includes ".../passwd", which the grader does not')
+    assert not leaked_host_text(f"{result.message}\n{result.log}")
+    # Under C++17 (the default) the compiler agrees that it is a comment: the file compiles.
+    assert compile_in_worker(load_builtin_lab("vector-scale"), source).ok
+
+
+def test_trigraphs_are_refused_only_where_the_standard_reads_them() -> None:
+    lab = load_builtin_lab("vector-scale")
+    source = _kernel_file("trigraph_in_comment.cu")
+    assert compile_in_worker(lab, source).ok
+    cxx14 = dataclasses.replace(lab, nvrtc_options=["-std=c++14"])
+    result = compile_in_worker(cxx14, source)
+    assert result.reason == "forbidden_include" and "trigraph `??)`" in result.message
+
+
+def test_a_pragma_message_flood_keeps_what_the_grader_reads_from_the_log(
+    tiled_lab: LabSpec,
+) -> None:
+    # ptxas's shared-memory lines come after a megabyte of pragma text: cut off, the tiled
+    # kernel read as using dynamic shared memory only (`no_dynamic_shared_memory`).
+    chain = "".join(f"#define S{i} S{i - 1} S{i - 1}\n" for i in range(1, 17))
+    flood = '#define S0 "flood flood floo"\n' + chain + "#pragma message(S16)\n"
+    result = compile_in_worker(tiled_lab, flood + TILED)
+    assert result.ok, result.message
+    assert result.static_shared_bytes == 2 * 16 * 16 * 4
+    assert len(result.log) < 30_000 and "this message was cut" in result.log

@@ -18,6 +18,7 @@ KERNELS = all_kernels()
 COMPILE_STAGE = [k for k in KERNELS if k.stage == "compile"]
 RUN_STAGE = [k for k in KERNELS if k.stage == "run" and not k.dedicated]
 COMPILE_REASONS = {
+    "ok",
     "compile_error",
     "missing_kernel",
     "bad_declaration",
@@ -78,6 +79,14 @@ def test_compile_stage_defence(kernel: HostileKernel) -> None:
     )
     result = compile_submission(lab, kernel.source, arch="sm_90", timeout_s=COMPILE_LIMIT_S)
     shown = f"{result.message}\n{result.log}\n{result.to_dict()}"
+    assert not leaked_host_text(shown), f"host file text reached the student: {shown[:800]}"
+    if kernel.verdicts == ("ok",):  # a legitimate file that once was refused or misread
+        assert result.ok, (result.reason, result.message, result.log[:800])
+        said = "\n".join([result.message, *result.warnings])
+        assert kernel.message.lower() in said.lower(), said
+        for name, value in kernel.declarations.items():
+            assert result.declarations[name] == value, result.declarations
+        return
     assert not result.ok, f"{kernel.name} compiled: {result.message}"
     assert result.reason in kernel.verdicts, (result.reason, result.message, result.log[:500])
     assert kernel.message.lower() in f"{result.message}\n{result.log}".lower(), result.message

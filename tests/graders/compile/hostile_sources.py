@@ -122,6 +122,38 @@ def digit_separators(size: int = SIZE) -> str:
     return _fill("int a = 1", "'0", ";\n", size)
 
 
+def conditional_bombs(size: int = SIZE) -> str:
+    """Macros that double on every level, evaluated in `#if` and as a declaration's value."""
+    head = "#define B0 1 +\n" + "".join(f"#define B{i} B{i - 1} B{i - 1}\n" for i in range(1, 40))
+    return _fill(head + "#define TILE_WIDTH B39 1\n", "#if B39 1\nx\n#endif\n", "", size)
+
+
+def nested_conditionals(size: int = SIZE) -> str:
+    depth = (size - 10) // 16
+    return "#if 1\n" * depth + "#ifdef __X__\n" + "#endif\n" * (depth + 1)
+
+
+def elif_chain(size: int = SIZE) -> str:
+    return _fill("#if 0\n", "#elif 0 || 0\nx\n", "#endif\n", size)
+
+
+def served_includes(size: int = SIZE) -> str:
+    return _fill("", "#include <math.h>\n#include <climits>\n", "", size)
+
+
+def macro_arguments(size: int = SIZE) -> str:
+    depth = (size - 100) // 4
+    return "#define F(a) a\n#if " + "F(" * depth + "1" + ")" * depth + "\nx\n#endif\n"
+
+
+def long_condition(size: int = SIZE) -> str:
+    return _fill("#if 1", " && defined(A) && (1 ? 2 : 3)", "\nx\n#endif\n", size)
+
+
+def hidden_includes(size: int = SIZE) -> str:
+    return _fill("#if 0\n", "#include <cstdlib>\n#pragma warning(x)\n", "#endif\n", size)
+
+
 SOURCES: dict[str, Callable[[int], str]] = {
     f.__name__: f
     for f in (
@@ -129,7 +161,8 @@ SOURCES: dict[str, Callable[[int], str]] = {
         nested_parens, nested_assignments, const_runs, many_defines, macro_chain, call_chain,
         many_barriers, quotes_after_names, raw_string_openings, unterminated_literals,
         comment_openings, pragma_operators, long_pragma_line, line_splices, asm_barriers,
-        one_long_line, digit_separators,
+        one_long_line, digit_separators, conditional_bombs, nested_conditionals, elif_chain,
+        served_includes, macro_arguments, long_condition, hidden_includes,
     )
 }  # fmt: skip
 

@@ -15,9 +15,16 @@ import pytest
 
 from graders.compile import work
 from graders.compile.declarations import find_declarations, near_misses
-from graders.compile.include_policy import check_includes, without_line_directives
-from graders.compile.log import clean_log, count_errors, first_error, static_shared_bytes
+from graders.compile.include_policy import check_includes, review, without_line_directives
+from graders.compile.log import (
+    clean_log,
+    count_errors,
+    first_error,
+    prioritized,
+    static_shared_bytes,
+)
 from graders.compile.pipeline import error_sentence
+from graders.compile.preprocess import preprocess
 from graders.compile.source_text import SourceViews
 from graders.compile.static_checks import find_barrier_problems
 from graders.spec import DeclareSpec
@@ -30,7 +37,9 @@ TILE = {"TILE": DeclareSpec("TILE", ("TILE_WIDTH", "TILE_SIZE", "BLOCK_SIZE", "T
 
 PARSERS: dict[str, Callable[[str], Any]] = {
     "views": SourceViews.of,
+    "preprocess": preprocess,
     "include_policy": check_includes,
+    "include_review": review,
     "line_directives": without_line_directives,
     "declarations": lambda s: (find_declarations(s, TILE), near_misses(s, TILE)),
     "barrier_check": find_barrier_problems,
@@ -43,6 +52,7 @@ LOG_READERS: dict[str, Callable[[str], Any]] = {
     "count_errors": lambda text: count_errors(text, "submission.cu"),
     "first_error": lambda text: first_error(text, "submission.cu"),
     "static_shared_bytes": static_shared_bytes,
+    "prioritized": lambda text: prioritized(text, 1_000_000),
 }
 
 

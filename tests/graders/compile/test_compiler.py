@@ -349,7 +349,9 @@ def test_a_near_miss_tile_width_is_a_warning_that_names_the_spelling(lab: LabSpe
         "#define TILE_WIDTH 16", "#define Tile_Width 16\n#define TILE_WIDTH Tile_Width"
     )
     result = compile_submission(lab, source, arch=ARCH)
-    assert result.reason == "bad_declaration"  # TILE_WIDTH is read, and is not a number
+    # TILE_WIDTH is read through the macro it names, as the preprocessor reads it.
+    assert result.ok and result.declarations == {"TILE": 16}, result.message
+    assert result.message == "Compiled for sm_90 (TILE = 16)."
     source = TILED.replace("TILE_WIDTH", "tileWidth")
     result = compile_submission(lab, source, arch=ARCH)
     assert result.ok and result.declarations == {"TILE": 32}

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from graders.compile.cubin import CubinError, demangled_base, kernel_names, kernel_params
+from graders.compile.cubin import (
+    CubinError,
+    demangled_base,
+    global_variables,
+    kernel_names,
+    kernel_params,
+)
 
 SOURCE = """\
 __device__ __noinline__ float twice(float x) { return 2 * x; }
@@ -48,3 +54,43 @@ def test_not_a_cubin() -> None:
 def test_demangled_base() -> None:
     assert demangled_base("_Z6matmulPKfS0_Pfiii") == "matmul"
     assert demangled_base("matmul") == "matmul"
+
+
+GLOBALS = """\
+__device__ float hoard[1ull << 36];
+__device__ char unused[1 << 30];
+__device__ int table[10] = {1, 2, 3};
+__managed__ int counter;
+namespace lib { __device__ double scratch[1000]; }
+extern "C" __global__ void k(float* out, unsigned n) {
+    static __device__ int local[256];
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { hoard[i] = out[i]; local[i % 256] = i; }
+    out[0] = table[n % 10] + counter + lib::scratch[n % 1000] + local[0];
+}
+"""
+
+
+def test_global_variables_are_read_from_the_symbol_sizes() -> None:
+    # Past 4 GiB the section's size and the symbols' offsets wrap around: the 256 GiB and the
+    # 1 GiB array both start at one offset of a "1 GiB" section. Symbol sizes are 64-bit.
+    from cupy.cuda import nvrtc
+
+    program = nvrtc.createProgram(GLOBALS, "g.cu", [], [])
+    try:
+        nvrtc.compileProgram(program, ["--gpu-architecture=sm_90", "-std=c++17"])
+        cubin = bytes(nvrtc.getCUBIN(program))
+    finally:
+        nvrtc.destroyProgram(program)
+    variables, total = global_variables(cubin)
+    sizes = {demangled_base(v.name): v.size for v in variables}
+    assert variables[0].name == "hoard" and variables[0].size == 1 << 38
+    assert sizes["unused"] == 1 << 30  # never read, and still allocated when loaded
+    assert sizes["table"] == 40 and sizes["counter"] == 4 and sizes["lib"] == 8000
+    assert any(v.size == 1024 for v in variables)  # the kernel's static __device__ array
+    assert total == sum(v.size for v in variables) > (1 << 38) + (1 << 30)
+    assert len(cubin) < 64 * 1024  # none of it is in the file
+
+
+def test_a_module_without_globals_has_none(cubin: bytes) -> None:
+    assert global_variables(cubin) == ([], 0)

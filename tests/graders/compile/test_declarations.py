@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from graders.compile.declarations import (
@@ -9,6 +11,7 @@ from graders.compile.declarations import (
     find_declarations,
     near_misses,
     resolve_declarations,
+    unread_notes,
 )
 from graders.spec import DeclareSpec
 
@@ -64,12 +67,72 @@ def test_out_of_bounds_names_the_bounds() -> None:
         resolve_declarations("constexpr int COARSE = 0;\n", DECLARES)
 
 
-def test_values_that_are_not_numbers_are_refused() -> None:
-    with pytest.raises(DeclarationError, match="cannot read as a whole number"):
-        resolve_declarations("#define TILE_WIDTH blockDim.x\n", DECLARES)
-    # Not a C literal at all (8 is no octal digit): a sentence, not a grader failure.
-    with pytest.raises(DeclarationError, match="cannot read as a whole number"):
-        resolve_declarations("#define TILE_WIDTH 08\n", DECLARES)
+@pytest.mark.parametrize(
+    "source",
+    [
+        "#define TILE_WIDTH blockDim.x\n",
+        "__global__ void k() {\n    const int TILE = 1;\n}\nconst int TILE_SIZE = blockDim.x;\n",
+        "constexpr unsigned TILE_WIDTH{sizeof(float) * 4};\n",
+        "#define TILE_WIDTH 16.0f\n",
+        "#define TILE_WIDTH 08\n",  # not a C literal at all (8 is no octal digit)
+        "#define TILE_WIDTH (1 / 0)\n",
+        "#define TILE_WIDTH UNKNOWN_MACRO\n",
+    ],
+)
+def test_a_value_that_is_no_constant_falls_back_to_the_default_with_a_note(source: str) -> None:
+    # A kernel that takes its tile width from the launch was refused as unreadable.
+    assert resolve_declarations(source, DECLARES) == {"TILE": 32, "COARSE": 1}
+    found = find_declarations(source, DECLARES)
+    (note,) = unread_notes(found, DECLARES)
+    assert re.match(r"Line \d+: (TILE_WIDTH|TILE_SIZE) is set to `", note), note
+    assert "launches the kernel with this lab's default TILE = 32" in note
+    assert note.endswith("32`."), note
+
+
+def _either(condition: str, yes: int, no: int, form: str = "#define TILE_WIDTH {}") -> str:
+    return f"{condition}\n{form.format(yes)}\n#else\n{form.format(no)}\n#endif\n"
+
+
+CONST = "const int TILE_WIDTH = {};"
+
+
+@pytest.mark.parametrize(
+    ("source", "tile"),
+    [
+        (_either("#if 0", 32, 16), 16),
+        (_either("#ifdef __CUDACC__", 8, 16), 8),
+        (_either("#ifndef __CUDACC_RTC__", 4, 8, CONST), 8),
+        (_either("#if __CUDA_ARCH__ >= 800", 16, 4), 16),
+        (_either("#if defined(_MSC_VER) || defined(__GNUC__)", 4, 8), 8),
+        (_either("#if __cplusplus < 201703L", 4, 2), 2),
+        ("#if __cplusplus < 201703L\n#define TILE_WIDTH 4\n#elif 1\n"
+         "#define TILE_WIDTH 2\n#endif", 2),
+        ("#define BIG 1\n" + _either("#if BIG", 16, 8), 16),
+        ("#define BIG 0\n" + _either("#if BIG", 16, 8), 8),
+        ("#define BIG 0\n#undef BIG\n" + _either("#ifdef BIG", 16, 8), 8),
+        ("#include <math.h>\n" + _either("#ifdef M_PI", 16, 8), 16),
+        # Where the grader cannot tell, the definition the compiler surely reads wins.
+        ("#ifdef __SOME_FLAG__\n#define TILE_WIDTH 32\n#endif\n#ifndef TILE_WIDTH\n"
+         "#define TILE_WIDTH 16\n#endif\n", 32),
+        ("#ifdef __SOME_FLAG__\nconst int TILE_WIDTH = 32;\n#endif\n"
+         "const int TILE_WIDTH = 16;", 16),
+        # Values are expressions of other macros and constants.
+        ("#define BLOCK 8\n#define TILE_WIDTH (2 * BLOCK)\n", 16),
+        ("#define TWICE(x) ((x) << 1)\n#define TILE_WIDTH TWICE(4)\n", 8),
+        ("constexpr int BASE = 4;\nconstexpr int TILE_WIDTH = BASE * BASE;\n", 16),
+        ("#define TILE_WIDTH (sizeof(int) > 2 ? 8 : 4)\n", 32),  # sizeof: not read
+        ("#define TILE_WIDTH (1 ? 8 : 4)\n", 8),
+    ],
+)  # fmt: skip
+def test_the_live_branch_decides(source: str, tile: int) -> None:
+    assert resolve_declarations(source, DECLARES)["TILE"] == tile
+
+
+def test_a_define_in_a_branch_the_grader_cannot_decide_is_still_read() -> None:
+    (decl,) = find_declarations(
+        "#ifdef __SOME_FLAG__\n#define TILE_WIDTH 16\n#endif\n", {"TILE": TILE}
+    )
+    assert decl.value == 16 and decl.line == 2
 
 
 def test_a_value_is_read_only_so_far() -> None:

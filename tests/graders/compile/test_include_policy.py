@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from graders.compile.include_policy import check_includes, without_line_directives
+from graders.compile.include_policy import (
+    check_includes,
+    refused_by_compiler,
+    review,
+    without_line_directives,
+)
+from graders.compile.preprocess import preprocess, target_from_options
 
 KERNEL = 'extern "C" __global__ void k(float* a) { a[0] = 1.0f; }\n'
 
@@ -33,14 +41,11 @@ HOSTILE = [
     ('#define Q(x) __has_include(x)\n#if Q("/etc/shadow")\n#endif', 1, "__has_include"),
     ('#define CAT(a, b) a##b\n#if CAT(__has_, include)("/etc/shadow")\n#endif', 1, "pasting"),
     ('#define CAT(a, b) a %:%: b\n#if CAT(__has_, include)("/etc/shadow")\n#endif', 1, "`%:%:`"),
-    ('??=include "/etc/passwd"', 1, "trigraph"),
-    ('#include ??/\n"/etc/passwd"', 1, "trigraph"),
     ('#pragma GCC dependency "/etc/passwd"', 1, "#pragma GCC dependency"),
     ('_Pragma("GCC dependency \\"/etc/passwd\\"")', 1, "_Pragma"),
     ("#define P(x) _Pragma(#x)\nP(unroll)", 1, "without a plain string literal"),
     # A character literal this scanner could misread as opening a comment.
     ("char c = L'/*';\n#include \"/etc/passwd\"\n// */", 2, "includes"),
-    ("int n = 1'0; /* '\n#include \"/etc/passwd\"\n*/", 2, "includes"),
     ('const char* s = u8"/*";\n#include "/etc/passwd"\n// */', 2, "includes"),
     # NVRTC takes a lone carriage return as a space and a leading byte-order mark as nothing:
     # these are directives to it, and opened the host file.
@@ -118,3 +123,78 @@ def test_line_directives_are_blanked_in_every_view(hiding: str) -> None:
     blanked = without_line_directives(source)
     assert "#line" not in blanked and "/etc/passwd" not in blanked
     assert blanked.count("\n") == source.count("\n")
+
+
+CXX14 = target_from_options(["--gpu-architecture=sm_90", "-std=c++14"])
+
+
+@pytest.mark.parametrize(
+    "prefix", ['??=include "/etc/passwd"', '#include ??/\n"/etc/passwd"', "// what??)"]
+)
+def test_trigraphs_are_refused_where_the_standard_has_them(prefix: str) -> None:
+    # NVRTC reads trigraphs under -std=c++11 and c++14: `??/` splices lines there.
+    message = check_includes(preprocess(prefix + "\n" + KERNEL, CXX14))
+    assert message is not None and message.startswith("Line 1 ") and "trigraph" in message
+
+
+@pytest.mark.parametrize("prefix", ["// what??)", "/* ??= ??( ??/ ??' */", 'char s[] = "??!";'])
+def test_cxx17_has_no_trigraphs(prefix: str) -> None:
+    # `??)` in a comment was refused as a trigraph; C++17 (the default) has none.
+    assert check_includes(prefix + "\n" + KERNEL) is None
+
+
+@pytest.mark.parametrize(
+    ("prefix", "line"),
+    [
+        ("/* an old host harness\nint main() {\n#include <cstdlib>\n}\n*/", 3),
+        ("#if 0\n#include <cstdlib>\n#endif", 2),
+        ('#ifndef __CUDACC__\n#include <cstdlib>\n#include "helpers.h"\n#endif', 2),
+        ("#if defined(_MSC_VER)\n#pragma warning(disable: 4996)\n#endif", 2),
+        ("#if 0\n#import <x>\n#endif", 2),
+        ('#if 0\n#inc\\\nlude "/etc/passwd"\n#endif', 2),
+        # A comment to this scanner; to a C++11 compiler `1'0` is no number (see the
+        # compile-stage test: NVRTC reaches the marker there, and the file is refused).
+        ("int n = 1'0; /* '\n#include \"/etc/passwd\"\n*/", 2),
+    ],
+)
+def test_lines_the_compiler_skips_are_accepted_and_neutralised(prefix: str, line: int) -> None:
+    source = prefix + "\n" + KERNEL
+    assert check_includes(source) is None
+    result = review(source)
+    assert result.problem is None and line in result.rewritten
+    assert result.rewritten[line].startswith(f"Line {line} ")
+    compiled = result.compile_source
+    assert re.match(r"\s*(#|%:)\s*error\b", compiled.split("\n")[line - 1])
+    assert len(compiled) <= len(source) and compiled.count("\n") == source.count("\n")
+    for text in compiled.split("\n"):
+        assert not re.match(r"\s*(#|%:)\s*(include|import|pragma\s+warning)", text), text
+    assert compiled.endswith(KERNEL)
+    # Had the compiler read the line, it would have stopped there: the line is refused.
+    log = f"submission.cu({line}): catastrophic error: #error directive: <cstdlib>\n"
+    assert refused_by_compiler(log, "submission.cu", result.rewritten) == result.rewritten[line]
+    assert refused_by_compiler(log, "other.cu", result.rewritten) is None
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "#ifdef __SOME_FLAG__\n#include <cstdlib>\n#endif",  # a macro NVRTC may define
+        "#if UNKNOWN_CALL(1)\n#include <cstdlib>\n#endif",
+        "#if 0\n#elif __CUDACC_VER_BUILD__ > 1\n#include <cstdlib>\n#endif",
+    ],
+)
+def test_an_include_the_grader_cannot_decide_is_refused(prefix: str) -> None:
+    message = check_includes(prefix + "\n" + KERNEL)
+    assert message is not None and "includes <cstdlib>" in message
+    assert message.endswith(
+        "resubmit. The line sits under a condition on a macro the grader cannot evaluate, so "
+        "it counts as compiled; to keep host code in the file, guard it with "
+        "`#ifndef __CUDACC_RTC__`."
+    )
+
+
+def test_an_allowed_include_is_compiled_as_written() -> None:
+    source = "#include <math.h>\n#if 0\n#include <math.h>\n#endif\n" + KERNEL
+    result = review(source)
+    assert result.problem is None and result.rewritten == {}
+    assert result.compile_source == source

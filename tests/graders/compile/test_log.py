@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from graders.compile.log import (
+    MAX_ENTRY_CHARS,
     clean_log,
     count_errors,
     first_error,
+    prioritized,
     static_shared_bytes,
     without_ptxas_info,
 )
@@ -95,3 +97,54 @@ def test_ptxas_verbose_lines_give_each_kernels_shared_memory_and_then_go() -> No
     assert without_ptxas_info(log) == (
         'submission.cu(3): warning #177-D: variable "x" was declared but never referenced\n'
     )
+
+
+def _pragma_message(line: int, size: int) -> str:
+    return (
+        f'{NAME}({line}): remark #20200-D: #pragma message: "{"x" * size}"\n'
+        f"  #pragma message(S20)\n  ^\n\n"
+    )
+
+
+def test_errors_come_first_and_pragma_messages_last_before_the_log_is_capped() -> None:
+    # A 1 MiB `#pragma message` pushed the error past the cap: "an error that names no line".
+    log = (
+        _pragma_message(3, 1 << 20)
+        + f'{NAME}(9): warning #177-D: variable "unused" was declared but never referenced\n'
+        + "  int unused;\n      ^\n\n"
+        + f'{NAME}(12): error: identifier "totl" is undefined\n  C[0] = totl;\n         ^\n\n'
+        + f'{NAME}(13): error: expected a ";"\n\n'
+        + f'1 error detected in the compilation of "{NAME}".\n'
+    )
+    ordered = prioritized(log, 1_000_000)
+    assert len(ordered) < 30_000
+    assert ordered.index("(12): error") < ordered.index("(13): error")
+    assert ordered.index("(13): error") < ordered.index("(9): warning")
+    assert ordered.index("(9): warning") < ordered.index("detected in the compilation")
+    assert ordered.index("detected in the compilation") < ordered.index("(3): remark")
+    assert f"(this message was cut; {len(_pragma_message(3, 1 << 20)) - 1} characters)" in ordered
+    cleaned = clean_log(ordered, NAME, "  C[0] = totl;\n")
+    assert first_error(cleaned, NAME) == ("on line 12", 'identifier "totl" is undefined.')
+    assert error_sentence(cleaned, NAME, "int a;\n").startswith(
+        "The compiler reported 2 errors; the first is on line 12: identifier"
+    )
+    # Unordered, the same cap loses the error.
+    assert first_error(clean_log(log[:1_000_000], NAME, ""), NAME) is None
+
+
+def test_a_capped_log_keeps_the_ptxas_lines_that_give_shared_memory() -> None:
+    log = (
+        "".join(_pragma_message(i, 100_000) for i in range(1, 30))
+        + "ptxas info    : Compiling entry function 'matmul' for 'sm_90'\n"
+        + "ptxas info    : Used 32 registers, 2048 bytes smem, 400 bytes cmem[0]\n"
+    )
+    assert static_shared_bytes(log[:1_000_000]) == {}
+    assert static_shared_bytes(prioritized(log, 1_000_000)) == {"matmul": 2048}
+
+
+def test_the_total_is_capped_with_a_note() -> None:
+    log = "".join(f"{NAME}({i}): error: {'e' * 1000}\n\n" for i in range(1, 200))
+    ordered = prioritized(log, 50_000)
+    assert len(ordered) < 50_000 + 200
+    assert ordered.endswith(f"(the log was cut here; it had {len(log)} characters)")
+    assert all(len(entry) <= MAX_ENTRY_CHARS + 100 for entry in ordered.split("\n\n"))

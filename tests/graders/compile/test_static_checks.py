@@ -355,3 +355,70 @@ def test_taint_that_reaches_the_loop_on_some_path_is_kept(change: str, line: int
     (finding,) = find_barrier_problems(source)
     assert finding.line == line and "through i" in finding.message
     assert finding.message.startswith("`__syncthreads()` is inside `while (i != 0)`")
+
+
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        "unsigned i{blockIdx.x * blockDim.x + threadIdx.x};",
+        "unsigned int i(blockIdx.x * blockDim.x + threadIdx.x);",
+        "const unsigned i{blockIdx.x * blockDim.x + threadIdx.x};",
+        "int base = 0, i{base + (int)threadIdx.x};",
+        "auto i{threadIdx.x};",
+    ],
+)
+def test_an_index_initialised_in_braces_or_parentheses_is_thread_dependent(
+    declaration: str,
+) -> None:
+    # `unsigned i{...}` got no warning where `unsigned i = ...` got one.
+    source = f"""\
+extern "C" __global__ void k(float* a, unsigned n) {{
+    __shared__ float s[256];
+    {declaration}
+    if (i >= n) return;
+    s[threadIdx.x] = a[i];
+    __syncthreads();
+    a[i] = s[255 - threadIdx.x];
+}}
+"""
+    (finding,) = find_barrier_problems(source)
+    assert finding.line == 4 and "barrier on line 6" in finding.message
+    assert "`if (i >= n)`" in finding.message and "through i" in finding.message
+
+
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        "unsigned i{blockIdx.x};",  # the same for the whole block
+        "dim3 grid(gridDim.x, 1);\n    unsigned i(grid.x);",
+        "int i = 0;\n    helper(threadIdx.x);",  # a call, not a declaration
+    ],
+)
+def test_an_initialiser_the_block_shares_is_not_divergent(declaration: str) -> None:
+    source = f"""\
+__device__ void helper(unsigned) {{}}
+extern "C" __global__ void k(float* a, unsigned n) {{
+    {declaration}
+    if (i >= n) return;
+    __syncthreads();
+    a[threadIdx.x] = 0.0f;
+}}
+"""
+    assert find_barrier_problems(source) == []
+
+
+def test_barriers_in_dead_branches_are_not_reported() -> None:
+    source = """\
+extern "C" __global__ void k(float* a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+#if 0
+    if (i < n) __syncthreads();
+#endif
+#ifndef __CUDACC__
+    if (i < n) __syncthreads();
+#endif
+    if (i < n) a[i] = 0.0f;
+}
+"""
+    assert find_barrier_problems(source) == []
+    assert len(find_barrier_problems(source.replace("#if 0", "#if 1"))) == 1

@@ -48,6 +48,12 @@ def test_timing_may_name_the_gpu_model_it_belongs_to(tmp_path: Path) -> None:
         load_lab(write_lab(tmp_path / "empty", empty))
 
 
+def test_a_lab_sets_how_much_gpu_memory_global_variables_may_take(tmp_path: Path) -> None:
+    assert load_lab(write_lab(tmp_path, GOOD_SPEC)).limits.device_globals_mb == 1024
+    text = GOOD_SPEC.replace("memory_mb = 4096", "memory_mb = 4096\ndevice_globals_mb = 64")
+    assert load_lab(write_lab(tmp_path / "small", text)).limits.device_globals_mb == 64
+
+
 def test_sizes_geometry_and_shapes(tmp_path: Path) -> None:
     lab = load_lab(write_lab(tmp_path, GOOD_SPEC))
     names = lab.sizes_for("square-1023", {"TILE": 16})
@@ -248,6 +254,18 @@ BAD_SPECS = [
     ("compile_seconds = 20", "compile_seconds = 0", "limits.compile_seconds", "positive"),
     ("memory_mb = 4096", "memory_mb = 64", "limits.memory_mb", "at least 256"),
     ("memory_mb = 4096", 'memory_mb = "4 GB"', "limits.memory_mb", "whole number"),
+    (
+        "memory_mb = 4096",
+        "memory_mb = 4096\ndevice_globals_mb = 0",
+        "limits.device_globals_mb",
+        "at least 1",
+    ),
+    (
+        "memory_mb = 4096",
+        "memory_mb = 4096\ndevice_globals_mb = 1.5",
+        "limits.device_globals_mb",
+        "whole number",
+    ),
     ('case = "square-1023"', 'case = "square-2048"', "timing.case", "no case"),
     (
         'case = "square-1023"',

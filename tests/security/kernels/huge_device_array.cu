@@ -1,10 +1,10 @@
 // lab: vector-scale
-// stage: run
-// expect-verdict: launch_error | kernel_error
-// expect-message: memory
-// health-check: no
-// why: a 256 GiB __device__ array: no GPU can hold the module; loading it must be the
-//      submission's verdict in plain words, not a grader failure.
+// stage: compile
+// expect-verdict: resource_limit
+// expect-message: need 256 GiB of GPU memory; this lab allows 1 GiB
+// why: a 256 GiB uninitialised __device__ array has no bytes in the cubin, only a size; loading
+//      the module would try to allocate it all. Refused from the cubin's symbol sizes before
+//      anything runs (one of 48 GiB loaded on an H200 and left other gradings 30 GiB).
 __device__ float hoard[1ull << 36];
 
 extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, float factor)

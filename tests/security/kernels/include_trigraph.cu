@@ -1,8 +1,10 @@
 // lab: vector-scale
 // stage: compile
-// expect-verdict: forbidden_include
-// expect-message: trigraph
-// why: `??=` is the trigraph for `#`; off in C++17, but a lab could turn trigraphs on.
+// expect-verdict: compile_error
+// expect-message: on line 8: expected a declaration
+// why: `??=` was the trigraph for `#`. C++17, NVRTC's standard here, has no trigraphs: the line
+//      is no directive, NVRTC never opens the file and reports a syntax error. Under C++14,
+//      where NVRTC reads trigraphs, the grader refuses any (test_compile_attacks.py).
 ??=include "/etc/passwd"
 extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, float factor)
 {
