@@ -152,9 +152,13 @@ def test_the_lock_key_cannot_leave_the_folder(tmp_path: Path) -> None:
     lock = GpuLock(folder, "x/../../escaped")
     with lock.shared():
         pass
-    made = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert len(made) == 2 and all(p.parent == folder for p in made), made
-    assert all(p.name.startswith("kernelgrader-gpu-") for p in made), made
+    # The gate, the lock, and this process's pid in the users' folder: all inside `folder`.
+    made = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert made == [
+        "a/b/locks/kernelgrader-gpu-xescaped.gate",
+        "a/b/locks/kernelgrader-gpu-xescaped.lock",
+        f"a/b/locks/kernelgrader-gpu-xescaped.users/{os.getpid()}",
+    ]
 
 
 def test_lock_files_are_for_every_user_whatever_the_umask(tmp_path: Path) -> None:
@@ -164,7 +168,7 @@ def test_lock_files_are_for_every_user_whatever_the_umask(tmp_path: Path) -> Non
             pass
     finally:
         os.umask(old)
-    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir() if p.is_file()}
     assert modes == {
         "kernelgrader-gpu-shared-by-users.gate": 0o666,
         "kernelgrader-gpu-shared-by-users.lock": 0o666,
