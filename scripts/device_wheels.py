@@ -6,7 +6,7 @@ as installed in this venv, at the versions installed here, and has pip download 
 CPython 3.12 wheel of each, except what the GPU host brings (NumPy, CuPy, NVIDIA's and CUDA's
 packages). Run it with the venv's Python:
 
-    .venv/bin/python scripts/device_wheels.py DEST      # e.g. /work/main/.carry/deploy/.whl
+    .venv/bin/python scripts/device_wheels.py DEST [EXTRAS]   # e.g. .whl sso
 """
 
 from __future__ import annotations
@@ -68,11 +68,14 @@ def closure(root: str, extras: frozenset[str] = frozenset()) -> dict[str, str]:
 
 
 def main() -> None:
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
     dest = Path(sys.argv[1])
     dest.mkdir(parents=True, exist_ok=True)
-    pins = sorted(f"{name}=={version}" for name, version in closure("kernelgrader").items())
+    extras = frozenset(filter(None, (sys.argv[2] if len(sys.argv) == 3 else "").split(",")))
+    pins = sorted(
+        f"{name}=={version}" for name, version in closure("kernelgrader", extras).items()
+    )
     print(f"{len(pins)} packages for CPython 3.12 on x86-64 into {dest}:", " ".join(pins))
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
     subprocess.run(

@@ -21,9 +21,22 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# The top-level migrations/ folder, installed as app.migrations (see setup.py): found through
-# the import system, so an installed wheel migrates from any directory, as a checkout does.
-MIGRATIONS_DIR = Path(str(resources.files("app.migrations")))
+
+def _migrations_dir() -> Path:
+    """The top-level migrations/ folder, installed as app.migrations (see setup.py): found
+    through the import system, so an installed wheel migrates from any directory, as an
+    editable checkout does; a checkout run without installing (PYTHONPATH, as on a bare GPU
+    host) has no such package, and uses the folder beside app/."""
+    try:
+        found = Path(str(resources.files("app.migrations")))
+    except ModuleNotFoundError:
+        found = None
+    if found is not None and (found / "env.py").is_file():
+        return found
+    return Path(__file__).resolve().parents[2] / "migrations"
+
+
+MIGRATIONS_DIR = _migrations_dir()
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
