@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,3 +97,104 @@ def test_without_nvml_the_window_says_so(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr("graders.nvml.nvml", lambda: None)
     window = contention.Window.open()
     assert window.others() == {} and "NVML is not available" in window.note
+
+
+class RecordingNvml(FakeNvml):
+    """Fails a call about any GPU but the handle it gave out for the visible index."""
+
+    def __init__(self, procs: list[int], samples: list[Sample]) -> None:
+        super().__init__(procs, samples)
+        self.indexes: list[int] = []
+        self.handles: list[Any] = []
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:  # noqa: N802
+        self.indexes.append(index)
+        return f"gpu{index}"
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Proc]:  # noqa: N802
+        self.handles.append(handle)
+        return super().nvmlDeviceGetComputeRunningProcesses(handle)
+
+    def nvmlDeviceGetProcessUtilization(self, handle: Any, since: int) -> list[Sample]:  # noqa: N802
+        self.handles.append(handle)
+        return super().nvmlDeviceGetProcessUtilization(handle, since)
+
+
+def test_the_window_asks_nvml_about_the_visible_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = RecordingNvml([os.getpid()], [])
+    monkeypatch.setattr("graders.nvml.nvml", lambda: nvml)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    window = contention.Window.open()
+    nvml.samples = [Sample(4242, window.began_us + 1, 20)]
+    assert window.others() == {4242: 20}
+    assert nvml.indexes == [3] and nvml.handles == ["gpu3", "gpu3"]
+
+
+def test_the_window_opens_at_the_time_now_in_microseconds(fake: FakeNvml) -> None:
+    before = int(time.time() * 1_000_000)
+    window = contention.Window.open()
+    after = int(time.time() * 1_000_000)
+    assert before <= window.began_us <= after
+
+
+def test_one_percent_of_the_sms_counts_and_an_idle_sample_does_not_hide_later_ones(
+    fake: FakeNvml,
+) -> None:
+    window = contention.Window.open()
+    fake.samples = [
+        Sample(5151, window.began_us + 10, 0),
+        Sample(4242, window.began_us + 20, 1),
+    ]
+    assert window.others() == {4242: 1}
+
+
+def test_a_process_is_counted_at_its_latest_sample_whatever_the_order(fake: FakeNvml) -> None:
+    window = contention.Window.open()
+    fake.samples = [
+        Sample(4242, window.began_us + 300, 5),
+        Sample(4242, window.began_us + 200, 80),
+        Sample(4243, window.began_us + 100, 90),
+        Sample(4243, window.began_us + 400, 10),
+    ]
+    assert window.others() == {4242: 5, 4243: 10}
+
+
+def test_the_lock_users_are_read_only_when_someone_was_busy(fake: FakeNvml) -> None:
+    reads: list[int] = []
+
+    def users() -> set[int]:
+        reads.append(1)
+        return set()
+
+    window = contention.Window.open(users=users)
+    assert window.others() == {} and reads == []
+    fake.samples = [Sample(4242, window.began_us + 1, 30)]
+    assert window.others() == {4242: 30} and reads == [1]
+
+
+def test_the_notes_say_why_nothing_can_be_seen(
+    fake: FakeNvml, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake.procs = [1234]
+    assert contention.Window.open().note == (
+        "NVML does not list this process (a container without the host's PID namespace?): "
+        "work outside the lock cannot be seen."
+    )
+
+    def broken(handle: Any) -> list[Proc]:
+        raise RuntimeError("NVML_ERROR_UNKNOWN")
+
+    monkeypatch.setattr(fake, "nvmlDeviceGetComputeRunningProcesses", broken)
+    window = contention.Window.open()
+    assert window.note.startswith("NVML does not list this process") and window.others() == {}
+    monkeypatch.setattr("graders.nvml.nvml", lambda: None)
+    assert contention.Window.open().note == (
+        "NVML is not available here: work outside the lock cannot be seen."
+    )
+
+
+def test_the_sentence_lists_every_process_by_pid() -> None:
+    assert contention.describe({77: 5, 12: 40}) == (
+        "other processes used the GPU during the timed section: "
+        "pid 12 (40 % of the SMs), pid 77 (5 % of the SMs)"
+    )

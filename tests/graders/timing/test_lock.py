@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -173,6 +174,91 @@ def test_lock_files_are_for_every_user_whatever_the_umask(tmp_path: Path) -> Non
         "kernelgrader-gpu-shared-by-users.gate": 0o666,
         "kernelgrader-gpu-shared-by-users.lock": 0o666,
     }
+
+
+@pytest.mark.parametrize(
+    ("key", "kept"),
+    [("GPU-8f2c_1", "GPU-8f2c_1"), ("a b/c.d", "abcd"), ("../..", "gpu"), ("", "gpu")],
+)
+def test_a_key_keeps_letters_digits_dashes_and_underscores(key: str, kept: str) -> None:
+    assert GpuLock("/nonexistent", key).key == kept
+
+
+def test_the_users_folder_is_made_in_a_new_folder_for_every_user(tmp_path: Path) -> None:
+    # Workers of several users and containers leave their pids there: sticky, writable by all.
+    lock = GpuLock(tmp_path / "a" / "b", "gpu0")
+    old = os.umask(0o077)
+    try:
+        with lock.exclusive():
+            pass
+    finally:
+        os.umask(old)
+    assert lock.users_folder.stat().st_mode & 0o7777 == 0o1777
+    assert lock.users() == {os.getpid()}
+
+
+def test_a_users_folder_made_by_another_process_is_used(tmp_path: Path) -> None:
+    lock = GpuLock(tmp_path, "made-before")
+    lock.users_folder.mkdir()
+    with lock.shared():
+        pass
+    assert lock.users() == {os.getpid()}
+
+
+def test_a_users_folder_that_cannot_be_made_does_not_stop_the_lock(tmp_path: Path) -> None:
+    lock = GpuLock(tmp_path, "blocked")
+    lock.users_folder.write_text("a file where the folder would be")
+    with lock.exclusive() as waited:
+        assert waited >= 0
+    assert lock.users() == set()
+
+
+def test_a_process_registers_once_per_folder(tmp_path: Path) -> None:
+    lock = GpuLock(tmp_path, "once")
+    with lock.shared():
+        pass
+    mark = lock.users_folder / str(os.getpid())
+    mark.unlink()  # as a sweep of ended pids would
+    with lock.shared():
+        pass
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize("mode", ["shared", "exclusive"])
+def test_on_wait_is_called_once_however_many_files_it_waits_for(tmp_path: Path, mode: str) -> None:
+    # A reader holds the lock; a writer takes the gate and waits for the reader. The third
+    # holder then waits at the gate and, once the writer holds the lock, at the lock itself:
+    # two waits, one call.
+    lock = GpuLock(tmp_path, "waits")
+    writer_waiting, writer_held, let_go = threading.Event(), threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def writer() -> None:
+        with lock.exclusive(on_wait=writer_waiting.set, on_held=writer_held.set):
+            let_go.wait(timeout=30)
+
+    def third() -> None:
+        hold = lock.shared if mode == "shared" else lock.exclusive
+        with hold(on_wait=lambda: calls.append("wait"), on_held=lambda: calls.append("held")):
+            pass
+
+    with lock.shared():
+        first = threading.Thread(target=writer)
+        first.start()
+        assert writer_waiting.wait(timeout=30)
+        second = threading.Thread(target=third)
+        second.start()
+        for _ in range(3000):  # the third holder reaches the gate
+            if calls:
+                break
+            time.sleep(0.01)
+        assert calls == ["wait"]
+    assert writer_held.wait(timeout=30)
+    time.sleep(0.2)  # the third holder passes the gate and waits at the lock
+    let_go.set()
+    first.join(timeout=30)
+    second.join(timeout=30)
+    assert calls == ["wait", "held"]
 
 
 @pytest.mark.parametrize("mode", ["shared", "exclusive"])

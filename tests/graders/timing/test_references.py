@@ -13,10 +13,13 @@ def test_like_conditions_reuse_the_kept_timing() -> None:
 
 
 def test_a_markedly_different_clock_or_temperature_times_it_again() -> None:
-    slow = {**KEPT, "sm_clock_mhz": 1500}
+    # The documented limits: 5 % of the kept clock (99 MHz of 1980), 15 degrees C.
+    assert remeasure_reason(KEPT, {**KEPT, "sm_clock_mhz": 1980 + 99}) is None
+    slow = {**KEPT, "sm_clock_mhz": 1980 - 100}
     assert "SM clock" in (remeasure_reason(KEPT, slow) or "")
-    hot = {**KEPT, "temperature_c": 80}
-    assert "80 C" in (remeasure_reason(KEPT, hot) or "")
+    assert remeasure_reason(KEPT, {**KEPT, "temperature_c": 40 + 15}) is None
+    hot = {**KEPT, "temperature_c": 40 + 16}
+    assert "56 C" in (remeasure_reason(KEPT, hot) or "")
     other = {**KEPT, "driver": "590.0"}
     assert "590.0" in (remeasure_reason(KEPT, other) or "")
 
