@@ -198,3 +198,30 @@ def test_each_worker_counts_the_gpus_in_the_order_nvml_does(
     supervisor.start(child)
     assert child.process is not None and child.process.wait(timeout=60) == 0
     assert capfd.readouterr().out.split() == ["1", "PCI_BUS_ID"]
+
+
+def test_a_worker_that_keeps_dying_waits_twice_as_long_each_time_up_to_a_minute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    forgotten: list[int] = []
+    monkeypatch.setattr(Supervisor, "forget", staticmethod(forgotten.append))
+    supervisor = Supervisor(["0"], loglevel="info")
+    child = supervisor.children[0]
+    dead = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    dead.wait(timeout=60)
+
+    def dies_after(seconds: float) -> float:
+        """The worker exits `seconds` after it started; the delay before its restart."""
+        child.process = dead  # type: ignore[assignment]
+        now = child.started + seconds
+        supervisor.reap(child, now)
+        assert child.process is None
+        return child.restart_at - now
+
+    child.started = 1000.0
+    delays = [dies_after(1.0) for _ in range(8)]
+    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+    assert forgotten == [dead.pid] * 8
+    # A worker that ran a minute was stable: its next death starts the doubling again.
+    assert dies_after(60.0) == 1.0
+    assert dies_after(59.9) == 2.0

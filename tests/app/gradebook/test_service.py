@@ -116,6 +116,29 @@ def test_columns_follow_the_instructors_order_whatever_the_dates(session: Sessio
     assert row[3:] == ["3", "0", "0", "7", "0", "0", "10"]
 
 
+def test_labs_due_together_go_by_slug_and_labs_without_a_due_date_go_last(
+    session: Session,
+) -> None:
+    world = make_world(session)
+    world.lab.due_at = None  # "scale-test": no due date, so after every dated lab
+    due = utcnow() + timedelta(days=3)
+    # Added in the reverse of the expected order, due at the same moment: ties go by slug.
+    for ref in ("vector-scale", "hadamard", "array-sum"):
+        add_lab(session, course=world.course, ref=ref, due_at=due)
+    add_lab(session, course=world.course, ref="dot-product", due_at=due - timedelta(days=1))
+    add_lab(session, course=world.course, ref="histogram")  # undated too: by slug among them
+    session.commit()
+    header = rows(gradebook_csv(session, course=world.course))[0]
+    assert header[3::3][:-1] == [
+        "dot-product",
+        "array-sum",
+        "hadamard",
+        "vector-scale",
+        "histogram",
+        "scale-test",
+    ]
+
+
 def test_a_formula_in_a_name_is_not_run_by_a_spreadsheet(session: Session) -> None:
     world = make_world(session)
     member = make_member(session, world.course, Role.student)

@@ -10,6 +10,7 @@ import pytest
 
 from graders.labcheck import check_lab
 from graders.spec import builtin_labs_dir, list_builtin_labs
+from tests.conftest import gpu_unavailable_reason
 from tests.graders.spec_samples import DEVICE_STUB, MULTI_SPEC, ORACLE, write_multi_lab
 
 ARCH = "sm_90"
@@ -150,8 +151,12 @@ def test_a_property_the_oracles_answer_lacks_fails(tmp_path: Path) -> None:
 
 
 def test_running_without_a_gpu_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    if gpu_unavailable_reason() is None:
+        pytest.skip(
+            "a GPU is usable here: the kernels run (tests/graders/gpu/test_lab_check_gpu.py)"
+        )
     report = check_lab(builtin_labs_dir() / "hadamard", arch=ARCH, run=True)
     gpu = [i for i in report.items if i.subject == "GPU"]
-    if gpu:  # on a GPU host the kernels run instead (tests/graders/gpu/test_lab_check_gpu.py)
-        assert gpu[0].status == "skip" and "kernels were not run" in gpu[0].message
-        assert report.ok and "need no GPU" in report.summary()
+    assert len(gpu) == 1, report.items
+    assert gpu[0].status == "skip" and "kernels were not run" in gpu[0].message
+    assert report.ok and "need no GPU" in report.summary()
