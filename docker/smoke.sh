@@ -9,6 +9,7 @@
 # Run as root on Debian/Ubuntu: it installs docker.io, docker-compose and debootstrap where
 # missing and starts dockerd if none runs (stopped again at the end). Elsewhere it needs a
 # Docker engine it may use. Ports: KERNELGRADER_SMOKE_{WEB,PG,REDIS}_PORT (58000, 55432, 56379).
+# `docker/smoke.sh --tools` only installs what is missing (docker.io, docker-compose, debootstrap).
 set -euo pipefail
 cd "$(dirname "$0")"
 started=$SECONDS
@@ -35,6 +36,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     is_root || fail "${missing[*]} missing, and installing them needs root: install Docker with compose and debootstrap, or run docker/smoke.sh as root."
     phase "installing ${missing[*]} from Debian's packages"
     apt_install "${missing[@]}" || fail "apt-get could not install ${missing[*]}."
+fi
+if [ "${1:-}" = --tools ]; then
+    # .ci/run: Docker's tools in place before the tests, which run the refusals above as nobody.
+    say "Docker's tools are installed: $(command -v docker) $(command -v dockerd) $(command -v debootstrap)"
+    exit 0
 fi
 dockerd_pid=""
 if ! engine_up; then

@@ -1,5 +1,6 @@
 """docker/smoke.sh without running Docker: it is the README's larger setup, command for
-command, and it stops at once, with a sentence, where it cannot run. (CI runs it for real.)"""
+command, and it stops at once, with a sentence, where it cannot run. (CI runs it for real.)
+Under CI these tests fail rather than skip where root or Docker's tools are missing."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from tests.ci import skip_unless_ci
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "docker" / "smoke.sh"
@@ -49,38 +52,82 @@ def test_the_smoke_test_runs_the_readme_commands() -> None:
     assert 'cd "$(dirname "$0")"' in smoke  # docker/, wherever it is called from
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to run the script as nobody")
+def needs_root() -> None:
+    if os.geteuid() != 0:
+        skip_unless_ci("needs root, to run the script as nobody")
+
+
+def docker_tools_missing() -> list[str]:
+    """What docker/smoke.sh would install before it asks for an engine (none: nothing)."""
+    missing = [tool for tool in ("docker", "dockerd", "debootstrap") if not shutil.which(tool)]
+    has_compose = shutil.which("docker-compose") or (
+        shutil.which("docker")
+        and subprocess.run(
+            ["docker", "compose", "version"], capture_output=True, timeout=60
+        ).returncode
+        == 0
+    )
+    return missing + ([] if has_compose else ["docker compose"])
+
+
 def test_without_docker_or_root_it_stops_at_once_with_a_sentence() -> None:
-    # A copy nobody may read (pytest's own tmp_path is root's alone), and a PATH with the
-    # shell's tools but no docker.
+    needs_root()
+    with copy_of_docker() as copy:
+        # A PATH with the shell's tools but no docker.
+        tools = copy.parent / "bin"
+        tools.mkdir()
+        for tool in ("bash", "dirname", "id", "printf", "timeout", "sleep", "seq", "cat"):
+            found = shutil.which(tool)
+            assert found, tool
+            (tools / tool).symlink_to(found)
+        tools.chmod(0o755)
+        done = as_nobody(copy, f"PATH={tools}")
+    assert done.returncode == 1
+    message = done.stderr.strip()
+    assert message.startswith("smoke: FAILED: ") and "needs root" in message, message
+    assert "docker.io" in message and "run docker/smoke.sh as root" in message, message
+
+
+def test_with_dockers_tools_but_no_engine_it_may_use_it_says_so() -> None:
+    needs_root()
+    missing = docker_tools_missing()
+    if missing:
+        skip_unless_ci(
+            f"{', '.join(missing)} not installed: `docker/smoke.sh --tools` (as root) installs "
+            "Docker's tools from Debian's packages, as .ci/run does before the tests"
+        )
+    with copy_of_docker() as copy:
+        done = as_nobody(copy, f"PATH={os.environ['PATH']}")
+    assert done.returncode == 1
+    assert "no Docker engine answers" in done.stderr, done.stderr
+    assert "run docker/smoke.sh as root" in done.stderr, done.stderr
+
+
+@contextmanager
+def copy_of_docker() -> Iterator[Path]:
+    """docker/ copied where nobody may read it (pytest's own tmp_path is root's alone)."""
     tmp_path = Path(tempfile.mkdtemp(prefix="kernelgrader-smoke-"))
     try:
-        check_refusals(tmp_path)
+        copy = tmp_path / "docker"
+        shutil.copytree(REPO / "docker", copy, ignore=shutil.ignore_patterns("*.whl", ".env"))
+        for path in (tmp_path, copy):
+            path.chmod(0o755)
+        yield copy
     finally:
         shutil.rmtree(tmp_path)
 
 
-def check_refusals(tmp_path: Path) -> None:
-    copy = tmp_path / "docker"
-    shutil.copytree(REPO / "docker", copy, ignore=shutil.ignore_patterns("*.whl", ".env"))
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    for tool in ("bash", "dirname", "id", "printf", "timeout", "sleep", "seq", "cat"):
-        found = shutil.which(tool)
-        assert found, tool
-        (tools / tool).symlink_to(found)
-    for path in (tmp_path, copy, tools):
-        path.chmod(0o755)
+def as_nobody(copy: Path, path_setting: str) -> subprocess.CompletedProcess[str]:
     runuser = shutil.which("runuser")
-    assert runuser
-    done = subprocess.run(
+    assert runuser, "runuser (util-linux) is missing"
+    return subprocess.run(
         [
             runuser,
             "-u",
             "nobody",
             "--",
             "/usr/bin/env",
-            f"PATH={tools}",
+            path_setting,
             "bash",
             str(copy / "smoke.sh"),
         ],
@@ -88,17 +135,11 @@ def check_refusals(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert done.returncode == 1
-    message = done.stderr.strip()
-    assert message.startswith("smoke: FAILED: ") and "needs root" in message, message
-    assert "docker.io" in message and "run docker/smoke.sh as root" in message, message
-    # With Docker's tools there but no engine it may use, it says that instead.
-    if all(shutil.which(tool) for tool in ("docker", "dockerd", "debootstrap")):
-        with_docker = subprocess.run(
-            [runuser, "-u", "nobody", "--", "bash", str(copy / "smoke.sh")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert with_docker.returncode == 1
-        assert "no Docker engine answers" in with_docker.stderr, with_docker.stderr
+
+
+def test_smoke_tools_only_installs_and_stops() -> None:
+    smoke = SMOKE.read_text(encoding="utf-8")
+    # .ci/run installs Docker's tools before the tests, so the test above runs under CI.
+    assert 'if [ "${1:-}" = --tools ]; then' in smoke
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert ci.index("docker/smoke.sh --tools") < ci.index("./scripts/test.sh")
