@@ -34,6 +34,7 @@ source changed since); --keep reuses the previous run's results instead.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -197,9 +198,32 @@ def results(folder: Path) -> list[Mutant]:
     return found
 
 
-def describe(folder: Path, mutant: Mutant) -> None:
-    """Fill in the file, function and changed lines from `mutmut show`."""
-    diff = mutmut(folder, "show", mutant.name).splitlines()
+# `mutmut show NAME` for many names in one process (one `mutmut show` takes seconds to start).
+SHOW_MANY = """
+import json, sys
+from mutmut.__main__ import get_diff_for_mutant
+print(json.dumps({name: get_diff_for_mutant(name) for name in json.load(sys.stdin)}))
+"""
+
+
+def diffs(folder: Path, names: list[str]) -> dict[str, str]:
+    if not names:
+        return {}
+    done = subprocess.run(
+        [sys.executable, "-c", SHOW_MANY],
+        cwd=folder,
+        input=json.dumps(names),
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode == 0:
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {name: mutmut(folder, "show", name) for name in names}
+
+
+def describe(mutant: Mutant, diff_text: str) -> None:
+    """Fill in the file, function and changed lines from the mutant's diff."""
+    diff = diff_text.splitlines()
     for line in diff:
         if line.startswith("--- "):
             mutant.file = line[4:].strip()
@@ -245,8 +269,9 @@ def report(module: Module, mutants: list[Mutant], known: list[dict[str, str]]) -
             k = sum(1 for m in group if m.status in caught)
             print(f"   {name}: {k} of {len(group)} ({100 * k / len(group):.1f} %)")
     unexplained = 0
+    shown = diffs(folder, [m.name for m in left])
     for m in left:
-        describe(folder, m)
+        describe(m, shown.get(m.name, ""))
         explain(m, known)
         unexplained += not m.reason
         print(f"   {m.status}: {m.name} ({m.file}, {m.function})")

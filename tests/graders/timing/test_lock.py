@@ -269,3 +269,89 @@ def test_on_held_is_called_even_without_waiting(tmp_path: Path, mode: str) -> No
     with hold(on_wait=lambda: calls.append("wait"), on_held=lambda: calls.append("held")) as w:
         assert w >= 0
     assert calls == ["held"]
+
+
+class ScriptedOpen:
+    """os.open as another user's files and processes would make it answer: for paths ending
+    in `suffix`, the first calls raise the scripted errors (None: the real call)."""
+
+    def __init__(self, suffix: str, errors: list[type[OSError] | None]) -> None:
+        self.real = os.open
+        self.suffix = suffix
+        self.errors = errors
+        self.calls: list[int] = []
+
+    def __call__(self, path: Path | str, flags: int, mode: int = 0o777) -> int:
+        if not str(path).endswith(self.suffix):
+            return self.real(path, flags, mode)
+        self.calls.append(flags)
+        error = self.errors.pop(0) if self.errors else None
+        if error is FileExistsError:  # another process makes it first
+            os.close(self.real(path, os.O_RDWR | os.O_CREAT, 0o666))
+        if error is not None:
+            raise error(f"scripted for {path}")
+        return self.real(path, flags, mode)
+
+
+def test_a_lock_file_this_user_may_only_read_still_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = GpuLock(tmp_path, "read-only")
+    with lock.exclusive():  # made by "another user"
+        pass
+    scripted = ScriptedOpen(".lock", [PermissionError])
+    monkeypatch.setattr(os, "open", scripted)
+    with lock.exclusive():
+        pass
+    assert scripted.calls == [os.O_RDWR, os.O_RDONLY]
+
+
+def test_a_lock_file_this_user_may_not_open_is_a_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = GpuLock(tmp_path, "closed")
+    with lock.shared():
+        pass
+    monkeypatch.setattr(os, "open", ScriptedOpen(".gate", [PermissionError, PermissionError]))
+    with pytest.raises(PermissionError) as refused, lock.shared():
+        pass
+    assert str(refused.value) == f"cannot open the GPU lock file {lock.path('gate')}"
+
+
+def test_a_lock_file_another_process_made_just_now_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not there when looked for; there when this process went to make it; then opened.
+    lock = GpuLock(tmp_path, "race")
+    scripted = ScriptedOpen(".lock", [FileNotFoundError, FileExistsError])
+    monkeypatch.setattr(os, "open", scripted)
+    with lock.exclusive():
+        pass
+    excl = os.O_RDWR | os.O_CREAT | os.O_EXCL
+    assert scripted.calls == [os.O_RDWR, excl, os.O_RDWR]
+
+
+def test_a_lock_file_that_keeps_coming_and_going_is_given_up_after_three_tries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = GpuLock(tmp_path, "flicker")
+    scripted = ScriptedOpen(".gate", [FileNotFoundError, FileExistsError] * 3)
+    monkeypatch.setattr(os, "open", scripted)
+    with pytest.raises(FileExistsError) as gave_up, lock.shared():
+        pass
+    assert str(gave_up.value) == f"the GPU lock file {lock.path('gate')} keeps coming and going"
+    assert len(scripted.calls) == 6
+
+
+def test_a_users_folder_another_user_made_still_takes_this_pid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its chmod is refused (not this user's folder); the pid goes in all the same.
+    def refused(path: Path | str, mode: int) -> None:
+        raise PermissionError(f"not the owner of {path}")
+
+    monkeypatch.setattr(os, "chmod", refused)
+    lock = GpuLock(tmp_path, "theirs")
+    with lock.shared():
+        pass
+    assert lock.users() == {os.getpid()}

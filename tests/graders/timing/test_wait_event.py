@@ -81,7 +81,7 @@ def test_a_failed_kernel_is_an_error_at_once_not_a_hang(
 
 
 class FakeDevice:
-    id = 0
+    id = 2  # the current device, which the flusher asks about
 
 
 @dataclass
@@ -99,7 +99,9 @@ def fake_l2(monkeypatch: pytest.MonkeyPatch, props: dict[str, int]) -> list[tupl
     """CuPy's device calls as a GPU with these properties answers them; returns the memsets."""
     memsets: list[tuple[int, ...]] = []
     monkeypatch.setattr(cupy.cuda, "Device", FakeDevice)
-    monkeypatch.setattr(runtime, "getDeviceProperties", lambda index: props)
+    monkeypatch.setattr(
+        runtime, "getDeviceProperties", lambda index: props if index == FakeDevice.id else {}
+    )
     monkeypatch.setattr(cupy, "empty", lambda n, dtype: FakeBuffer(n) if dtype is cupy.uint8 else 0)
     monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: FakePointer(0x57))
     monkeypatch.setattr(runtime, "memsetAsync", lambda *args: memsets.append(args))
@@ -110,7 +112,7 @@ def test_the_flush_buffer_is_twice_the_l2_and_at_least_8_mib(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake_l2(monkeypatch, {"l2CacheSize": 50 << 20})
-    assert L2Flusher().nbytes == 100 << 20
+    assert L2Flusher().nbytes == 100 << 20  # another device's properties would be empty
     assert L2Flusher().buffer.nbytes == 100 << 20
     fake_l2(monkeypatch, {"l2CacheSize": 1 << 20})
     assert L2Flusher().nbytes == 8 << 20
