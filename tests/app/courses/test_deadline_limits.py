@@ -25,6 +25,7 @@ from app.courses.deadlines import (
 )
 from app.courses.extensions import extensions_of, grant_extension, revoke_extension
 from app.courses.models import Extension, LatePolicy, Role
+from app.courses.service import add_lab
 from app.submissions.models import Submission
 from tests.app.conftest import World, make_member, make_world
 from tests.app.factories import make_submission
@@ -103,6 +104,12 @@ def test_the_due_date_in_force_is_read_from_the_students_own_extension(
     theirs = deadline_for(session, lab=world.lab, user_id=world.other_student.user.id)
     assert theirs == Deadline(DUE, DUE, False)
     assert set(extensions_by_user(session, lab=world.lab)) == {world.student.user.id}
+    # The extension is for that lab only.
+    other_lab = add_lab(session, course=world.course, ref="hadamard", due_at=DUE)
+    assert deadline_for(session, lab=other_lab, user_id=world.student.user.id) == Deadline(
+        DUE, DUE, False
+    )
+    assert extensions_by_user(session, lab=other_lab) == {}
 
 
 def _late_flags(session: Session, world: World) -> dict[int, bool]:
@@ -264,3 +271,41 @@ def test_extensions_are_listed_by_lab_then_email_with_who_granted_them(
     assert all(row.lab.id == world.lab.id for row in listed)
     assert extensions_of(session, course=world.course, lab=second_lab) == []
     assert len(extensions_of(session, course=world.course, lab=world.lab)) == 3
+
+
+def test_extensions_are_per_lab_and_per_student(session: Session, world: World) -> None:
+    world.lab.due_at = DUE
+    other_lab = add_lab(session, course=world.course, ref="hadamard", due_at=DUE)
+    student, other = world.student.user, world.other_student.user
+    for lab, who in ((world.lab, student), (other_lab, student), (world.lab, other)):
+        grant_extension(
+            session,
+            course=world.course,
+            lab=lab,
+            student=who,
+            due_at=DUE + timedelta(days=1),
+            granted_by=None,
+        )
+    assert len(extensions_of(session, course=world.course)) == 3
+    # By lab slug ("hadamard" before the test lab's), then by email.
+    listed = [
+        (row.lab.slug, row.student.email) for row in extensions_of(session, course=world.course)
+    ]
+    assert listed == sorted(listed) and listed[0][0] == "hadamard"
+    assert revoke_extension(session, lab=world.lab, student=student) is True
+    left = {(row.lab.id, row.student.id) for row in extensions_of(session, course=world.course)}
+    assert left == {(other_lab.id, student.id), (world.lab.id, other.id)}
+
+
+def test_granting_or_revoking_one_students_extension_leaves_the_others_flags(
+    session: Session, world: World
+) -> None:
+    world.lab.due_at = DUE
+    # A flag another change will set right: not this grant's business.
+    theirs = make_submission(
+        session, user=world.other_student.user, lab=world.lab, created_at=DUE + TICK, late=False
+    )[0]
+    _grant(session, world, DUE + timedelta(days=1))
+    assert revoke_extension(session, lab=world.lab, student=world.student.user)
+    session.refresh(theirs)
+    assert theirs.late is False

@@ -1,0 +1,109 @@
+"""Which submission counts, with ties, and what a cell and a row add up to (no database).
+
+Written against the survivors of scripts/mutation.py (app/gradebook).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from app.courses.models import ScorePolicy
+from app.gradebook.service import (
+    Counted,
+    GradebookRow,
+    LabCell,
+    Scored,
+    Student,
+    _cell,
+    _number,
+    counted_submission,
+    is_pending,
+    lab_cell,
+)
+from app.submissions.models import Status
+
+T0 = datetime(2030, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def lab(policy: ScorePolicy) -> SimpleNamespace:
+    return SimpleNamespace(score_policy=policy.value)
+
+
+def scored(
+    sid: int,
+    score: float | None,
+    *,
+    minute: int = 0,
+    late: bool = False,
+    graded: bool = True,
+    status: Status = Status.graded,
+) -> Scored:
+    at = T0 + timedelta(minutes=minute)
+    return Scored(sid, 1, score, late, at, at if graded else None, status.value)
+
+
+def test_best_counts_the_highest_score_ties_going_to_the_earlier_then_the_lower_id() -> None:
+    best = lab(ScorePolicy.best)
+    subs = [scored(3, 7.0, minute=5, late=True), scored(2, 7.0, minute=1), scored(1, 5.0)]
+    assert counted_submission(best, subs) == Counted(7.0, False, 2)  # type: ignore[arg-type]
+    same_time = [scored(9, 7.0, minute=1), scored(4, 7.0, minute=1)]
+    assert counted_submission(best, same_time) == Counted(7.0, False, 4)  # type: ignore[arg-type]
+    # A compile error's missing score counts as 0, below any positive score.
+    zero = [scored(5, None, minute=9), scored(6, 0.5, minute=1)]
+    assert counted_submission(best, zero) == Counted(0.5, False, 6)  # type: ignore[arg-type]
+
+
+def test_last_counts_the_latest_graded_ties_going_to_the_higher_id() -> None:
+    last = lab(ScorePolicy.last)
+    subs = [scored(1, 9.0, minute=1), scored(2, 3.0, minute=5, late=True)]
+    assert counted_submission(last, subs) == Counted(3.0, True, 2)  # type: ignore[arg-type]
+    same_time = [scored(7, 2.0, minute=5), scored(8, 4.0, minute=5), scored(6, 6.0, minute=5)]
+    assert counted_submission(last, same_time) == Counted(4.0, False, 8)  # type: ignore[arg-type]
+    compile_error = [scored(1, 9.0), scored(2, None, minute=3)]
+    assert counted_submission(last, compile_error) == Counted(0.0, False, 2)  # type: ignore[arg-type]
+
+
+def test_only_graded_submissions_count() -> None:
+    for policy in ScorePolicy:
+        subs = [scored(1, 4.0), scored(2, 9.0, minute=3, graded=False, status=Status.running)]
+        assert counted_submission(lab(policy), subs) == Counted(4.0, False, 1)  # type: ignore[arg-type]
+        assert counted_submission(lab(policy), [subs[1]]) is None  # type: ignore[arg-type]
+        assert counted_submission(lab(policy), []) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_every_status_but_a_final_one_is_pending(status: Status) -> None:
+    final = {Status.graded, Status.compile_error, Status.error}
+    assert is_pending(scored(1, None, status=status)) is (status not in final)
+
+
+def test_a_cell_counts_its_pending_submissions_beside_the_counted_one() -> None:
+    subs = [
+        scored(1, 4.0),
+        scored(2, None, minute=1, graded=False, status=Status.queued),
+        scored(3, None, minute=2, graded=False, status=Status.timing),
+        scored(4, None, minute=3, graded=False, status=Status.error),
+    ]
+    cell = lab_cell(lab(ScorePolicy.best), subs)  # type: ignore[arg-type]
+    assert cell == LabCell(Counted(4.0, False, 1), pending=2) and cell.score == 4.0
+    assert LabCell(None).score is None and LabCell(None).pending == 0
+
+
+def test_a_row_adds_up_counted_scores_and_pending_submissions() -> None:
+    row = GradebookRow(
+        Student(1, "", "ada@uni.edu"),
+        [LabCell(Counted(4.5, False, 1), 1), LabCell(None, 2), LabCell(Counted(3.0, True, 2))],
+    )
+    assert row.total == 7.5 and row.pending == 3
+    assert row.user.display_name == "ada@uni.edu"
+    assert Student(1, "Ada", "ada@uni.edu").display_name == "Ada"
+
+
+def test_csv_cells_never_start_a_formula_and_numbers_are_short() -> None:
+    for text in ("=1+1", "+1", "-1", "@SUM(A1)"):
+        assert _cell(text) == "'" + text
+    assert _cell("Ada") == "Ada" and _cell("") == ""
+    assert (_number(10.0), _number(2.5), _number(0.0)) == ("10", "2.5", "0")
