@@ -259,7 +259,8 @@ async def test_too_large_upload_is_413(client: httpx.AsyncClient, world: World) 
     r = await submit(client, world, world.student, body=b"/" * (256 * 1024 + 1))
     assert r.status_code == 413
     assert r.json()["detail"] == (
-        "The file is 262145 bytes, over the limit of 262144 bytes; submit only the kernel source."
+        "The file is 262145 bytes (256 KiB), over the limit of 262144 bytes (256 KiB); submit "
+        "only the kernel's .cu source file."
     )
 
 

@@ -32,6 +32,12 @@ def lab(policy: ScorePolicy) -> SimpleNamespace:
     return SimpleNamespace(score_policy=policy.value)
 
 
+def counts(policy: ScorePolicy, subs: list[Scored]) -> tuple[float, bool, int] | None:
+    """(score, late, submission id) of the submission that counts."""
+    chosen = counted_submission(lab(policy), subs)  # type: ignore[arg-type]
+    return None if chosen is None else (chosen.score, chosen.late, chosen.submission_id)
+
+
 def scored(
     sid: int,
     score: float | None,
@@ -46,32 +52,30 @@ def scored(
 
 
 def test_best_counts_the_highest_score_ties_going_to_the_earlier_then_the_lower_id() -> None:
-    best = lab(ScorePolicy.best)
     subs = [scored(3, 7.0, minute=5, late=True), scored(2, 7.0, minute=1), scored(1, 5.0)]
-    assert counted_submission(best, subs) == Counted(7.0, False, 2)  # type: ignore[arg-type]
+    assert counts(ScorePolicy.best, subs) == (7.0, False, 2)
     same_time = [scored(9, 7.0, minute=1), scored(4, 7.0, minute=1)]
-    assert counted_submission(best, same_time) == Counted(7.0, False, 4)  # type: ignore[arg-type]
+    assert counts(ScorePolicy.best, same_time) == (7.0, False, 4)
     # A compile error's missing score counts as 0, below any positive score.
     zero = [scored(5, None, minute=9), scored(6, 0.5, minute=1)]
-    assert counted_submission(best, zero) == Counted(0.5, False, 6)  # type: ignore[arg-type]
+    assert counts(ScorePolicy.best, zero) == (0.5, False, 6)
 
 
 def test_last_counts_the_latest_graded_ties_going_to_the_higher_id() -> None:
-    last = lab(ScorePolicy.last)
     subs = [scored(1, 9.0, minute=1), scored(2, 3.0, minute=5, late=True)]
-    assert counted_submission(last, subs) == Counted(3.0, True, 2)  # type: ignore[arg-type]
+    assert counts(ScorePolicy.last, subs) == (3.0, True, 2)
     same_time = [scored(7, 2.0, minute=5), scored(8, 4.0, minute=5), scored(6, 6.0, minute=5)]
-    assert counted_submission(last, same_time) == Counted(4.0, False, 8)  # type: ignore[arg-type]
+    assert counts(ScorePolicy.last, same_time) == (4.0, False, 8)
     compile_error = [scored(1, 9.0), scored(2, None, minute=3)]
-    assert counted_submission(last, compile_error) == Counted(0.0, False, 2)  # type: ignore[arg-type]
+    assert counts(ScorePolicy.last, compile_error) == (0.0, False, 2)
 
 
 def test_only_graded_submissions_count() -> None:
     for policy in ScorePolicy:
         subs = [scored(1, 4.0), scored(2, 9.0, minute=3, graded=False, status=Status.running)]
-        assert counted_submission(lab(policy), subs) == Counted(4.0, False, 1)  # type: ignore[arg-type]
-        assert counted_submission(lab(policy), [subs[1]]) is None  # type: ignore[arg-type]
-        assert counted_submission(lab(policy), []) is None  # type: ignore[arg-type]
+        assert counts(policy, subs) == (4.0, False, 1)
+        assert counts(policy, [subs[1]]) is None
+        assert counts(policy, []) is None
 
 
 @pytest.mark.parametrize("status", list(Status))
@@ -88,7 +92,8 @@ def test_a_cell_counts_its_pending_submissions_beside_the_counted_one() -> None:
         scored(4, None, minute=3, graded=False, status=Status.error),
     ]
     cell = lab_cell(lab(ScorePolicy.best), subs)  # type: ignore[arg-type]
-    assert cell == LabCell(Counted(4.0, False, 1), pending=2) and cell.score == 4.0
+    assert cell.counted is not None and cell.counted.submission_id == 1
+    assert cell.pending == 2 and cell.score == 4.0
     assert LabCell(None).score is None and LabCell(None).pending == 0
 
 

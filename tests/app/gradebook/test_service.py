@@ -116,27 +116,29 @@ def test_columns_follow_the_instructors_order_whatever_the_dates(session: Sessio
     assert row[3:] == ["3", "0", "0", "7", "0", "0", "10"]
 
 
-def test_labs_due_together_go_by_slug_and_labs_without_a_due_date_go_last(
+def test_columns_follow_the_list_whatever_the_due_dates_and_moves_stop_at_the_ends(
     session: Session,
 ) -> None:
     world = make_world(session)
-    world.lab.due_at = None  # "scale-test": no due date, so after every dated lab
+    world.lab.due_at = None  # "scale-test", first in the list
     due = utcnow() + timedelta(days=3)
-    # Added in the reverse of the expected order, due at the same moment: ties go by slug.
-    for ref in ("vector-scale", "hadamard", "array-sum"):
-        add_lab(session, course=world.course, ref=ref, due_at=due)
-    add_lab(session, course=world.course, ref="dot-product", due_at=due - timedelta(days=1))
-    add_lab(session, course=world.course, ref="histogram")  # undated too: by slug among them
-    session.commit()
-    header = rows(gradebook_csv(session, course=world.course))[0]
-    assert header[3::3][:-1] == [
-        "dot-product",
-        "array-sum",
-        "hadamard",
-        "vector-scale",
-        "histogram",
-        "scale-test",
+    added = [
+        add_lab(session, course=world.course, ref="vector-scale", due_at=due),
+        add_lab(session, course=world.course, ref="hadamard", due_at=due - timedelta(days=1)),
+        add_lab(session, course=world.course, ref="array-sum"),
     ]
+    session.commit()
+
+    def columns() -> list[str]:
+        return rows(gradebook_csv(session, course=world.course))[0][3::3][:-1]
+
+    assert columns() == ["scale-test", "vector-scale", "hadamard", "array-sum"]
+    assert move_lab(session, lab=added[2], by=-2)
+    assert columns() == ["scale-test", "array-sum", "vector-scale", "hadamard"]
+    assert move_lab(session, lab=world.lab, by=10)  # past the end: last
+    assert columns() == ["array-sum", "vector-scale", "hadamard", "scale-test"]
+    assert not move_lab(session, lab=world.lab, by=1)
+    assert not move_lab(session, lab=added[2], by=-1)
 
 
 def test_a_formula_in_a_name_is_not_run_by_a_spreadsheet(session: Session) -> None:
