@@ -309,3 +309,27 @@ def test_granting_or_revoking_one_students_extension_leaves_the_others_flags(
     assert revoke_extension(session, lab=world.lab, student=world.student.user)
     session.refresh(theirs)
     assert theirs.late is False
+
+
+def test_days_late_are_started_days_past_the_due_date() -> None:
+    deadline = Deadline(due_at=DUE, lab_due_at=DUE, extended=False)
+    day = timedelta(days=1)
+    assert [deadline.days_late(DUE + d) for d in (-day, -TICK, timedelta(0))] == [0, 0, 0]
+    assert [deadline.days_late(DUE + d) for d in (TICK, day, day + TICK)] == [1, 1, 2]
+    assert Deadline(None, None, False).days_late(DUE) == 0
+
+
+def test_a_lab_that_refuses_late_work_waits_the_late_days_a_student_has_left(
+    world: World,
+) -> None:
+    world.lab.due_at, world.lab.late_policy = DUE, LatePolicy.refuse.value
+    deadline = Deadline(DUE, DUE, False)
+    day = timedelta(days=1)
+
+    def state(now: datetime, late_days: int) -> LabState:
+        return lab_state(world.lab, deadline, now=now, staff=False, late_days=late_days)
+
+    assert state(DUE + TICK, 1) == LabState(Availability.open, None, True)
+    assert state(DUE + day, 1) == LabState(Availability.open, None, True)
+    assert state(DUE + day + TICK, 1) == LabState(Availability.closed, DUE + day, True)
+    assert state(DUE + TICK, 0) == LabState(Availability.closed, DUE, True)
