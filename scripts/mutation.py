@@ -88,7 +88,12 @@ MODULES = [
     Module(
         "graders/run/judge.py",
         ("graders/run/judge.py",),
-        ("tests/graders/run/test_judge.py", "tests/graders/run/test_cases.py"),
+        (
+            "tests/graders/run/test_judge.py",
+            "tests/graders/run/test_judge_order.py",
+            "tests/graders/run/test_cases.py",
+            "tests/graders/gpu",
+        ),
     ),
     Module(
         "graders/run/compare.py",
