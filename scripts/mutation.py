@@ -92,7 +92,6 @@ MODULES = [
             "tests/graders/run/test_judge.py",
             "tests/graders/run/test_judge_order.py",
             "tests/graders/run/test_cases.py",
-            "tests/graders/gpu",
         ),
     ),
     Module(

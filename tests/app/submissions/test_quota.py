@@ -15,6 +15,7 @@ from app.core.errors import RateLimited
 from app.core.settings import get_settings
 from app.courses.service import add_lab
 from app.submissions.quota import Quota, _duration, enforce_submission_quota, submission_quota
+from app.teams.models import SubmissionCredit
 from tests.app.conftest import World
 from tests.app.factories import make_submission
 
@@ -149,3 +150,25 @@ def test_staff_and_a_limit_of_zero_are_unlimited(
     assert student.limit is None
     monkeypatch.setattr(get_settings(), "submission_rate_limit", 1)
     assert submission_quota(session, user=world.student.user, lab=world.lab, now=NOW).limit == 1
+
+
+@pytest.mark.usefixtures("limit_three_an_hour")
+def test_a_teammates_submission_credited_to_the_student_counts_in_its_window_and_lab(
+    session: Session, world: World
+) -> None:
+    student, mate, lab = world.student.user, world.other_student.user, world.lab
+    other_lab = add_lab(session, course=world.course, ref="hadamard")
+    since = NOW - timedelta(hours=1)
+
+    def credited(to: int, *, on: object = lab, at: datetime = NOW) -> None:
+        sub = make_submission(session, user=mate, lab=on, created_at=at)[0]  # type: ignore[arg-type]
+        session.flush()
+        session.add(SubmissionCredit(submission_id=sub.id, user_id=to))
+
+    credited(student.id, at=NOW - timedelta(minutes=10))  # counts
+    credited(world.outsider.user.id)  # another member's credit
+    credited(student.id, on=other_lab)  # another lab
+    credited(student.id, at=since)  # exactly a window old
+    session.flush()
+    quota = submission_quota(session, user=student, lab=lab, now=NOW)
+    assert (quota.used, quota.reset_at) == (1, NOW + timedelta(minutes=50))
