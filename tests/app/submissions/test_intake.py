@@ -1,0 +1,316 @@
+"""Intake at its limits (the file, its name, the lab's state), who may see a submission, regrades
+and the queue's order, each refusal's sentence whole.
+
+Written against the survivors of scripts/mutation.py (app/submissions/service.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
+from app.core.timefmt import when_text
+from app.courses.extensions import grant_extension
+from app.courses.models import LatePolicy
+from app.grading.models import GradingJob, JobState, Priority
+from app.submissions import service
+from app.submissions.models import Status
+from tests.app.conftest import World
+from tests.app.factories import make_submission
+
+NOW = datetime(2030, 3, 1, 12, 0, tzinfo=UTC)
+KERNEL = b'extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n'
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("C:\\Users\\ada\\scale.cu", "scale.cu"),
+        ("/home/ada/labs/scale.cu", "scale.cu"),
+        ("sc\x07ale\n.cu", "scale.cu"),
+        ("  spaced.cu  ", "spaced.cu"),
+        ("", "submission.cu"),
+        (None, "submission.cu"),
+        ("dir/", "submission.cu"),
+        ("x" * 150 + ".cu", "x" * 100),
+    ],
+)
+def test_a_filename_is_shown_as_its_last_part_printable_and_short(
+    given: str | None, shown: str
+) -> None:
+    assert service.display_filename(given) == shown
+
+
+def test_the_source_at_the_limit_passes_and_one_byte_more_is_refused() -> None:
+    assert service.check_source(b"/" * 2048, limit=2048) == "/" * 2048
+    with pytest.raises(TooLarge) as sized:
+        service.check_source(b"/" * 2049, limit=2048, size=4096)
+    assert str(sized.value) == (
+        "The file is 4096 bytes (4 KiB), over the limit of 2048 bytes (2 KiB); submit only "
+        "the kernel's .cu source file."
+    )
+    for size in (None, 2048):  # the size unknown, or not past the limit: what was read is
+        with pytest.raises(TooLarge) as unsized:
+            service.check_source(b"/" * 2049, limit=2048, size=size)
+        assert str(unsized.value) == (
+            "The file is larger than the limit of 2048 bytes (2 KiB); submit only the kernel's "
+            ".cu source file."
+        )
+
+
+@pytest.mark.parametrize(
+    ("data", "sentence"),
+    [
+        (b"", "The file is empty; choose the .cu file that holds your kernel."),
+        (b" \n\t ", "The file is empty; choose the .cu file that holds your kernel."),
+        (
+            b"int x;\xff",
+            "The file is not UTF-8 text (byte 6 cannot be decoded); submit the .cu source "
+            "file, not a binary.",
+        ),
+        (
+            b"int\x00 x;",
+            "The file contains NUL bytes, so it is not source text; submit the .cu file.",
+        ),
+    ],
+)
+def test_a_file_that_is_not_source_text_is_refused_with_its_sentence(
+    data: bytes, sentence: str
+) -> None:
+    with pytest.raises(Invalid) as refused:
+        service.check_source(data, limit=1024)
+    assert str(refused.value) == sentence
+
+
+def test_only_a_cu_file_is_taken_and_a_nameless_upload_is_source() -> None:
+    for fine in (None, "", "  ", "scale.cu", "SCALE.CU", "dir/k.cu"):
+        service.check_filename(fine)
+    with pytest.raises(Invalid) as refused:
+        service.check_filename("dir/scale.cuh")
+    assert str(refused.value) == (
+        "scale.cuh is not a .cu file; submit the CUDA source file of your kernel, whose name "
+        "ends in .cu (rename it if it holds CUDA source under another name)."
+    )
+
+
+def _submit(session: Session, world: World, *, who: object = None, **kw: object) -> service.Intake:
+    args: dict[str, object] = dict(
+        user=who or world.student.user,
+        course=world.course,
+        lab=world.lab,
+        filename="dir/scale.cu",
+        data=KERNEL,
+        now=NOW,
+    )
+    args.update(kw)
+    return service.create_submission(session, **args)  # type: ignore[arg-type]
+
+
+def test_an_upload_is_stored_with_its_hash_name_time_and_a_queued_job(
+    session: Session, world: World
+) -> None:
+    world.lab.due_at = NOW
+    intake = _submit(session, world)
+    sub, job = intake.submission, intake.job
+    assert (intake.submission_id, intake.job_id, intake.lab_id) == (sub.id, job.id, world.lab.id)
+    assert sub.sha256 == hashlib.sha256(KERNEL).hexdigest() and sub.source_text == KERNEL.decode()
+    assert (sub.filename, sub.created_at, sub.late, sub.status) == (
+        "scale.cu",
+        NOW,
+        False,
+        "queued",
+    )
+    assert sub.max_score == world.lab.max_score and sub.user_id == world.student.user.id
+    assert sub.status_message.startswith("Waiting for a worker to compile it.")
+    assert (job.submission_id, job.queued_at, job.state) == (sub.id, NOW, JobState.queued.value)
+    assert intake.stored(session)
+    events = service.events_of(session, submission=sub)
+    assert [e.status for e in events] == ["queued"]
+    late = _submit(session, world, now=NOW + timedelta(microseconds=1)).submission
+    assert late.late is True
+
+
+def test_a_lab_not_yet_open_removed_or_closed_says_so(session: Session, world: World) -> None:
+    world.lab.release_at = NOW + timedelta(seconds=1)
+    with pytest.raises(Closed) as early:
+        _submit(session, world)
+    assert str(early.value) == (
+        f"{world.lab.title} opens for submissions at {when_text(world.lab.release_at)}; submit "
+        "again after that."
+    )
+    _submit(session, world, who=world.ta.user)  # staff try it out before release
+    world.lab.release_at = NOW
+    _submit(session, world)  # open from exactly its release
+    world.lab.due_at, world.lab.late_policy = NOW, LatePolicy.refuse.value
+    _submit(session, world)  # exactly at the due date: on time
+    with pytest.raises(Closed) as closed:
+        _submit(session, world, now=NOW + timedelta(microseconds=1))
+    assert str(closed.value) == (
+        f"{world.lab.title} was due at {when_text(NOW)} and does not accept late submissions. "
+        "Ask the course staff if you need an extension."
+    )
+    grant_extension(
+        session,
+        course=world.course,
+        lab=world.lab,
+        student=world.student.user,
+        due_at=NOW + timedelta(hours=1),
+        granted_by=None,
+    )
+    with pytest.raises(Closed) as extended:
+        _submit(session, world, now=NOW + timedelta(hours=2))
+    assert f"was due at {when_text(NOW + timedelta(hours=1))} (your extension) and" in str(
+        extended.value
+    )
+    world.lab.archived_at = NOW
+    with pytest.raises(Closed) as removed:
+        _submit(session, world, who=world.ta.user)
+    assert str(removed.value) == (
+        f"The course staff removed {world.lab.slug}, so it takes no more submissions; your "
+        "earlier submissions are kept."
+    )
+
+
+def test_a_closed_lab_says_how_late_days_stand(session: Session, world: World) -> None:
+    world.course.late_days = 2
+    world.lab.due_at, world.lab.late_policy = NOW, LatePolicy.refuse.value
+    # Within the two days: taken, and late.
+    assert _submit(session, world, now=NOW + timedelta(days=1)).submission.late is True
+    with pytest.raises(Closed) as beyond:
+        _submit(session, world, now=NOW + timedelta(days=3))
+    assert str(beyond.value).endswith(
+        "does not accept late submissions; your late days cover 2 days of it. Ask the course "
+        "staff if you need an extension."
+    )
+
+
+def test_a_bad_name_or_file_stores_nothing(session: Session, world: World) -> None:
+    for kw in ({"filename": "k.txt"}, {"data": b""}):
+        with pytest.raises(Invalid):
+            _submit(session, world, **kw)
+    assert service.submissions_of(session, lab_ids=[world.lab.id]) == []
+
+
+# --- who sees what ---
+
+
+def test_a_submission_is_seen_by_its_author_and_the_courses_staff_only(
+    session: Session, world: World
+) -> None:
+    sub = make_submission(session, user=world.student.user, lab=world.lab)[0]
+    session.flush()
+    assert service.visible_submission(session, user=world.student.user, submission_id=sub.id) == (
+        sub,
+        False,
+    )
+    assert service.visible_submission(session, user=world.ta.user, submission_id=sub.id) == (
+        sub,
+        True,
+    )
+    assert service.is_staff_for(session, world.instructor.user, sub)
+    assert not service.is_staff_for(session, world.student.user, sub)
+    assert not service.is_staff_for(session, world.outsider.user, sub)
+    for who in (world.other_student.user, world.outsider.user):
+        with pytest.raises(NotFound) as hidden:
+            service.visible_submission(session, user=who, submission_id=sub.id)
+        assert str(hidden.value) == f"There is no submission {sub.id} that you may see."
+    with pytest.raises(NotFound):
+        service.get_visible_submission(session, user=world.ta.user, submission_id=sub.id + 999)
+    assert service.source_text_of(session, submission=sub) == sub.source_text
+
+
+# --- regrades and the queue ---
+
+
+def test_a_regrade_is_for_staff_and_waits_for_a_grading_under_way(
+    session: Session, world: World
+) -> None:
+    sub, first = make_submission(
+        session, user=world.student.user, lab=world.lab, job_state=JobState.queued
+    )
+    session.flush()
+    with pytest.raises(Forbidden) as refused:
+        service.regrade(session, user=world.student.user, submission=sub, now=NOW)
+    assert str(refused.value) == "Only the course's staff may regrade a submission."
+    for state in (JobState.queued, JobState.started):
+        first.state = state.value
+        session.flush()
+        with pytest.raises(Conflict) as busy:
+            service.regrade(session, user=world.ta.user, submission=sub, now=NOW)
+        assert str(busy.value) == (
+            f"Submission {sub.id} is already waiting or being graded; wait for its result "
+            "before regrading it."
+        )
+
+
+def test_a_regrade_replaces_a_job_still_waiting_for_a_gpu(session: Session, world: World) -> None:
+    sub, first = make_submission(
+        session, user=world.student.user, lab=world.lab, job_state=JobState.waiting_gpu
+    )
+    done_sub, done_job = make_submission(session, user=world.student.user, lab=world.lab)
+    session.flush()
+    job = service.regrade(session, user=world.ta.user, submission=sub, now=NOW)
+    session.refresh(first)
+    assert (first.state, first.finished_at, first.error) == (
+        JobState.failed.value,
+        NOW,
+        "replaced by a regrade",
+    )
+    assert (job.submission_id, job.queued_at, job.id != first.id) == (sub.id, NOW, True)
+    assert service.latest_job(session, submission=sub) is job
+    assert sub.status == Status.queued.value
+    assert sub.status_message.startswith(f"Queued again for a regrade by {world.ta.user.email}.")
+    assert service.regrade(session, user=world.ta.user, submission=done_sub, now=NOW).id
+    session.refresh(done_job)
+    assert done_job.state == JobState.done.value  # a finished job stays as it was
+
+
+def test_the_queue_position_counts_the_jobs_queued_before_it(
+    session: Session, world: World
+) -> None:
+    def job(at: datetime, *, state: JobState = JobState.queued, **kw: object) -> GradingJob:
+        made = make_submission(session, user=world.student.user, lab=world.lab, job_state=state)[1]
+        made.queued_at = at
+        for key, value in kw.items():
+            setattr(made, key, value)
+        session.flush()
+        return made
+
+    # Other tests leave queued jobs: count from a clean queue inside this test's transaction.
+    session.execute(
+        update(GradingJob)
+        .where(GradingJob.state == JobState.queued.value)
+        .values(state=JobState.failed.value)
+    )
+    job(NOW - timedelta(minutes=3))
+    job(NOW - timedelta(minutes=2), priority=Priority.background.value)  # held back: not ahead
+    job(NOW - timedelta(minutes=2), priority=Priority.background.value, sent_at=NOW)  # sent
+    job(NOW - timedelta(minutes=1), state=JobState.started)  # taken: not waiting
+    same_time = job(NOW)
+    mine = job(NOW)
+    assert service.queue_position(session, job=mine) == 3
+    assert service.queue_position(session, job=same_time) == 3
+    held = job(NOW, priority=Priority.background.value)
+    assert service.queue_position(session, job=held) is None
+    assert service.queue_position(session, job=job(NOW, state=JobState.started)) is None
+    assert service.queue_position(session, job=None) is None
+
+
+def test_lists_are_newest_first_bounded_and_by_author(session: Session, world: World) -> None:
+    mine = [make_submission(session, user=world.student.user, lab=world.lab)[0] for _ in range(3)]
+    theirs = make_submission(session, user=world.other_student.user, lab=world.lab)[0]
+    session.flush()
+    ids = [s.id for s in service.submissions_of(session, lab_ids=[world.lab.id])]
+    assert ids == sorted([*(s.id for s in mine), theirs.id], reverse=True)
+    assert [s.id for s in service.submissions_of(session, lab_ids=[world.lab.id], limit=2)] == (
+        ids[:2]
+    )
+    own = service.submissions_of(session, lab_ids=[world.lab.id], user_id=world.student.user.id)
+    assert [s.id for s in own] == [s.id for s in reversed(mine)]
+    assert service.submissions_of(session, lab_ids=[]) == []
+    assert session.scalar(select(GradingJob.id).limit(1)) is not None
