@@ -120,14 +120,19 @@ def test_a_lab_with_nothing_to_check_says_so() -> None:
 
 
 def test_expected_answers_go_to_the_oracle_the_lab_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    called: list[str] = []
-    monkeypatch.setattr(judge, "_python_answers", lambda *a: called.append("python"))
-    monkeypatch.setattr(judge, "_reference_answers", lambda *a: called.append("reference"))
-    monkeypatch.setattr(judge, "_builtin_answers", lambda *a: called.append("builtin"))
+    called: list[tuple[Any, ...]] = []
+    for kind in ("python", "reference", "builtin"):
+        monkeypatch.setattr(judge, f"_{kind}_answers", lambda *a, k=kind: called.append((k, *a)))
+    case, arrays, scalars = object(), object(), {"n": 1}
+    ctxs = []
     for oracle in ("python", "reference:tiled", "scale"):
-        lab = SimpleNamespace(expected_oracle=oracle)
-        judge.expected_answers(SimpleNamespace(lab=lab), None, None, {})  # type: ignore[arg-type]
-    assert called == ["python", "reference", "builtin"]
+        ctxs.append(SimpleNamespace(lab=SimpleNamespace(expected_oracle=oracle)))
+        judge.expected_answers(ctxs[-1], case, arrays, scalars)  # type: ignore[arg-type]
+    assert called == [
+        ("python", ctxs[0], case, arrays, scalars),
+        ("reference", ctxs[1], case, arrays, scalars),
+        ("builtin", ctxs[2], arrays, scalars),
+    ]
 
 
 def test_a_built_in_oracle_gets_the_float_scalars_and_the_outputs_shape() -> None:
@@ -170,6 +175,7 @@ def test_a_sum_is_checked_whole_within_the_labs_tolerance() -> None:
     assert right.comparison is not None and right.comparison.got == 6.5
     wrong = _compare(arrays.lab, arrays, Answers({"dst": np.array([6.5 + 1e-3])}))
     assert wrong is not None and (wrong.passed, wrong.verdict) == (False, "wrong_answer")
+    assert wrong.message == "The sum of dst is wrong: expected 6.501, got 6.5 (abs error 0.001)."
     assert wrong.comparison is not None and wrong.comparison.got == 6.5
     # A float32 rtol of 4 u: 6.5 off by 1e-6 is inside it (about 1.5e-6).
     near = _compare(arrays.lab, arrays, Answers({"dst": np.array([6.5 + 1e-6])}))
@@ -177,6 +183,10 @@ def test_a_sum_is_checked_whole_within_the_labs_tolerance() -> None:
     partial[1] = compare.sentinel_array(np.dtype(np.float32), (1,))[0]
     unwritten = _compare(arrays.lab, arrays, Answers({"dst": np.array([6.5])}))
     assert unwritten is not None and (unwritten.passed, unwritten.verdict) == (False, "no_output")
+    assert unwritten.message == (
+        "1 of the partial sums in dst were never written (the first is dst[1]); every block "
+        "must write its partial sum."
+    )
 
 
 def test_a_one_number_answer_is_compared_with_element_zero() -> None:
@@ -290,3 +300,95 @@ def test_rows_that_sum_to_one_are_named_by_the_output() -> None:
     y[4, :] *= 1.01
     problem = _property(arrays.lab, param, "rows_sum_to_one", arrays)
     assert problem is not None and problem.startswith("1 of 7 rows of y")
+
+
+# --- properties and the lab's check(), in judge() ---
+
+CHECKING_ORACLE = """\
+import numpy as np
+
+
+def expected(inputs, sizes, scalars):
+    return {"out": np.full(256, 1 / 256)}
+
+
+def check(outputs, expected, inputs, sizes):
+    same = bool((outputs["out"] == expected["out"]).all()) and inputs["data"].size == 5
+    return same, "out holds the counts." if same else "out is not the counts."
+"""
+
+
+def _checked_run(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, out: np.ndarray) -> Any:
+    """two-kernels' case tiny: out checked by its rows' sums and by the lab's check()."""
+    from graders.spec import load_lab
+    from tests.graders.spec_samples import write_multi_lab
+
+    lab = load_lab(write_multi_lab(tmp_path, oracle=CHECKING_ORACLE))
+    params = [
+        dataclasses.replace(p, check="none", properties=("rows_sum_to_one",))
+        if p.name == "out"
+        else p
+        for p in lab.params
+    ]
+    lab = dataclasses.replace(lab, params=params)
+    case = next(c for c in lab.cases if c.name == "tiny")
+    arrays = DeviceArrays(lab, lab.sizes_for(case))
+    template = _arrays("vector-scale", "n-1000", dst=out).arrays["dst"]
+    arrays.arrays["out"] = dataclasses.replace(template, param=lab.param("out"))
+    given: Any = arrays
+    given.guard_violations = list
+    given.modified_inputs = list
+    given.host = lambda name: out.copy()
+    data = np.array([1, 2, 3, 255, 0], dtype=np.uint8)
+    answers = Answers({}, {"out": np.full(256, 1 / 256)}, {"data": data})
+    seen: list[tuple[Any, ...]] = []
+
+    def expected(*args: Any) -> Answers:
+        seen.append(args)
+        return answers
+
+    monkeypatch.setattr(judge, "expected_answers", expected)
+    ctx: Any = SimpleNamespace(lab=lab, references={})
+    scalars = {"n": 5, "alpha": 0.5}
+    verdict = judge.judge(ctx, case, arrays, scalars)
+    # The answer is asked for once, with the run's own arguments; or not at all when the
+    # output was never written.
+    assert seen == ([] if verdict.verdict == "no_output" else [(ctx, case, arrays, scalars)])
+    return verdict
+
+
+def test_properties_and_the_labs_check_each_say_what_they_found(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = np.full(256, 1 / 256, dtype=np.float32)
+    judged = _checked_run(tmp_path, monkeypatch, out)
+    assert judged == judge.Judgement(
+        True, "pass", "out has the property rows_sum_to_one; out holds the counts."
+    )
+
+
+def test_a_property_fails_before_the_labs_check_runs(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = np.full(256, 1 / 128, dtype=np.float32)
+    judged = _checked_run(tmp_path, monkeypatch, out)
+    assert (judged.passed, judged.verdict, judged.comparison) == (False, "wrong_answer", None)
+    assert judged.message.startswith("1 of 1 rows of out")
+
+
+def test_the_labs_check_fails_with_its_own_sentence(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = np.full(256, 1 / 256, dtype=np.float32)
+    out[0], out[1] = 0.0, 2 / 256  # the rows still sum to one
+    judged = _checked_run(tmp_path, monkeypatch, out)
+    assert judged == judge.Judgement(False, "wrong_answer", "out is not the counts.", None)
+
+
+def test_an_output_never_written_is_caught_before_any_property(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = compare.sentinel_array(np.dtype(np.float32), (256,))
+    judged = _checked_run(tmp_path, monkeypatch, out)
+    assert (judged.passed, judged.verdict) == (False, "no_output")
+    assert judged.message.startswith("The kernel wrote nothing into out")
