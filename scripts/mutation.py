@@ -99,6 +99,7 @@ MODULES = [
         ("graders/run/compare.py",),
         (
             "tests/graders/run/test_compare.py",
+            "tests/graders/run/test_compare_limits.py",
             "tests/graders/run/test_judge.py",
             "tests/graders/run/test_cases.py",
             "tests/graders/test_tolerances.py",
