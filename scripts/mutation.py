@@ -72,6 +72,7 @@ class Module:
     name: str  # as the issue lists it
     mutate: tuple[str, ...]  # globs of the files mutated
     tests: tuple[str, ...]  # the tests that exercise it
+    pytest_args: tuple[str, ...] = ()  # e.g. -k, to pick the module's cases from a shared file
 
 
 MODULES = [
@@ -108,7 +109,13 @@ MODULES = [
     Module(
         "graders/compile/declarations.py",
         ("graders/compile/declarations.py",),
-        ("tests/graders/compile/test_declarations.py",),
+        (
+            "tests/graders/compile/test_declarations.py",
+            "tests/graders/compile/test_declarations_limits.py",
+            "tests/graders/compile/test_bounded_work.py",
+        ),
+        # The step counts of the declarations' reader only, of the parsers' bounded-work test.
+        ("-k", "declarations"),
     ),
     Module(
         "app/courses/deadlines.py",
@@ -169,7 +176,7 @@ def prepare(module: Module, *, keep: bool) -> Path:
 source_paths = ["app", "graders"]
 only_mutate = {toml_list(module.mutate)}
 also_copy = {toml_list([n for n in PROJECT_FILES if n not in ("app", "graders")])}
-pytest_add_cli_args = ["-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"]
+pytest_add_cli_args = {toml_list(["-p", "no:cacheprovider", *module.pytest_args])}
 pytest_add_cli_args_test_selection = {toml_list(module.tests)}
 use_git_change_detection = false
 """

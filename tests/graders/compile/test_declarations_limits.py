@@ -1,0 +1,134 @@
+"""Reading declarations at their limits: the shapes a constant may and may not have, value
+lengths exactly at the reader's bound, C literals, where each constant lies, near misses, and
+every refusal's sentence whole.
+
+Written against the survivors of scripts/mutation.py (graders/compile/declarations.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from graders.compile import declarations as reader
+from graders.compile.declarations import (
+    DeclarationError,
+    defined_constants,
+    near_misses,
+    resolve_declarations,
+)
+from graders.spec import DeclareSpec
+
+TILE = DeclareSpec("TILE", ("TILE_WIDTH", "TILE_SIZE", "BLOCK_SIZE", "T"), 32, 1, 32)
+COARSE = DeclareSpec("COARSE", ("COARSE_FACTOR", "COARSE"), 1, 1, 8)
+DECLARES = {"TILE": TILE, "COARSE": COARSE}
+
+
+def tile(source: str) -> int:
+    return resolve_declarations(source, DECLARES)["TILE"]
+
+
+@pytest.mark.parametrize(
+    ("literal", "value"),
+    [("0", 0), ("7", 7), ("07", 7), ("010", 8), ("0x1F", 31), ("0X1f", 31), ("10", 10)],
+)
+def test_c_integer_literals(literal: str, value: int) -> None:
+    assert reader._c_integer(literal) == value
+
+
+def test_a_value_of_the_readers_length_is_read_and_a_longer_one_is_not() -> None:
+    at_bound = "1+" * 99 + "1 "  # 200 characters
+    assert len(at_bound) == reader._VALUE_CHARS
+    assert reader._integer_value(at_bound) == 100
+    assert reader._integer_value(at_bound + " ") is None
+
+
+@pytest.mark.parametrize(
+    ("source", "value"),
+    [
+        ("constexpr static int T = 5;\n", 5),
+        ("const unsigned long long int T = 6;\n", 6),  # four type words
+        ("const signed unsigned long long int T = 6;\n", 32),  # five: not a declaration
+        ("const T = 5;\n", 32),  # no type
+        ("int T = 5;\n", 32),  # not constant
+        ("const int A = 1;\nint T = 5;\n", 32),  # another line's const does not count
+        ("const int T = 5", 32),  # the file ends before the semicolon
+        ("const int T = ;\n", 32),  # no value
+        ("constexpr int T{5};\n", 5),
+        ("constexpr int T{5}\n", 32),  # no semicolon after the braces
+        ("constexpr int T{5} x;\n", 32),
+        ("constexpr int T{}\n;", 32),
+    ],
+)
+def test_the_shapes_of_a_constant(source: str, value: int) -> None:
+    assert tile(source) == value
+
+
+def test_a_value_may_end_exactly_at_the_readers_bound() -> None:
+    # `=` at 12; the value's last token starts 200 characters later, the semicolon after it.
+    source = "const int T =" + " " * 199 + "8;\n"
+    assert source.index("8") - source.index("=") == reader._VALUE_CHARS
+    assert tile(source) == 8
+    past = "const int T =" + " " * 200 + "8;\n"
+    assert tile(past) == 32
+
+
+def test_a_name_may_start_with_an_underscore_but_not_with_a_digit() -> None:
+    found = [c.spelling for c in defined_constants("constexpr int _T = 4;\nconst int 9T = 1;\n")]
+    assert found == ["_T"]
+
+
+def test_constants_are_listed_in_file_order_with_their_place_and_line() -> None:
+    source = "#define A 1\nconst int B = 2;\n\n#define C 3\n"
+    found = [(c.spelling, c.text, c.start, c.line) for c in defined_constants(source)]
+    assert found == [("A", "1", 0, 1), ("B", "2", 22, 2), ("C", "3", 30, 4)]
+
+
+def test_a_long_define_keeps_one_character_past_the_bound_and_is_refused_shortened() -> None:
+    value = "1" * 300
+    (constant,) = defined_constants(f"#define TILE_WIDTH {value}\n")
+    assert constant.text == "1" * (reader._VALUE_CHARS + 1)
+    with pytest.raises(DeclarationError) as refused:
+        tile(f"\n\n#define TILE_WIDTH {value}\n")
+    assert str(refused.value) == (
+        f"Line 3 sets TILE_WIDTH to `{'1' * 57}...`, which the grader cannot read as a whole "
+        "number; write it as a plain number, e.g. `#define TILE_WIDTH 32`."
+    )
+
+
+def test_a_value_of_sixty_characters_is_shown_whole() -> None:
+    sixty = "x" * 60
+    with pytest.raises(DeclarationError) as refused:
+        tile(f"#define TILE_WIDTH {sixty}\n")
+    assert f"to `{sixty}`, which" in str(refused.value)
+    with pytest.raises(DeclarationError) as longer:
+        tile(f"#define TILE_WIDTH {sixty}y\n")
+    assert f"to `{'x' * 57}...`, which" in str(longer.value)
+
+
+def test_a_value_out_of_bounds_names_the_line_and_the_bounds() -> None:
+    with pytest.raises(DeclarationError) as refused:
+        tile("\nconstexpr int TILE_WIDTH = 64;\n")
+    assert str(refused.value) == (
+        "Line 2 sets TILE_WIDTH to 64, but this lab accepts TILE from 1 to 32; change it and "
+        "resubmit."
+    )
+
+
+def test_near_misses_of_a_four_letter_spelling_and_of_every_declared_name() -> None:
+    four = {"W": DeclareSpec("W", ("TILE",), 32, 1, 64)}
+    (warning,) = near_misses("#define Tile 16\n", four)
+    assert warning.startswith("Line 1: `Tile` = 16 is not read by the grader")
+    # TILE is declared exactly; COARSE is missed: the second name is still looked at.
+    both = "#define TILE_WIDTH 16\n#define coarse_factor 4\n"
+    (missed,) = near_misses(both, DECLARES)
+    assert missed == (
+        "Line 2: `coarse_factor` = 4 is not read by the grader: this lab reads COARSE only as "
+        "COARSE_FACTOR, COARSE (spelled exactly so), so it launches your kernel with COARSE = 1. "
+        "Rename `coarse_factor` to `COARSE_FACTOR` if your kernel is written for 4."
+    )
+
+
+def test_near_misses_look_past_unrelated_constants_and_the_default_value() -> None:
+    source = "#define N 1024\n#define Tile_Width 32\n#define tileWidth 16\n"
+    (warning,) = near_misses(source, {"TILE": TILE})
+    assert warning.startswith("Line 3: `tileWidth` = 16")
