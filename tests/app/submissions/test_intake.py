@@ -11,16 +11,21 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm import Session
 
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
 from app.core.timefmt import when_text
 from app.courses.extensions import grant_extension
-from app.courses.models import LatePolicy
+from app.courses.models import LatePolicy, Role
+from app.courses.service import enroll
+from app.fleet.service import queued_message
 from app.grading.models import GradingJob, JobState, Priority
 from app.submissions import service
-from app.submissions.models import Status
-from tests.app.conftest import World
+from app.submissions.models import Status, Submission
+from app.teams.models import SubmissionCredit, Team
+from app.teams.service import form_team
+from tests.app.conftest import World, make_member, make_world
 from tests.app.factories import make_submission
 
 NOW = datetime(2030, 3, 1, 12, 0, tzinfo=UTC)
@@ -314,3 +319,152 @@ def test_lists_are_newest_first_bounded_and_by_author(session: Session, world: W
     assert [s.id for s in own] == [s.id for s in reversed(mine)]
     assert service.submissions_of(session, lab_ids=[]) == []
     assert session.scalar(select(GradingJob.id).limit(1)) is not None
+
+
+# --- teams, staff notes, and what lists load ---
+
+
+def test_a_team_upload_is_credited_to_the_other_members_who_see_it(
+    session: Session, world: World
+) -> None:
+    world.lab.team_size = 2
+    form_team(
+        session,
+        course=world.course,
+        lab=world.lab,
+        name="Pair",
+        emails=[world.student.email, world.other_student.email],
+        by=None,
+        now=NOW,
+    )
+    sub = _submit(session, world).submission
+    credits = session.scalars(
+        select(SubmissionCredit.user_id).where(SubmissionCredit.submission_id == sub.id)
+    ).all()
+    assert list(credits) == [world.other_student.user.id] and sub.team_id is not None
+    # The upload took its turn on the team's row without changing it.
+    names = session.execute(select(Team.id, Team.name).where(Team.lab_id == world.lab.id)).all()
+    assert [(row.id, row.name) for row in names] == [(sub.team_id, "Pair")]
+    mate = world.other_student.user
+    assert service.visible_submission(session, user=mate, submission_id=sub.id) == (sub, False)
+    # A credit on another submission shows this one to nobody else.
+    stranger = make_member(session, world.course, Role.student).user
+    other = make_submission(session, user=world.student.user, lab=world.lab)[0]
+    session.flush()
+    session.add(SubmissionCredit(submission_id=other.id, user_id=stranger.id))
+    session.flush()
+    with pytest.raises(NotFound):
+        service.visible_submission(session, user=stranger, submission_id=sub.id)
+
+
+def test_staff_of_another_course_are_not_staff_here(session: Session, world: World) -> None:
+    sub = make_submission(session, user=world.student.user, lab=world.lab)[0]
+    elsewhere = make_world(session)
+    enroll(session, user=elsewhere.ta.user, course=world.course, role=Role.student)
+    session.flush()
+    assert not service.is_staff_for(session, elsewhere.ta.user, sub)
+    assert service.is_staff_for(session, world.ta.user, sub)
+
+
+def test_with_no_worker_alive_the_staff_read_what_to_start(session: Session, world: World) -> None:
+    note = queued_message(session, "x", now=NOW)[1]
+    assert note  # nobody has beaten a heartbeat in 2030
+    sub = _submit(session, world).submission
+    assert sub.status_staff_note == note
+    done = make_submission(session, user=world.student.user, lab=world.lab)[0]
+    session.flush()
+    service.regrade(session, user=world.ta.user, submission=done, now=NOW)
+    assert done.status_staff_note == note
+
+
+def test_a_status_without_words_records_none() -> None:
+    class Sink:
+        def __init__(self) -> None:
+            self.added: list[object] = []
+
+        def add(self, row: object) -> None:
+            self.added.append(row)
+
+    sub = Submission(id=7)
+    sink = Sink()
+    service.set_status(sink, sub, Status.running)  # type: ignore[arg-type]
+    assert (sub.status, sub.status_message, sub.status_staff_note) == ("running", "", "")
+    service.set_status(sink, sub, Status.error, "Failed.", staff_note="disk full")  # type: ignore[arg-type]
+    first, second = sink.added
+    assert (first.status, first.message, first.staff_note) == ("running", "", "")  # type: ignore[attr-defined]
+    assert (second.message, second.staff_note) == ("Failed.", "disk full")  # type: ignore[attr-defined]
+
+
+def test_a_regrade_replaces_only_this_submissions_waiting_job(
+    session: Session, world: World
+) -> None:
+    sub = make_submission(
+        session, user=world.student.user, lab=world.lab, job_state=JobState.waiting_gpu
+    )[0]
+    other_job = make_submission(
+        session, user=world.student.user, lab=world.lab, job_state=JobState.waiting_gpu
+    )[1]
+    session.flush()
+    service.regrade(session, user=world.ta.user, submission=sub, now=NOW)
+    session.refresh(other_job)
+    assert other_job.state == JobState.waiting_gpu.value
+
+
+def test_the_first_job_in_the_queue_is_first(session: Session, world: World) -> None:
+    session.execute(
+        update(GradingJob)
+        .where(GradingJob.state == JobState.queued.value)
+        .values(state=JobState.failed.value)
+    )
+    first = make_submission(
+        session, user=world.student.user, lab=world.lab, job_state=JobState.queued
+    )[1]
+    first.queued_at, first.sent_at = NOW - timedelta(minutes=1), None
+    second = make_submission(
+        session, user=world.student.user, lab=world.lab, job_state=JobState.queued
+    )[1]
+    second.queued_at = NOW
+    session.flush()
+    assert service.queue_position(session, job=first) == 1
+    assert service.queue_position(session, job=second) == 2  # the first, though never sent
+
+
+def test_a_list_loads_only_its_columns_and_at_most_500(session: Session, world: World) -> None:
+    for _ in range(501):
+        make_submission(session, user=world.student.user, lab=world.lab)
+    session.flush()
+    session.expire_all()
+    listed = service.submissions_of(session, lab_ids=[world.lab.id])
+    assert len(listed) == 500
+    with pytest.raises(InvalidRequestError):
+        _ = listed[0].source_text  # a list never loads a source
+
+
+def test_an_intake_whose_job_is_gone_is_not_stored(session: Session, world: World) -> None:
+    make_submission(session, user=world.student.user, lab=world.lab)  # another job is there
+    intake = _submit(session, world)
+    assert intake.stored(session)
+    session.delete(intake.job)
+    session.flush()
+    assert not intake.stored(session)
+
+
+def test_sizes_are_shown_in_whole_kib_rounded() -> None:
+    assert [service._kib(n) for n in (1024, 1536, 2047, 262144)] == [
+        "1 KiB",
+        "2 KiB",
+        "2 KiB",
+        "256 KiB",
+    ]
+
+
+def test_a_closed_lab_says_one_late_day_or_none_left(session: Session, world: World) -> None:
+    world.course.late_days = 1
+    world.lab.due_at, world.lab.late_policy = NOW, LatePolicy.refuse.value
+    with pytest.raises(Closed) as one:
+        _submit(session, world, now=NOW + timedelta(days=2))
+    assert "; your late days cover 1 day of it. Ask" in str(one.value)
+    world.lab.late_day_cap = 0  # this lab takes none of the course's late days
+    with pytest.raises(Closed) as none:
+        _submit(session, world, now=NOW + timedelta(hours=1))
+    assert "; you have no late days left for it. Ask" in str(none.value)
