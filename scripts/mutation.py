@@ -153,6 +153,9 @@ MODULES = [
             "tests/app/latedays",
             "tests/app/regrades",
             "tests/app/rubric",
+            # The pages and API that show the gradebook and the staff's view of a lab.
+            "tests/app/web/test_course_pages.py",
+            "tests/app/api/test_course_admin.py",
         ),
     ),
 ]
