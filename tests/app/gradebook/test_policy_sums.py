@@ -1,0 +1,83 @@
+"""What the gradebook adds up from the course's policies: late days left after the staff's
+adjustments and what was spent, rubric points per lab and per student, each lab's rubric total.
+
+Written against the survivors of scripts/mutation.py (app/gradebook/service.py).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from app.courses.service import add_lab
+from app.gradebook.service import late_days_left, policy_inputs, rubric_max
+from app.latedays.models import LateDayCharge, LateDayEvent
+from app.rubric.models import RubricItem, RubricScore
+from tests.app.conftest import World, make_world
+
+
+def _event(world: World, user_id: int, kind: str, delta: int) -> LateDayEvent:
+    return LateDayEvent(
+        course_id=world.course.id, user_id=user_id, kind=kind, delta=delta, remaining_after=0
+    )
+
+
+def test_late_days_left_are_the_budget_plus_adjustments_less_what_was_spent(
+    session: Session, world: World
+) -> None:
+    world.course.late_days = 3
+    ada, bob = world.student.user.id, world.other_student.user.id
+    elsewhere = make_world(session)
+    session.add_all(
+        [
+            _event(world, ada, "adjust", 2),
+            _event(world, ada, "adjust", 1),
+            _event(world, ada, "spend", -1),  # a spend is counted from the charges
+            _event(elsewhere, ada, "adjust", 10),  # another course's
+            LateDayCharge(course_id=world.course.id, lab_id=world.lab.id, user_id=ada, days=2),
+            LateDayCharge(course_id=world.course.id, lab_id=world.lab.id, user_id=bob, days=1),
+            LateDayCharge(
+                course_id=elsewhere.course.id, lab_id=elsewhere.lab.id, user_id=bob, days=5
+            ),
+        ]
+    )
+    session.flush()
+    assert late_days_left(session, course=world.course) == {ada: 3 + 3 - 2, bob: 3 - 1}
+
+
+def test_rubric_points_are_summed_per_lab_and_student(session: Session, world: World) -> None:
+    second = add_lab(session, course=world.course, ref="hadamard")
+    ada, bob = world.student.user.id, world.other_student.user.id
+    items = {}
+    for lab, points in ((world.lab, (2.0, 3.0)), (second, (4.0,))):
+        for position, most in enumerate(points):
+            item = RubricItem(lab_id=lab.id, position=position, title="t", max_points=most)
+            session.add(item)
+            session.flush()
+            items[(lab.id, position)] = item
+    scores = [
+        (world.lab.id, 0, ada, 1.5),
+        (world.lab.id, 1, ada, 3.0),
+        (second.id, 0, ada, 4.0),
+        (world.lab.id, 0, bob, 2.0),
+    ]
+    for lab_id, position, user, points in scores:
+        item = items[(lab_id, position)]
+        session.add(RubricScore(item_id=item.id, lab_id=lab_id, user_id=user, points=points))
+    session.flush()
+    labs = [world.lab, second]
+    inputs = policy_inputs(session, labs=labs)
+    assert inputs.rubric == {
+        (world.lab.id, ada): 4.5,
+        (second.id, ada): 4.0,
+        (world.lab.id, bob): 2.0,
+    }
+    assert policy_inputs(session, labs=labs, rubric=False).rubric == {}
+    mine = policy_inputs(session, labs=labs, user_id=bob)
+    assert mine.rubric == {(world.lab.id, bob): 2.0}
+    third = add_lab(session, course=world.course, ref="array-sum")
+    assert rubric_max(session, labs=[*labs, third]) == {
+        world.lab.id: 5.0,
+        second.id: 4.0,
+        third.id: 0.0,
+    }
+    assert rubric_max(session, labs=[]) == {}
