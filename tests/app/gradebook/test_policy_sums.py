@@ -81,3 +81,47 @@ def test_rubric_points_are_summed_per_lab_and_student(session: Session, world: W
         third.id: 0.0,
     }
     assert rubric_max(session, labs=[]) == {}
+
+
+def test_a_students_cells_hold_their_own_submissions_extension_and_rubric(
+    session: Session, world: World
+) -> None:
+    from datetime import timedelta
+
+    from app.core.database import utcnow
+    from app.courses.extensions import grant_extension
+    from app.gradebook.service import best_scores, student_cell
+    from tests.app.factories import make_submission
+
+    due = utcnow() - timedelta(days=2)
+    world.lab.due_at = due
+    ada, bob = world.student.user, world.other_student.user
+    make_submission(session, user=bob, lab=world.lab, score=9.0, created_at=due)
+    make_submission(
+        session, user=ada, lab=world.lab, score=4.0, created_at=due + timedelta(hours=1), late=True
+    )
+    item = RubricItem(lab_id=world.lab.id, position=0, title="style", max_points=2.0)
+    session.add(item)
+    session.flush()
+    session.add(RubricScore(item_id=item.id, lab_id=world.lab.id, user_id=ada.id, points=1.5))
+    session.add(RubricScore(item_id=item.id, lab_id=world.lab.id, user_id=bob.id, points=0.5))
+    grant_extension(
+        session,
+        course=world.course,
+        lab=world.lab,
+        student=ada,
+        due_at=due + timedelta(days=1),
+        granted_by=None,
+    )
+    session.flush()
+    cell = student_cell(session, lab=world.lab, user_id=ada.id)
+    assert cell.counted is not None and cell.counted.score == 4.0
+    assert cell.late is False  # within the extension
+    assert (cell.rubric, cell.score) == (1.5, 5.5)
+    hidden = student_cell(session, lab=world.lab, user_id=ada.id, rubric=False)
+    assert (hidden.rubric, hidden.score) == (None, 4.0)
+    assert best_scores(session, user=ada, labs=[world.lab])[world.lab.id].rubric == 1.5
+    assert (
+        best_scores(session, user=ada, labs=[world.lab], rubric=set())[world.lab.id].rubric is None
+    )
+    assert best_scores(session, user=ada, labs=[]) == {}
