@@ -191,3 +191,10 @@ def test_a_guard_for_integers_is_a_value_the_data_never_takes() -> None:
     assert chosen((first, first + 1)) == second  # the data's low end is the first candidate
     assert chosen((first - 1, first)) == second  # ...its high end
     assert chosen((-(2**31), 2**31 - 1)) == last  # every value taken: the last candidate
+
+
+def test_the_relative_error_leaves_out_expected_zeros() -> None:
+    cmp = compare_elementwise(
+        np.array([0.5, 2.5], np.float32), np.array([0.0, 2.0]), atol=1.0, rtol=0.0
+    )
+    assert (cmp.ok, cmp.max_abs_error, cmp.max_rel_error) == (True, 0.5, 0.25)
