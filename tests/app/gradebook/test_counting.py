@@ -70,6 +70,12 @@ def test_last_counts_the_latest_graded_ties_going_to_the_higher_id() -> None:
     assert counts(ScorePolicy.last, compile_error) == (0.0, False, 2)
 
 
+def test_last_goes_by_time_not_by_id() -> None:
+    # A submission made later may have the lower id (a regrade's copy, an import).
+    subs = [scored(5, 9.0, minute=1), scored(2, 3.0, minute=5)]
+    assert counts(ScorePolicy.last, subs) == (3.0, False, 2)
+
+
 def test_only_graded_submissions_count() -> None:
     for policy in ScorePolicy:
         subs = [scored(1, 4.0), scored(2, 9.0, minute=3, graded=False, status=Status.running)]

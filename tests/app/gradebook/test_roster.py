@@ -270,3 +270,121 @@ def test_two_students_whose_folders_would_clash_get_two_folders(
     folder = names[0]
     assert names[0] == names[1]
     assert {f"{world.lab.slug}/{folder}/scale.cu", f"{world.lab.slug}/{folder}-2/scale.cu"} <= paths
+
+
+def _ensure_student(session: Session, world: World, local: str) -> Any:
+    from app.courses.models import Role
+    from app.courses.service import enroll
+    from app.users.service import ensure_user
+
+    user = ensure_user(session, email=f"{local}@{world.course.slug}.edu", name=local.title())
+    enroll(session, user=user, course=world.course, role=Role.student)
+    return user
+
+
+def test_the_roster_goes_by_email_whatever_the_order_students_joined(
+    session: Session, world: World
+) -> None:
+    late_comer = _ensure_student(session, world, "aaa-first-by-email")
+    session.flush()
+    rows = lab_roster(session, lab=world.lab)
+    assert rows[0].student.id == late_comer.id
+    assert [r.student.email for r in rows] == sorted(r.student.email for r in rows)
+    from app.gradebook.service import gradebook_csv
+
+    book = list(csv.reader(io.StringIO(gradebook_csv(session, course=world.course))))
+    assert book[1][2] == late_comer.email
+    assert [line[2] for line in book[1:]] == sorted(line[2] for line in book[1:])
+
+
+def test_the_roster_reads_each_students_extension_rubric_and_late_flag(
+    session: Session, world: World
+) -> None:
+    from app.courses.extensions import grant_extension
+    from app.rubric.models import RubricItem, RubricScore
+
+    world.lab.due_at = T0
+    student, other = world.student.user, world.other_student.user
+    late = make_submission(
+        session, user=other, lab=world.lab, score=6.0, late=True, created_at=T0 + timedelta(hours=2)
+    )[0]
+    late.points_adjustment = 1.5
+    grant_extension(
+        session,
+        course=world.course,
+        lab=world.lab,
+        student=student,
+        due_at=T0 + timedelta(days=1),
+        granted_by=None,
+    )
+    item = RubricItem(lab_id=world.lab.id, position=0, title="style", max_points=2.0)
+    session.add(item)
+    session.flush()
+    session.add(RubricScore(item_id=item.id, lab_id=world.lab.id, user_id=student.id, points=2.0))
+    session.flush()
+    rows = {r.student.id: r for r in lab_roster(session, lab=world.lab)}
+    mine, theirs = rows[student.id], rows[other.id]
+    assert mine.deadline.extended and not theirs.deadline.extended
+    assert (mine.cell.counted, mine.cell.rubric, mine.cell.score) == (None, 2.0, 2.0)
+    assert theirs.late and theirs.cell.days_late == 1 and theirs.cell.score == 7.5
+    assert [r.student.id for r in lab_roster(session, lab=world.lab, late=True)] == [other.id]
+    assert [r.student.id for r in lab_roster(session, lab=world.lab, extension=True)] == [
+        student.id
+    ]
+
+
+def test_a_team_name_is_this_labs_team_of_now(session: Session, world: World) -> None:
+    from app.courses.service import add_lab
+    from app.teams.service import remove_member
+
+    world.lab.team_size = 2
+    other_lab = add_lab(session, course=world.course, ref="hadamard")
+    other_lab.team_size = 2
+    for lab, name in ((world.lab, "Here"), (other_lab, "There")):
+        form_team(
+            session,
+            course=world.course,
+            lab=lab,
+            name=name,
+            emails=[world.student.email, world.other_student.email],
+            by=None,
+            now=T0,
+        )
+    remove_member(session, lab=world.lab, user=world.other_student.user, now=T0)
+    session.flush()
+    rows = {r.student.id: r.team for r in lab_roster(session, lab=world.lab)}
+    assert rows[world.student.user.id] == "Here" and rows[world.other_student.user.id] == ""
+
+
+def test_the_zip_goes_on_past_a_student_with_nothing_and_uses_one_line_ending(
+    session: Session, world: World
+) -> None:
+    _ensure_student(session, world, "aaa-nothing-yet")
+    make_submission(session, user=world.student.user, lab=world.lab, score=1.0, created_at=T0)
+    session.flush()
+    out = io.BytesIO()
+    counted_sources_zip(session, lab=world.lab, now=T0, out=out)
+    archive = zipfile.ZipFile(io.BytesIO(out.getvalue()))
+    manifest = archive.read(f"{world.lab.slug}/manifest.csv")
+    assert b"\r" not in manifest and manifest.count(b"\n") == 2
+    assert _safe("Ada.Lovelace") == "Ada.Lovelace"
+
+
+def test_both_gradebook_layouts_are_whole_and_use_one_line_ending(
+    session: Session, world: World
+) -> None:
+    from app.gradebook.service import canvas_csv, gradebook_csv
+
+    world.course.late_days = 1  # one late day is a budget: its columns are there
+    make_submission(session, user=world.student.user, lab=world.lab, score=4.0, created_at=T0)
+    session.flush()
+    book, canvas = (
+        gradebook_csv(session, course=world.course),
+        canvas_csv(session, course=world.course),
+    )
+    assert "\r" not in book and "\r" not in canvas
+    header = next(csv.reader(io.StringIO(book)))
+    assert f"{world.lab.slug}_late_days" in header and header[-2:] == ["late_days_left", "total"]
+    rows = list(csv.reader(io.StringIO(canvas)))
+    mine = next(r for r in rows if r[3] == world.student.email)
+    assert mine == [world.student.user.name, "", "", world.student.email, "", "4"]
