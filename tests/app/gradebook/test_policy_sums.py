@@ -125,3 +125,65 @@ def test_a_students_cells_hold_their_own_submissions_extension_and_rubric(
         best_scores(session, user=ada, labs=[world.lab], rubric=set())[world.lab.id].rubric is None
     )
     assert best_scores(session, user=ada, labs=[]) == {}
+
+
+def test_a_team_submission_is_late_by_each_members_own_due_date_and_late_days(
+    session: Session, world: World
+) -> None:
+    from datetime import timedelta
+
+    from app.core.database import utcnow
+    from app.courses.extensions import grant_extension
+    from app.gradebook.lab_roster import lab_roster
+    from app.gradebook.service import student_cell
+    from app.submissions.service import create_submission
+    from app.teams.service import form_team
+
+    due = utcnow() - timedelta(days=3)
+    world.lab.due_at, world.lab.team_size = due, 2
+    ada, bob = world.student.user, world.other_student.user
+    form_team(
+        session,
+        course=world.course,
+        lab=world.lab,
+        name="Pair",
+        emails=[world.student.email, world.other_student.email],
+        by=None,
+        now=due - timedelta(days=1),
+    )
+    grant_extension(
+        session,
+        course=world.course,
+        lab=world.lab,
+        student=bob,
+        due_at=due + timedelta(days=1),
+        granted_by=None,
+    )
+    sub = create_submission(
+        session,
+        user=ada,
+        course=world.course,
+        lab=world.lab,
+        filename="k.cu",
+        data=b"__global__ void k() {}\n",
+        now=due + timedelta(hours=2),
+    ).submission
+    sub.status, sub.score, sub.graded_at = "graded", 5.0, due + timedelta(hours=3)
+    session.flush()
+    assert sub.late
+    theirs = student_cell(session, lab=world.lab, user_id=bob.id)
+    assert theirs.counted is not None and not theirs.late and theirs.days_late == 0
+    mine = student_cell(session, lab=world.lab, user_id=ada.id)
+    assert mine.late and mine.days_late == 1
+    rows = {r.student.id: r for r in lab_roster(session, lab=world.lab)}
+    assert rows[ada.id].late and not rows[bob.id].late
+    # Ada's late day covers it: no longer late, one day spent.
+    session.add(
+        LateDayCharge(
+            course_id=world.course.id, lab_id=world.lab.id, user_id=ada.id,
+            submission_id=sub.id, days=1,
+        )
+    )  # fmt: skip
+    session.flush()
+    covered = student_cell(session, lab=world.lab, user_id=ada.id)
+    assert (covered.late, covered.late_days, covered.days_late) == (False, 1, 1)
