@@ -10,8 +10,9 @@ tests of that module that reach the changed function. A change that no test noti
 The script prints, per module, how many mutants were killed, the percentage, and every survivor
 with the reason it is left, read from scripts/mutation_survivors.toml (reviewed like code; a
 survivor without an entry there is marked UNEXPLAINED; an entry may also name a whole function
-that only a GPU reaches). It exits 1 when a module is under the target (85 % killed) or a
-survivor is unexplained.
+that only a GPU reaches). Killed means a test failed, or the mutant ran past mutmut's time
+limit (a loop that no longer ends); an explained survivor still counts as not killed. It exits 1
+when a module is under the target (85 % killed) or a survivor is unexplained.
 
 Why mutmut (3.8.1) and not cosmic-ray or pytest-gremlins:
 - it records, in one pass of the module's tests, which test reaches which function, and then
