@@ -57,6 +57,7 @@ def test_a_value_of_the_readers_length_is_read_and_a_longer_one_is_not() -> None
         ("constexpr int T{5}\n", 32),  # no semicolon after the braces
         ("constexpr int T{5} x;\n", 32),
         ("constexpr int T{}\n;", 32),
+        ("extern const int T;\nint y = 5;\n", 32),  # declared, not defined: no value here
     ],
 )
 def test_the_shapes_of_a_constant(source: str, value: int) -> None:

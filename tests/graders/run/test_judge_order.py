@@ -338,7 +338,7 @@ def _checked_run(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, out: np.ndarray
     given: Any = arrays
     given.guard_violations = list
     given.modified_inputs = list
-    given.host = lambda name: out.copy()
+    given.host = lambda name: {"out": out}[name].copy()
     data = np.array([1, 2, 3, 255, 0], dtype=np.uint8)
     answers = Answers({}, {"out": np.full(256, 1 / 256)}, {"data": data})
     seen: list[tuple[Any, ...]] = []
@@ -392,3 +392,118 @@ def test_an_output_never_written_is_caught_before_any_property(
     judged = _checked_run(tmp_path, monkeypatch, out)
     assert (judged.passed, judged.verdict) == (False, "no_output")
     assert judged.message.startswith("The kernel wrote nothing into out")
+
+
+# --- more of the answer and the comparison ---
+
+
+def test_an_integer_oracles_answer_wraps_as_c_does_and_is_int64() -> None:
+    a = np.array([[2**30, 1], [0, 3]], dtype=np.int32)
+    b = np.array([[4, 0], [1, 2]], dtype=np.int32)
+    arrays: Any = _arrays("matmul-tiled-int", "square-1")
+    arrays.names = {"M": 2, "N": 2, "K": 2}
+    arrays.fresh_input = {"A": a, "B": b}.__getitem__
+    ctx: Any = SimpleNamespace(lab=arrays.lab)
+    (answer,) = judge._builtin_answers(ctx, arrays, {"M": 2, "N": 2, "K": 2}).device.values()
+    assert answer.dtype == np.int64 and answer.shape == (2, 2)
+    # 2^30 * 4 + 1 wraps in int32, as the kernel's arithmetic does.
+    assert answer.tolist() == [[1, 2], [3, 6]]
+
+
+def test_a_float64_scalar_reaches_the_oracle_too() -> None:
+    run = Run()
+    lab = run.arrays.lab
+    factor = dataclasses.replace(lab.param("factor"), dtype="float64")
+    run.arrays.lab = dataclasses.replace(
+        lab, params=[factor if p.name == "factor" else p for p in lab.params]
+    )
+    ctx: Any = SimpleNamespace(lab=run.arrays.lab)
+    (answer,) = judge._builtin_answers(ctx, run.arrays, {"n": N, "factor": 0.5}).device.values()
+    np.testing.assert_array_equal(answer, run.src.astype(np.float64) * 0.5)
+
+
+def test_a_tolerance_that_depends_on_the_case_is_read_for_this_case() -> None:
+    # array-sum's atol grows with n: for 1000 numbers about 5e-4 in total.
+    arrays = _arrays("array-sum", "n-1000", out=np.array([0.25], dtype=np.float32))
+    atol, _ = tolerance(arrays.lab, "float32", arrays.names)
+    assert 1e-4 < atol < 1e-3
+    near = _compare(arrays.lab, arrays, Answers({"out": np.array([0.25 + atol / 2])}))
+    assert near is not None and near.passed
+    far = _compare(arrays.lab, arrays, Answers({"out": np.array([0.25 + atol * 2])}))
+    assert far is not None and not far.passed
+
+
+def test_a_one_number_answer_against_two_elements_reads_element_zero() -> None:
+    out = np.array([4.0, 99.0], dtype=np.float32)
+    arrays = _arrays("vector-scale", "n-1000", dst=out)
+    judged = _compare(arrays.lab, arrays, Answers({"dst": np.array([4.0])}))
+    assert judged is not None and judged.passed
+
+
+def test_an_output_partly_never_written_is_a_wrong_answer_not_no_output() -> None:
+    out = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    out[0] = compare.sentinel_array(np.dtype(np.float32), (1,))[0]
+    arrays = _arrays("vector-scale", "n-1000", dst=out)
+    judged = _compare(arrays.lab, arrays, Answers({"dst": np.array([1.0, 2.0, 3.0])}))
+    assert judged is not None and (judged.passed, judged.verdict) == (False, "wrong_answer")
+
+
+def test_partial_sums_never_written_are_no_output_however_many() -> None:
+    partial = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    partial[1:] = compare.sentinel_array(np.dtype(np.float32), (2,))
+    arrays = _with_check(_arrays("vector-scale", "n-1000", dst=partial), "dst", check="sum")
+    judged = _compare(arrays.lab, arrays, Answers({"dst": np.array([6.0])}))
+    assert judged is not None and (judged.passed, judged.verdict) == (False, "no_output")
+
+
+def test_every_output_checked_for_properties_is_looked_at_for_markers() -> None:
+    arrays = _arrays("vector-scale", "n-1000", dst=np.zeros(4, dtype=np.float32))
+    lab = arrays.lab
+    first = dataclasses.replace(lab.param("dst"), name="first", check="none")
+    second = dataclasses.replace(lab.param("dst"), check="none")
+    arrays.lab = dataclasses.replace(
+        lab, params=[first, second, *(p for p in lab.params if p.name != "dst")]
+    )
+    written = np.ones(4, dtype=np.float32)
+    arrays.arrays["first"] = dataclasses.replace(
+        arrays.arrays["dst"], param=first, view=written, raw=written
+    )
+    arrays.arrays["dst"].param = second
+    arrays.arrays["dst"].view[:] = compare.sentinel_array(np.dtype(np.float32), (4,))
+    arrays.arrays["dst"].view[0] = 1.0
+    judged = judge._never_written(arrays.lab, arrays)
+    assert judged is not None and judged.passed is False and judged.verdict == "wrong_answer"
+    assert judged.message.startswith("3 of 4 elements of dst were never written")
+
+
+def test_a_sorted_permutation_of_bfloat16_is_judged_by_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # bfloat16 bits of -2, -1, 1: in ascending order by value, not as 16-bit integers.
+    source = np.array([0x3F80, 0xC000, 0xBF80], dtype=np.uint16)
+    out = np.array([0xC000, 0xBF80, 0x3F80], dtype=np.uint16)
+    arrays = _with_check(
+        _arrays("vector-scale", "n-1000", dst=out),
+        "dst",
+        check="none",
+        properties=("sorted_permutation",),
+        of="src",
+        dtype="bfloat16",
+    )
+    monkeypatch.setattr(arrays, "fresh_input", lambda name: source.copy())
+    assert _property(arrays.lab, arrays.lab.param("dst"), "sorted_permutation", arrays) is None
+
+
+def test_a_passing_comparison_still_has_its_properties_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    y = np.full((7, 1000), 1 / 500, dtype=np.float32)  # each row sums to 2
+    arrays: Any = _arrays("softmax", "small-7x1000", y=y)
+    arrays.guard_violations = list
+    arrays.modified_inputs = list
+    monkeypatch.setattr(judge, "expected_answers", lambda *a: Answers({"y": y.astype(float)}))
+    case = next(c for c in arrays.lab.cases if c.name == "small-7x1000")
+    ctx: Any = SimpleNamespace(lab=arrays.lab, references={})
+    judged = judge.judge(ctx, case, arrays, {})
+    assert (judged.passed, judged.verdict) == (False, "wrong_answer")
+    assert judged.message.startswith("7 of 7 rows of y")
