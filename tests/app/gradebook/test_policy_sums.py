@@ -25,12 +25,14 @@ def test_late_days_left_are_the_budget_plus_adjustments_less_what_was_spent(
     session: Session, world: World
 ) -> None:
     world.course.late_days = 3
-    ada, bob = world.student.user.id, world.other_student.user.id
+    ada, bob, ta = world.student.user.id, world.other_student.user.id, world.ta.user.id
     elsewhere = make_world(session)
     session.add_all(
         [
             _event(world, ada, "adjust", 2),
             _event(world, ada, "adjust", 1),
+            _event(world, bob, "adjust", -1),
+            _event(world, ta, "adjust", 1),  # adjusted, never spent
             _event(world, ada, "spend", -1),  # a spend is counted from the charges
             _event(elsewhere, ada, "adjust", 10),  # another course's
             LateDayCharge(course_id=world.course.id, lab_id=world.lab.id, user_id=ada, days=2),
@@ -41,7 +43,11 @@ def test_late_days_left_are_the_budget_plus_adjustments_less_what_was_spent(
         ]
     )
     session.flush()
-    assert late_days_left(session, course=world.course) == {ada: 3 + 3 - 2, bob: 3 - 1}
+    assert late_days_left(session, course=world.course) == {
+        ada: 3 + 3 - 2,
+        bob: 3 - 1 - 1,
+        ta: 3 + 1,
+    }
 
 
 def test_rubric_points_are_summed_per_lab_and_student(session: Session, world: World) -> None:

@@ -18,7 +18,7 @@ from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooL
 from app.core.timefmt import when_text
 from app.courses.extensions import grant_extension
 from app.courses.models import LatePolicy, Role
-from app.courses.service import enroll
+from app.courses.service import add_lab, enroll
 from app.fleet.service import queued_message
 from app.grading.models import GradingJob, JobState, Priority
 from app.submissions import service
@@ -468,3 +468,24 @@ def test_a_closed_lab_says_one_late_day_or_none_left(session: Session, world: Wo
     with pytest.raises(Closed) as none:
         _submit(session, world, now=NOW + timedelta(hours=1))
     assert "; you have no late days left for it. Ask" in str(none.value)
+
+
+def test_late_days_spent_on_another_lab_leave_none_for_this_one(
+    session: Session, world: World
+) -> None:
+    from app.latedays.models import LateDayCharge
+
+    world.course.late_days = 1
+    world.lab.due_at, world.lab.late_policy = NOW, LatePolicy.refuse.value
+    elsewhere = add_lab(session, course=world.course, ref="hadamard", due_at=NOW)
+    session.add(
+        LateDayCharge(
+            course_id=world.course.id, lab_id=elsewhere.id, user_id=world.student.user.id, days=1
+        )
+    )
+    session.flush()
+    with pytest.raises(Closed) as refused:
+        _submit(session, world, now=NOW + timedelta(hours=1))
+    assert "; you have no late days left for it. Ask" in str(refused.value)
+    # Another student still has theirs.
+    assert _submit(session, world, who=world.other_student.user, now=NOW + timedelta(hours=1))
