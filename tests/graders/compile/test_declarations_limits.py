@@ -141,3 +141,49 @@ def test_near_misses_look_past_unrelated_constants_and_the_default_value() -> No
     source = "#define N 1024\n#define Tile_Width 32\n#define tileWidth 16\n"
     (warning,) = near_misses(source, {"TILE": TILE})
     assert warning.startswith("Line 3: `tileWidth` = 16")
+
+
+def test_a_constant_the_compiler_surely_reads_wins_over_one_it_may_read() -> None:
+    maybe_first = "#ifdef __FOO\n#define TILE_WIDTH 8\n#endif\n#define TILE_WIDTH 16\n"
+    assert [(c.text, c.certain) for c in defined_constants(maybe_first)] == [
+        ("8", False),
+        ("16", True),
+    ]
+    assert tile(maybe_first) == 16
+    consts = "#ifdef __FOO\nconstexpr int TILE_WIDTH = 8;\n#endif\nconstexpr int TILE_WIDTH = 4;\n"
+    assert [c.certain for c in defined_constants(consts)] == [False, True]
+    assert tile(consts) == 4
+    only_maybe = "#ifdef __FOO\n#define TILE_WIDTH 8\n#endif\n"
+    assert tile(only_maybe) == 8  # the only one there is
+
+
+def test_names_in_a_value_are_the_files_other_constants_up_to_a_chain_of_eight() -> None:
+    assert tile("#define BLOCK 4\nconstexpr int TILE_WIDTH = BLOCK * 2;\n") == 8
+    cycle = "constexpr int TILE_WIDTH = B;\nconstexpr int B = TILE_WIDTH;\n"
+    assert tile(cycle) == 32  # no value: the lab's default
+    names = [f"C{i}" for i in range(10)]
+
+    def chain(length: int) -> str:
+        lines = [f"constexpr int {names[i]} = {names[i + 1]};" for i in range(length - 1)]
+        return "\n".join([*lines, f"constexpr int {names[length - 1]} = 5;", ""])
+
+    for length, value in ((7, 5), (8, 5), (9, None)):
+        source = chain(length) + f"constexpr int TILE_WIDTH = {names[0]};\n"
+        constants = defined_constants(source)
+        (declared,) = find_declarations(source, DECLARES)
+        assert declared.value == value, (length, constants)
+
+
+def test_not_a_definition_is_no_declaration() -> None:
+    for source in ("extern const int T;\nint y = 5;\n", "const int T = ;\n"):
+        assert find_declarations(source, DECLARES) == []
+
+
+def test_every_unreadable_declaration_gets_a_note_and_every_readable_one_its_value() -> None:
+    source = "#define TILE_WIDTH blockDim.x\n#define COARSE_FACTOR 4\n"
+    assert resolve_declarations(source, DECLARES) == {"TILE": 32, "COARSE": 4}
+    (note,) = unread_notes(find_declarations(source, DECLARES), DECLARES)
+    assert note.startswith("Line 1: TILE_WIDTH is set to `blockDim.x`")
+    both = "#define TILE_WIDTH 8\n#define COARSE_FACTOR gridDim.x\n"
+    (note,) = unread_notes(find_declarations(both, DECLARES), DECLARES)
+    assert note.startswith("Line 2: COARSE_FACTOR is set to `gridDim.x`")
