@@ -187,3 +187,10 @@ def test_every_unreadable_declaration_gets_a_note_and_every_readable_one_its_val
     both = "#define TILE_WIDTH 8\n#define COARSE_FACTOR gridDim.x\n"
     (note,) = unread_notes(find_declarations(both, DECLARES), DECLARES)
     assert note.startswith("Line 2: COARSE_FACTOR is set to `gridDim.x`")
+
+
+def test_nine_names_side_by_side_are_not_a_chain() -> None:
+    names = "ABCDEFGHI"
+    source = "".join(f"constexpr int {n} = 1;\n" for n in names)
+    source += f"constexpr int TILE_WIDTH = {' + '.join(names)};\n"
+    assert tile(source) == 9
