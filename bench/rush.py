@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -39,6 +40,7 @@ import tempfile
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -500,15 +502,110 @@ def seed_gradebook(students: int, labs: int) -> str:
         return create_api_token(session, user=ta)
 
 
-def sent_again_as_lost(logs: Path) -> int:
-    """How many sends the workers' sweepers made for jobs they judged lost (from their logs)."""
-    total = 0
+def sweeper_sends(logs: Path) -> list[tuple[float, str, list[int]]]:
+    """The sweepers' sends of jobs never sent (`resent`) and of jobs judged lost (`lost`),
+    from the workers' logs: (epoch seconds, kind, job ids in the order sent), oldest first."""
+    sends = []
     for log in logs.glob("worker*.log"):
         for line in log.read_text(errors="replace").splitlines():
-            if "sweep: SweepReport(" in line and "lost=[" in line:
-                inside = line.split("lost=[", 1)[1].split("]", 1)[0]
-                total += len([x for x in inside.split(",") if x.strip()])
-    return total
+            if "sweep: SweepReport(" not in line:
+                continue
+            try:  # logging's asctime: local time, milliseconds after a comma
+                at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            except ValueError:
+                continue
+            for kind in ("resent", "lost"):
+                if f"{kind}=[" not in line:
+                    continue
+                inside = line.split(f"{kind}=[", 1)[1].split("]", 1)[0]
+                ids = [int(x) for x in inside.split(",") if x.strip()]
+                if ids:
+                    sends.append((at, kind, ids))
+    return sorted(sends, key=lambda item: item[0])
+
+
+def sent_again_as_lost(logs: Path) -> int:
+    """How many sends the workers' sweepers made for jobs they judged lost (from their logs)."""
+    return sum(len(ids) for _, kind, ids in sweeper_sends(logs) if kind == "lost")
+
+
+def jobs_taken(job_ids: list[int]) -> dict[int, tuple[int, float | None]]:
+    """job id -> (submission id, epoch seconds a worker last took it, or None)."""
+    from sqlalchemy import select
+
+    from app.core.database import session_scope
+    from app.grading.models import GradingJob
+
+    if not job_ids:
+        return {}
+    with session_scope() as session:
+        rows = session.execute(
+            select(GradingJob.id, GradingJob.submission_id, GradingJob.started_at).where(
+                GradingJob.id.in_(job_ids)
+            )
+        ).all()
+    return {
+        job_id: (sid, started.timestamp() if started is not None else None)
+        for job_id, sid, started in rows
+    }
+
+
+def across_broker_restart(
+    results: Results, start_wall: float, logs: Path, *, before: float, after: float
+) -> dict[str, Any]:
+    """Uploads sent from `before` s ahead of the broker restart to `after` s past its end, and
+    the jobs the sweepers sent again from the restart on: when, in which order, when taken."""
+    begun = next((t for t, what in results.events if what == "restart broker"), None)
+    done = next((t for t, what in results.events if what == "restart broker: done"), None)
+    if begun is None or done is None:
+        return {}
+    window = [
+        took
+        for t0, took, status in results.timeline
+        if status and begun - before <= t0 <= done + after
+    ]
+    back = start_wall + done  # the broker answers again (epoch seconds)
+    first_send: dict[int, tuple[float, str]] = {}
+    order: list[int] = []
+    for at, kind, ids in sweeper_sends(logs):
+        if at < start_wall + begun:
+            continue
+        for job_id in ids:
+            if job_id not in first_send:
+                first_send[job_id] = (at, kind)
+                order.append(job_id)
+    taken = jobs_taken(order)
+    uploads = [taken[j][0] for j in order if j in taken]  # submission ids, in the order sent
+
+    def spread(kind: str) -> dict[str, Any]:
+        ats = [at - back for at, k in first_send.values() if k == kind]
+        return {
+            "jobs": len(ats),
+            "first_s": round(min(ats), 1) if ats else None,
+            "last_s": round(max(ats), 1) if ats else None,
+        }
+
+    took_after = [
+        started - back
+        for job_id in order
+        if job_id in taken and (started := taken[job_id][1]) is not None
+    ]
+    return {
+        "window": f"sent {before:g} s before the restart to {after:g} s after it",
+        "uploads": len(window),
+        "p50": percentile(window, 50),
+        "p99": percentile(window, 99),
+        "max": max(window, default=None),
+        "down_seconds": round(done - begun, 2),
+        "lost_sent_again": spread("lost"),
+        "unsent_sent": spread("resent"),
+        # Pairs of consecutive sends where the later upload went first.
+        "out_of_upload_order": sum(1 for a, b in itertools.pairwise(uploads) if a > b),
+        "taken_after_s": {
+            "first": round(min(took_after), 1) if took_after else None,
+            "last": round(max(took_after), 1) if took_after else None,
+        },
+    }
 
 
 def rss_kib(pid: int, key: str) -> int:
@@ -581,7 +678,7 @@ async def _run(
     ]
     wait_for_port(port, timeout=60)
     results = Results()
-    start = time.monotonic()
+    start, start_wall = time.monotonic(), time.time()
     stop_health = asyncio.Event()
     health = asyncio.create_task(watch_health(base, results, stop_health, start))
     load_seconds = args.uploads / args.rate
@@ -721,6 +818,9 @@ async def _run(
             "p99": percentile(reads_ok, 99),
         },
         "sent_again_as_lost": sent_again_as_lost(procs.logs),
+        "broker_restart": across_broker_restart(
+            results, start_wall, procs.logs, before=1.0, after=args.restart_window
+        ),
         "gradebook": gradebook,
         "audit": report,
     }
@@ -774,6 +874,7 @@ def show(result: dict[str, Any]) -> None:
         f"all final {result['all_final_after_seconds']} s after the start; "
         f"after the broker restart: {result['final_after_broker_restart_seconds']} s",
         f"sent again as lost by the sweepers: {result['sent_again_as_lost']}",
+        *restart_lines(result["broker_restart"]),
         f"reads: {reads['count']} at {reads['concurrency']} in flight {reads['statuses']}, "
         + (f"{reads['per_second']:.0f}/s" if reads["per_second"] else "-")
         + f", p50 {ms(reads['p50'])}, p99 {ms(reads['p99'])}",
@@ -799,6 +900,23 @@ def show(result: dict[str, Any]) -> None:
         )
     )
     print("\n".join(lines))
+
+
+def restart_lines(restart: dict[str, Any]) -> list[str]:
+    if not restart:
+        return []
+    lost, unsent = restart["lost_sent_again"], restart["unsent_sent"]
+    taken = restart["taken_after_s"]
+    return [
+        f"across the broker restart (down {restart['down_seconds']} s; uploads "
+        f"{restart['window']}): {restart['uploads']} uploads, p50 {ms(restart['p50'])}, "
+        f"p99 {ms(restart['p99'])}, max {ms(restart['max'])}",
+        f"after the broker came back, the sweepers sent {lost['jobs']} lost jobs again "
+        f"(first {lost['first_s']} s, last {lost['last_s']} s after) and {unsent['jobs']} "
+        f"never sent (first {unsent['first_s']} s, last {unsent['last_s']} s after); "
+        f"{restart['out_of_upload_order']} sent before an earlier upload; a worker took them "
+        f"{taken['first']} to {taken['last']} s after",
+    ]
 
 
 def main() -> int:
@@ -828,6 +946,12 @@ def main() -> int:
         "--redis-persistence",
         action="store_true",
         help="run the bench's Redis with appendonly (the recommended setup)",
+    )
+    parser.add_argument(
+        "--restart-window",
+        type=float,
+        default=10.0,
+        help="uploads sent up to this many seconds after the broker restart count as across it",
     )
     parser.add_argument("--redis-url", help="embedded database with this Redis as the broker")
     parser.add_argument(
