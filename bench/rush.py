@@ -143,10 +143,11 @@ class Redis:
         )
         wait_for_port(self.port)
 
-    def restart(self) -> None:
+    def restart(self, down: float = 0.0) -> None:
         assert self.proc is not None
         # SIGKILL: no shutdown save; without persistence every queued message is gone.
         self.procs.stop(self.proc, kill=True)
+        time.sleep(down)
         self.start()
 
 
@@ -575,7 +576,12 @@ def across_broker_restart(
                 first_send[job_id] = (at, kind)
                 order.append(job_id)
     taken = jobs_taken(order)
-    uploads = [taken[j][0] for j in order if j in taken]  # submission ids, in the order sent
+
+    def inversions(kind: str) -> int:
+        # Consecutive sends of this kind, as the sweepers logged them, where the later upload
+        # (submission id) went first.
+        ids = [taken[j][0] for j in order if j in taken and first_send[j][1] == kind]
+        return sum(1 for a, b in itertools.pairwise(ids) if a > b)
 
     def spread(kind: str) -> dict[str, Any]:
         ats = [at - back for at, k in first_send.values() if k == kind]
@@ -585,10 +591,13 @@ def across_broker_restart(
             "last_s": round(max(ats), 1) if ats else None,
         }
 
+    # Taken by a worker after it was sent again (an earlier attempt's start does not count).
     took_after = [
         started - back
         for job_id in order
-        if job_id in taken and (started := taken[job_id][1]) is not None
+        if job_id in taken
+        and (started := taken[job_id][1]) is not None
+        and started >= first_send[job_id][0]
     ]
     return {
         "window": f"sent {before:g} s before the restart to {after:g} s after it",
@@ -599,11 +608,11 @@ def across_broker_restart(
         "down_seconds": round(done - begun, 2),
         "lost_sent_again": spread("lost"),
         "unsent_sent": spread("resent"),
-        # Pairs of consecutive sends where the later upload went first.
-        "out_of_upload_order": sum(1 for a, b in itertools.pairwise(uploads) if a > b),
+        "out_of_upload_order": {"lost": inversions("lost"), "unsent": inversions("resent")},
         "taken_after_s": {
             "first": round(min(took_after), 1) if took_after else None,
             "last": round(max(took_after), 1) if took_after else None,
+            "not_yet": len(order) - len(took_after),
         },
     }
 
@@ -704,7 +713,7 @@ async def _run(
                     f"worker{victim}", [py, "-m", "app.cli", "worker"], env
                 )
             elif what == "restart broker" and redis is not None:
-                await asyncio.to_thread(redis.restart)
+                await asyncio.to_thread(redis.restart, args.broker_down)
             elif what == "restart database" and postgres is not None:
                 await asyncio.to_thread(postgres.stop)
                 await asyncio.sleep(args.db_down)
@@ -914,8 +923,8 @@ def restart_lines(restart: dict[str, Any]) -> list[str]:
         f"after the broker came back, the sweepers sent {lost['jobs']} lost jobs again "
         f"(first {lost['first_s']} s, last {lost['last_s']} s after) and {unsent['jobs']} "
         f"never sent (first {unsent['first_s']} s, last {unsent['last_s']} s after); "
-        f"{restart['out_of_upload_order']} sent before an earlier upload; a worker took them "
-        f"{taken['first']} to {taken['last']} s after",
+        f"sent before an earlier upload: {restart['out_of_upload_order']}; a worker took them "
+        f"{taken['first']} to {taken['last']} s after ({taken['not_yet']} not by the end)",
     ]
 
 
@@ -942,6 +951,9 @@ def main() -> int:
     parser.add_argument("--no-broker-restart", action="store_true")
     parser.add_argument("--no-db-restart", action="store_true")
     parser.add_argument("--db-down", type=float, default=3.0, help="seconds PostgreSQL is down")
+    parser.add_argument(
+        "--broker-down", type=float, default=0.0, help="seconds Redis is down at its restart"
+    )
     parser.add_argument(
         "--redis-persistence",
         action="store_true",
