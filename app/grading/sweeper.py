@@ -277,8 +277,10 @@ def lost_jobs(
     job's message was handed out too, or lost), or its queue holds no message at all; and
     whatever either says, once it was sent before `long_before`. The stamps compared are
     those the messages carry, so a second copy of a job taken early says nothing about the
-    jobs sent between its copies. The margin covers stamps taken a little before the send
-    (at the commit), which may reach the broker out of their order.
+    jobs sent between its copies. The margin (queue.STAMP_MARGIN) covers stamps taken a
+    little before the send (at the commit), which may reach the broker out of their order; it
+    is short, so that jobs a broker restart lost are found as soon as the workers take the
+    uploads sent just after it, not once the backlog behind them has drained.
 
     A lab regrade's job is judged the same way once it was sent; one still held back (no
     stamp) is not overdue. Queues are per GPU model, and each is judged on its own.
