@@ -30,6 +30,7 @@ import app.grading.celery_app as celery_module
 from app.core.database import engine_for
 from app.core.settings import get_settings
 from app.grading.celery_app import GPU_QUEUE, QUEUE, make_celery
+from app.grading.sender import job_sender
 
 POSTGRES_VAR = "KERNELGRADER_TEST_POSTGRES_URL"
 REDIS_VAR = "KERNELGRADER_TEST_REDIS_URL"
@@ -94,12 +95,16 @@ def sending_through(broker_url: str) -> Iterator[Celery]:
     The module's `celery_app` is built once per process, from the settings of the moment;
     `send_job` looks it up on each call, so replacing it here reroutes the real send path.
     """
+    # Jobs handed to the sender (app.grading.sender) before the switch go where they were meant
+    # to, and so do the block's own before it ends.
+    job_sender.wait_sent(60)
     with settings_from(broker_url=broker_url), pytest.MonkeyPatch.context() as patch:
         celery = make_celery()
         patch.setattr(celery_module, "celery_app", celery)
         try:
             yield celery
         finally:
+            job_sender.wait_sent(60)
             celery.close()
 
 
