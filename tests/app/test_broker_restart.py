@@ -104,24 +104,23 @@ async def test_an_upload_is_answered_while_the_broker_does_not_answer_and_sent_o
 ) -> None:
     # The broker's port takes connections and never answers: a send waits as long as that.
     silent = SilentPort(own_redis.port)
-    try:
-        with sending_through(own_redis.url):
+    with sending_through(own_redis.url):
+        try:
             # Bounded, so that an upload that waited on this broker fails the test, not hangs it.
             _, job_id = await asyncio.wait_for(upload(client, world, session), timeout=30)
             # Answered (202, stored) while its send still waits on the broker.
             assert not job_sender.wait_sent(0)
             assert session.get_one(GradingJob, job_id).sent_at is not None
+        finally:
             silent.close()
-            own_redis.start()
-            assert job_sender.wait_sent(SENDER_WAIT_SECONDS)
-            # Sent by the sender's own retry, or, where the broker refused it, by a sweep.
-            for _ in range(20):
-                if waiting(own_redis.url):
-                    break
-                sweep(now=utcnow() + timedelta(seconds=get_settings().resend_after_seconds + 1))
-            assert [job for _, job, _ in waiting(own_redis.url)] == [job_id]
-    finally:
-        silent.close()
+        own_redis.start()
+        assert job_sender.wait_sent(SENDER_WAIT_SECONDS)
+        # Sent by the sender's own retry, or, where the broker refused it, by a sweep.
+        for _ in range(20):
+            if waiting(own_redis.url):
+                break
+            sweep(now=utcnow() + timedelta(seconds=get_settings().resend_after_seconds + 1))
+        assert [job for _, job, _ in waiting(own_redis.url)] == [job_id]
 
 
 async def test_jobs_a_redis_restart_lost_are_sent_again_in_upload_order(

@@ -455,19 +455,18 @@ async def test_a_broker_that_does_not_answer_holds_up_no_upload(
     # A Redis URL whose port takes connections and never answers (a dead network path).
     port = free_port()
     silent = SilentPort(port)
-    try:
-        with sending_through(f"redis://127.0.0.1:{port}/0"):
+    with sending_through(f"redis://127.0.0.1:{port}/0"):
+        try:
             # Bounded, so that an upload that waited on this broker fails the test, not hangs it.
             r = await asyncio.wait_for(submit(client, world, world.student), timeout=30)
             # Answered, stored, while the send still waits on the broker.
             assert r.status_code == 202, r.text
             assert not job_sender.wait_sent(0)
             assert (await client.get("/api/v1/health")).status_code == 200
+        finally:
             # The broker goes away for good: the send fails, and its stamp is taken back.
             silent.close()
-            assert job_sender.wait_sent(60)
-    finally:
-        silent.close()
+        assert job_sender.wait_sent(60)
     sid = r.json()["id"]
     job = session.scalars(select(GradingJob).where(GradingJob.submission_id == sid)).one()
     # Left for the sweeper to send, on the queue it belongs on.
