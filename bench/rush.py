@@ -530,24 +530,26 @@ def sent_again_as_lost(logs: Path) -> int:
     return sum(len(ids) for _, kind, ids in sweeper_sends(logs) if kind == "lost")
 
 
-def jobs_taken(job_ids: list[int]) -> dict[int, tuple[int, float | None]]:
-    """job id -> (submission id, epoch seconds a worker last took it, or None)."""
+def jobs_taken(job_ids: list[int]) -> dict[int, tuple[int, float, float | None]]:
+    """job id -> (submission id, epoch seconds it was uploaded, epoch seconds a worker last
+    took it or None)."""
     from sqlalchemy import select
 
     from app.core.database import session_scope
     from app.grading.models import GradingJob
+    from app.submissions.models import Submission
 
     if not job_ids:
         return {}
     with session_scope() as session:
         rows = session.execute(
-            select(GradingJob.id, GradingJob.submission_id, GradingJob.started_at).where(
-                GradingJob.id.in_(job_ids)
-            )
+            select(GradingJob.id, Submission.id, Submission.created_at, GradingJob.started_at)
+            .join(Submission, Submission.id == GradingJob.submission_id)
+            .where(GradingJob.id.in_(job_ids))
         ).all()
     return {
-        job_id: (sid, started.timestamp() if started is not None else None)
-        for job_id, sid, started in rows
+        job_id: (sid, created.timestamp(), started.timestamp() if started is not None else None)
+        for job_id, sid, created, started in rows
     }
 
 
@@ -555,7 +557,9 @@ def across_broker_restart(
     results: Results, start_wall: float, logs: Path, *, before: float, after: float
 ) -> dict[str, Any]:
     """Uploads sent from `before` s ahead of the broker restart to `after` s past its end, and
-    the jobs the sweepers sent again from the restart on: when, in which order, when taken."""
+    the jobs the sweepers sent again from the restart on: those uploaded before it (the
+    restart lost them), those whose send failed while it was down, and those uploaded after it
+    (sent again because they waited long): when, in which order, when a worker took them."""
     begun = next((t for t, what in results.events if what == "restart broker"), None)
     done = next((t for t, what in results.events if what == "restart broker: done"), None)
     if begun is None or done is None:
@@ -577,28 +581,36 @@ def across_broker_restart(
                 order.append(job_id)
     taken = jobs_taken(order)
 
-    def inversions(kind: str) -> int:
-        # Consecutive sends of this kind, as the sweepers logged them, where the later upload
-        # (submission id) went first.
-        ids = [taken[j][0] for j in order if j in taken and first_send[j][1] == kind]
-        return sum(1 for a, b in itertools.pairwise(ids) if a > b)
+    def group(job_id: int) -> str:
+        if first_send[job_id][1] == "resent":
+            return "unsent"
+        return "lost" if taken[job_id][1] < start_wall + begun else "waited"
 
-    def spread(kind: str) -> dict[str, Any]:
-        ats = [at - back for at, k in first_send.values() if k == kind]
+    groups: dict[str, list[int]] = {"lost": [], "unsent": [], "waited": []}
+    for job_id in order:
+        if job_id in taken:
+            groups[group(job_id)].append(job_id)
+
+    def figures(jobs: list[int]) -> dict[str, Any]:
+        ats = [first_send[j][0] - back for j in jobs]
+        # Taken by a worker after it was sent again (an earlier attempt's start does not count).
+        took = [
+            started - back
+            for j in jobs
+            if (started := taken[j][2]) is not None and started >= first_send[j][0]
+        ]
+        ids = [taken[j][0] for j in jobs]  # submission ids, in the order the sweepers logged
         return {
-            "jobs": len(ats),
+            "jobs": len(jobs),
             "first_s": round(min(ats), 1) if ats else None,
             "last_s": round(max(ats), 1) if ats else None,
+            # Consecutive sends where the later upload went first.
+            "out_of_upload_order": sum(1 for a, b in itertools.pairwise(ids) if a > b),
+            "taken_first_s": round(min(took), 1) if took else None,
+            "taken_last_s": round(max(took), 1) if took else None,
+            "not_taken": len(jobs) - len(took),
         }
 
-    # Taken by a worker after it was sent again (an earlier attempt's start does not count).
-    took_after = [
-        started - back
-        for job_id in order
-        if job_id in taken
-        and (started := taken[job_id][1]) is not None
-        and started >= first_send[job_id][0]
-    ]
     return {
         "window": f"sent {before:g} s before the restart to {after:g} s after it",
         "uploads": len(window),
@@ -606,14 +618,7 @@ def across_broker_restart(
         "p99": percentile(window, 99),
         "max": max(window, default=None),
         "down_seconds": round(done - begun, 2),
-        "lost_sent_again": spread("lost"),
-        "unsent_sent": spread("resent"),
-        "out_of_upload_order": {"lost": inversions("lost"), "unsent": inversions("resent")},
-        "taken_after_s": {
-            "first": round(min(took_after), 1) if took_after else None,
-            "last": round(max(took_after), 1) if took_after else None,
-            "not_yet": len(order) - len(took_after),
-        },
+        **{name: figures(jobs) for name, jobs in groups.items()},
     }
 
 
@@ -914,18 +919,27 @@ def show(result: dict[str, Any]) -> None:
 def restart_lines(restart: dict[str, Any]) -> list[str]:
     if not restart:
         return []
-    lost, unsent = restart["lost_sent_again"], restart["unsent_sent"]
-    taken = restart["taken_after_s"]
-    return [
+    lines = [
         f"across the broker restart (down {restart['down_seconds']} s; uploads "
         f"{restart['window']}): {restart['uploads']} uploads, p50 {ms(restart['p50'])}, "
-        f"p99 {ms(restart['p99'])}, max {ms(restart['max'])}",
-        f"after the broker came back, the sweepers sent {lost['jobs']} lost jobs again "
-        f"(first {lost['first_s']} s, last {lost['last_s']} s after) and {unsent['jobs']} "
-        f"never sent (first {unsent['first_s']} s, last {unsent['last_s']} s after); "
-        f"sent before an earlier upload: {restart['out_of_upload_order']}; a worker took them "
-        f"{taken['first']} to {taken['last']} s after ({taken['not_yet']} not by the end)",
+        f"p99 {ms(restart['p99'])}, max {ms(restart['max'])}"
     ]
+    what = {
+        "lost": "lost by the restart (uploaded before it)",
+        "unsent": "whose send failed while it was down",
+        "waited": "uploaded after it, sent again for waiting long",
+    }
+    for name, words in what.items():
+        f = restart[name]
+        if not f["jobs"]:
+            continue
+        lines.append(
+            f"  jobs {words}: {f['jobs']}, sent again {f['first_s']} to {f['last_s']} s after "
+            f"the broker came back ({f['out_of_upload_order']} before an earlier upload); "
+            f"taken by a worker {f['taken_first_s']} to {f['taken_last_s']} s after "
+            f"({f['not_taken']} not by the end)"
+        )
+    return lines
 
 
 def main() -> int:
