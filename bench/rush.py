@@ -569,6 +569,11 @@ def across_broker_restart(
         for t0, took, status in results.timeline
         if status and begun - before <= t0 <= done + after
     ]
+    elsewhere = [
+        took
+        for t0, took, status in results.timeline
+        if status and not begun - before <= t0 <= done + after
+    ]
     back = start_wall + done  # the broker answers again (epoch seconds)
     first_send: dict[int, tuple[float, str]] = {}
     order: list[int] = []
@@ -617,6 +622,12 @@ def across_broker_restart(
         "p50": percentile(window, 50),
         "p99": percentile(window, 99),
         "max": max(window, default=None),
+        # The same load away from the restart, for comparison.
+        "elsewhere": {
+            "uploads": len(elsewhere),
+            "p50": percentile(elsewhere, 50),
+            "p99": percentile(elsewhere, 99),
+        },
         "down_seconds": round(done - begun, 2),
         **{name: figures(jobs) for name, jobs in groups.items()},
     }
@@ -922,7 +933,9 @@ def restart_lines(restart: dict[str, Any]) -> list[str]:
     lines = [
         f"across the broker restart (down {restart['down_seconds']} s; uploads "
         f"{restart['window']}): {restart['uploads']} uploads, p50 {ms(restart['p50'])}, "
-        f"p99 {ms(restart['p99'])}, max {ms(restart['max'])}"
+        f"p99 {ms(restart['p99'])}, max {ms(restart['max'])}; the other "
+        f"{restart['elsewhere']['uploads']}: p50 {ms(restart['elsewhere']['p50'])}, "
+        f"p99 {ms(restart['elsewhere']['p99'])}"
     ]
     what = {
         "lost": "lost by the restart (uploaded before it)",
