@@ -143,6 +143,18 @@ class Redis:
         )
         wait_for_port(self.port)
 
+    def waiting(self) -> int:
+        """Messages waiting on the main queue (0 while the server does not answer)."""
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+        try:
+            return int(client.llen("grading"))
+        except redis.RedisError:
+            return 0
+        finally:
+            client.close()
+
     def restart(self, down: float = 0.0) -> None:
         assert self.proc is not None
         # SIGKILL: no shutdown save; without persistence every queued message is gone.
@@ -716,11 +728,19 @@ async def _run(
                 plan.append((t, "kill worker"))
                 t += args.kill_every
         if redis is not None and not args.no_broker_restart:
-            plan.append((load_seconds * 0.4, "restart broker"))
+            at = load_seconds * 0.4 if args.broker_restart_at is None else args.broker_restart_at
+            plan.append((at, "restart broker"))
         if postgres is not None and not args.no_db_restart:
             plan.append((load_seconds * 0.7, "restart database"))
         for at, what in sorted(plan):
             await asyncio.sleep(max(0.0, start + at - time.monotonic()))
+            if what == "restart broker" and redis is not None and args.broker_restart_queued:
+                # Only once that many messages wait, so that the restart loses some.
+                until = time.monotonic() + load_seconds + 30
+                while time.monotonic() < until:
+                    if await asyncio.to_thread(redis.waiting) >= args.broker_restart_queued:
+                        break
+                    await asyncio.sleep(0.05)
             results.events.append((time.monotonic() - start, what))
             if what == "kill worker":
                 victim = random.randrange(len(workers))
@@ -980,6 +1000,17 @@ def main() -> int:
     parser.add_argument("--db-down", type=float, default=3.0, help="seconds PostgreSQL is down")
     parser.add_argument(
         "--broker-down", type=float, default=0.0, help="seconds Redis is down at its restart"
+    )
+    parser.add_argument(
+        "--broker-restart-at",
+        type=float,
+        help="seconds after the start to restart Redis (default: 40%% of the load's time)",
+    )
+    parser.add_argument(
+        "--broker-restart-queued",
+        type=int,
+        default=0,
+        help="restart Redis no earlier than when this many messages wait on it",
     )
     parser.add_argument(
         "--redis-persistence",

@@ -98,8 +98,10 @@ def test_a_redis_restart_without_persistence_strands_nothing(tmp_path: Path) -> 
             "--reads", "0",
             "--workers", "2",
             "--kill-every", "0",
-            # Down a second: the uploads meanwhile are answered, and their sends left to the
-            # sweepers.
+            # Once messages wait on Redis, whatever the machine's pace, and down a second: the
+            # uploads meanwhile are answered, and their sends left to the sweepers.
+            "--broker-restart-at", "0.5",
+            "--broker-restart-queued", "8",
             "--broker-down", "1",
             "--settle-timeout", "180",
             "--env", "RESEND_UNSTARTED_AFTER_SECONDS=5",
