@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 
 class JobSender:
+    """A queue of committed jobs and the one thread, started at the first, that sends them."""
+
     def __init__(self) -> None:
         self._pending: deque[Send] = deque()
         self._sending = False
