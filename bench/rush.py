@@ -516,8 +516,9 @@ def seed_gradebook(students: int, labs: int) -> str:
 
 
 def sweeper_sends(logs: Path) -> list[tuple[float, str, list[int]]]:
-    """The sweepers' sends of jobs never sent (`resent`) and of jobs judged lost (`lost`),
-    from the workers' logs: (epoch seconds, kind, job ids in the order sent), oldest first."""
+    """The sweepers' sends of jobs never sent (`resent`), of jobs judged lost (`lost`) and of
+    jobs whose worker stopped (`requeued`), from the workers' logs: (epoch seconds, kind, job
+    ids in the order sent), oldest first."""
     sends = []
     for log in logs.glob("worker*.log"):
         for line in log.read_text(errors="replace").splitlines():
@@ -527,7 +528,7 @@ def sweeper_sends(logs: Path) -> list[tuple[float, str, list[int]]]:
                 at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
             except ValueError:
                 continue
-            for kind in ("resent", "lost"):
+            for kind in ("resent", "lost", "requeued"):
                 if f"{kind}=[" not in line:
                     continue
                 inside = line.split(f"{kind}=[", 1)[1].split("]", 1)[0]
@@ -589,7 +590,11 @@ def across_broker_restart(
     back = start_wall + done  # the broker answers again (epoch seconds)
     first_send: dict[int, tuple[float, str]] = {}
     order: list[int] = []
+    requeued: set[int] = set()  # taken by a worker that was killed: not lost by the restart
     for at, kind, ids in sweeper_sends(logs):
+        if kind == "requeued":
+            requeued.update(ids)
+            continue
         if at < start_wall + begun:
             continue
         for job_id in ids:
@@ -601,7 +606,9 @@ def across_broker_restart(
     def group(job_id: int) -> str:
         if first_send[job_id][1] == "resent":
             return "unsent"
-        return "lost" if taken[job_id][1] < start_wall + begun else "waited"
+        if taken[job_id][1] < start_wall + begun and job_id not in requeued:
+            return "lost"
+        return "waited"
 
     groups: dict[str, list[int]] = {"lost": [], "unsent": [], "waited": []}
     for job_id in order:
@@ -621,6 +628,7 @@ def across_broker_restart(
             "jobs": len(jobs),
             "first_s": round(min(ats), 1) if ats else None,
             "last_s": round(max(ats), 1) if ats else None,
+            "within_30_s": sum(1 for at in ats if at <= 30),
             # Consecutive sends where the later upload went first.
             "out_of_upload_order": sum(1 for a, b in itertools.pairwise(ids) if a > b),
             "taken_first_s": round(min(took), 1) if took else None,
@@ -960,7 +968,7 @@ def restart_lines(restart: dict[str, Any]) -> list[str]:
     what = {
         "lost": "lost by the restart (uploaded before it)",
         "unsent": "whose send failed while it was down",
-        "waited": "uploaded after it, sent again for waiting long",
+        "waited": "sent again only for waiting long (uploaded after it, or their worker killed)",
     }
     for name, words in what.items():
         f = restart[name]
@@ -968,7 +976,8 @@ def restart_lines(restart: dict[str, Any]) -> list[str]:
             continue
         lines.append(
             f"  jobs {words}: {f['jobs']}, sent again {f['first_s']} to {f['last_s']} s after "
-            f"the broker came back ({f['out_of_upload_order']} before an earlier upload); "
+            f"the broker came back ({f['within_30_s']} within 30 s; "
+            f"{f['out_of_upload_order']} before an earlier upload); "
             f"taken by a worker {f['taken_first_s']} to {f['taken_last_s']} s after "
             f"({f['not_taken']} not by the end)"
         )
