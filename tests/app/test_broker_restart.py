@@ -21,7 +21,7 @@ import pytest
 import redis
 from sqlalchemy.orm import Session
 
-from app.cli import upgrade_database
+from app.cli.database import upgrade_database
 from app.core.database import utcnow
 from app.core.settings import get_settings
 from app.grading.celery_app import QUEUE
