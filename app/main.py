@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -37,6 +39,7 @@ from app.core.overload import (
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
 from app.fleet.routes import router as fleet_router
+from app.grading.sender import job_sender
 from app.profiling.api import router as profiles_api_router
 from app.profiling.pages import router as profiles_pages_router
 from app.web.account import router as account_router
@@ -61,9 +64,21 @@ UNSTORABLE = (
 )
 
 
+# At shutdown, how long jobs handed to the sender a moment ago have to reach the broker; any
+# still held after it keep their stamps, and the workers' sweep finds them.
+SEND_AT_SHUTDOWN_SECONDS = 5.0
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    await asyncio.to_thread(job_sender.wait_sent, SEND_AT_SHUTDOWN_SECONDS)
+
+
 def create_app() -> FastAPI:
     settings = get_settings()
     app = FastAPI(
+        lifespan=_lifespan,
         title="kernelgrader",
         version=__version__,
         description="A CUDA kernel autograder: submit a kernel, read its verdicts and scores.",

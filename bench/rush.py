@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -39,6 +40,7 @@ import tempfile
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -141,10 +143,23 @@ class Redis:
         )
         wait_for_port(self.port)
 
-    def restart(self) -> None:
+    def waiting(self) -> int:
+        """Messages waiting on the main queue (0 while the server does not answer)."""
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+        try:
+            return int(client.llen("grading"))
+        except redis.RedisError:
+            return 0
+        finally:
+            client.close()
+
+    def restart(self, down: float = 0.0) -> None:
         assert self.proc is not None
         # SIGKILL: no shutdown save; without persistence every queued message is gone.
         self.procs.stop(self.proc, kill=True)
+        time.sleep(down)
         self.start()
 
 
@@ -500,15 +515,142 @@ def seed_gradebook(students: int, labs: int) -> str:
         return create_api_token(session, user=ta)
 
 
-def sent_again_as_lost(logs: Path) -> int:
-    """How many sends the workers' sweepers made for jobs they judged lost (from their logs)."""
-    total = 0
+def sweeper_sends(logs: Path) -> list[tuple[float, str, list[int]]]:
+    """The sweepers' sends of jobs never sent (`resent`), of jobs judged lost (`lost`) and of
+    jobs whose worker stopped (`requeued`), from the workers' logs: (epoch seconds, kind, job
+    ids in the order sent), oldest first."""
+    sends = []
     for log in logs.glob("worker*.log"):
         for line in log.read_text(errors="replace").splitlines():
-            if "sweep: SweepReport(" in line and "lost=[" in line:
-                inside = line.split("lost=[", 1)[1].split("]", 1)[0]
-                total += len([x for x in inside.split(",") if x.strip()])
-    return total
+            if "sweep: SweepReport(" not in line:
+                continue
+            try:  # logging's asctime: local time, milliseconds after a comma
+                at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            except ValueError:
+                continue
+            for kind in ("resent", "lost", "requeued"):
+                if f"{kind}=[" not in line:
+                    continue
+                inside = line.split(f"{kind}=[", 1)[1].split("]", 1)[0]
+                ids = [int(x) for x in inside.split(",") if x.strip()]
+                if ids:
+                    sends.append((at, kind, ids))
+    return sorted(sends, key=lambda item: item[0])
+
+
+def sent_again_as_lost(logs: Path) -> int:
+    """How many sends the workers' sweepers made for jobs they judged lost (from their logs)."""
+    return sum(len(ids) for _, kind, ids in sweeper_sends(logs) if kind == "lost")
+
+
+def jobs_taken(job_ids: list[int]) -> dict[int, tuple[int, float, float | None]]:
+    """job id -> (submission id, epoch seconds it was uploaded, epoch seconds a worker last
+    took it or None)."""
+    from sqlalchemy import select
+
+    from app.core.database import session_scope
+    from app.grading.models import GradingJob
+    from app.submissions.models import Submission
+
+    if not job_ids:
+        return {}
+    with session_scope() as session:
+        rows = session.execute(
+            select(GradingJob.id, Submission.id, Submission.created_at, GradingJob.started_at)
+            .join(Submission, Submission.id == GradingJob.submission_id)
+            .where(GradingJob.id.in_(job_ids))
+        ).all()
+    return {
+        job_id: (sid, created.timestamp(), started.timestamp() if started is not None else None)
+        for job_id, sid, created, started in rows
+    }
+
+
+def across_broker_restart(
+    results: Results, start_wall: float, logs: Path, *, before: float, after: float
+) -> dict[str, Any]:
+    """Uploads sent from `before` s ahead of the broker restart to `after` s past its end, and
+    the jobs the sweepers sent again from the restart on: those uploaded before it (the
+    restart lost them), those whose send failed while it was down, and those uploaded after it
+    (sent again because they waited long): when, in which order, when a worker took them."""
+    begun = next((t for t, what in results.events if what == "restart broker"), None)
+    done = next((t for t, what in results.events if what == "restart broker: done"), None)
+    if begun is None or done is None:
+        return {}
+    window = [
+        took
+        for t0, took, status in results.timeline
+        if status and begun - before <= t0 <= done + after
+    ]
+    elsewhere = [
+        took
+        for t0, took, status in results.timeline
+        if status and not begun - before <= t0 <= done + after
+    ]
+    back = start_wall + done  # the broker answers again (epoch seconds)
+    first_send: dict[int, tuple[float, str]] = {}
+    order: list[int] = []
+    requeued: set[int] = set()  # taken by a worker that was killed: not lost by the restart
+    for at, kind, ids in sweeper_sends(logs):
+        if kind == "requeued":
+            requeued.update(ids)
+            continue
+        if at < start_wall + begun:
+            continue
+        for job_id in ids:
+            if job_id not in first_send:
+                first_send[job_id] = (at, kind)
+                order.append(job_id)
+    taken = jobs_taken(order)
+
+    def group(job_id: int) -> str:
+        if first_send[job_id][1] == "resent":
+            return "unsent"
+        if taken[job_id][1] < start_wall + begun and job_id not in requeued:
+            return "lost"
+        return "waited"
+
+    groups: dict[str, list[int]] = {"lost": [], "unsent": [], "waited": []}
+    for job_id in order:
+        if job_id in taken:
+            groups[group(job_id)].append(job_id)
+
+    def figures(jobs: list[int]) -> dict[str, Any]:
+        ats = [first_send[j][0] - back for j in jobs]
+        # Taken by a worker after it was sent again (an earlier attempt's start does not count).
+        took = [
+            started - back
+            for j in jobs
+            if (started := taken[j][2]) is not None and started >= first_send[j][0]
+        ]
+        ids = [taken[j][0] for j in jobs]  # submission ids, in the order the sweepers logged
+        return {
+            "jobs": len(jobs),
+            "first_s": round(min(ats), 1) if ats else None,
+            "last_s": round(max(ats), 1) if ats else None,
+            "within_30_s": sum(1 for at in ats if at <= 30),
+            # Consecutive sends where the later upload went first.
+            "out_of_upload_order": sum(1 for a, b in itertools.pairwise(ids) if a > b),
+            "taken_first_s": round(min(took), 1) if took else None,
+            "taken_last_s": round(max(took), 1) if took else None,
+            "not_taken": len(jobs) - len(took),
+        }
+
+    return {
+        "window": f"sent {before:g} s before the restart to {after:g} s after it",
+        "uploads": len(window),
+        "p50": percentile(window, 50),
+        "p99": percentile(window, 99),
+        "max": max(window, default=None),
+        # The same load away from the restart, for comparison.
+        "elsewhere": {
+            "uploads": len(elsewhere),
+            "p50": percentile(elsewhere, 50),
+            "p99": percentile(elsewhere, 99),
+        },
+        "down_seconds": round(done - begun, 2),
+        **{name: figures(jobs) for name, jobs in groups.items()},
+    }
 
 
 def rss_kib(pid: int, key: str) -> int:
@@ -581,7 +723,7 @@ async def _run(
     ]
     wait_for_port(port, timeout=60)
     results = Results()
-    start = time.monotonic()
+    start, start_wall = time.monotonic(), time.time()
     stop_health = asyncio.Event()
     health = asyncio.create_task(watch_health(base, results, stop_health, start))
     load_seconds = args.uploads / args.rate
@@ -594,11 +736,19 @@ async def _run(
                 plan.append((t, "kill worker"))
                 t += args.kill_every
         if redis is not None and not args.no_broker_restart:
-            plan.append((load_seconds * 0.4, "restart broker"))
+            at = load_seconds * 0.4 if args.broker_restart_at is None else args.broker_restart_at
+            plan.append((at, "restart broker"))
         if postgres is not None and not args.no_db_restart:
             plan.append((load_seconds * 0.7, "restart database"))
         for at, what in sorted(plan):
             await asyncio.sleep(max(0.0, start + at - time.monotonic()))
+            if what == "restart broker" and redis is not None and args.broker_restart_queued:
+                # Only once that many messages wait, so that the restart loses some.
+                until = time.monotonic() + load_seconds + 30
+                while time.monotonic() < until:
+                    if await asyncio.to_thread(redis.waiting) >= args.broker_restart_queued:
+                        break
+                    await asyncio.sleep(0.05)
             results.events.append((time.monotonic() - start, what))
             if what == "kill worker":
                 victim = random.randrange(len(workers))
@@ -607,7 +757,7 @@ async def _run(
                     f"worker{victim}", [py, "-m", "app.cli", "worker"], env
                 )
             elif what == "restart broker" and redis is not None:
-                await asyncio.to_thread(redis.restart)
+                await asyncio.to_thread(redis.restart, args.broker_down)
             elif what == "restart database" and postgres is not None:
                 await asyncio.to_thread(postgres.stop)
                 await asyncio.sleep(args.db_down)
@@ -721,6 +871,9 @@ async def _run(
             "p99": percentile(reads_ok, 99),
         },
         "sent_again_as_lost": sent_again_as_lost(procs.logs),
+        "broker_restart": across_broker_restart(
+            results, start_wall, procs.logs, before=1.0, after=args.restart_window
+        ),
         "gradebook": gradebook,
         "audit": report,
     }
@@ -774,6 +927,7 @@ def show(result: dict[str, Any]) -> None:
         f"all final {result['all_final_after_seconds']} s after the start; "
         f"after the broker restart: {result['final_after_broker_restart_seconds']} s",
         f"sent again as lost by the sweepers: {result['sent_again_as_lost']}",
+        *restart_lines(result["broker_restart"]),
         f"reads: {reads['count']} at {reads['concurrency']} in flight {reads['statuses']}, "
         + (f"{reads['per_second']:.0f}/s" if reads["per_second"] else "-")
         + f", p50 {ms(reads['p50'])}, p99 {ms(reads['p99'])}",
@@ -801,6 +955,35 @@ def show(result: dict[str, Any]) -> None:
     print("\n".join(lines))
 
 
+def restart_lines(restart: dict[str, Any]) -> list[str]:
+    if not restart:
+        return []
+    lines = [
+        f"across the broker restart (down {restart['down_seconds']} s; uploads "
+        f"{restart['window']}): {restart['uploads']} uploads, p50 {ms(restart['p50'])}, "
+        f"p99 {ms(restart['p99'])}, max {ms(restart['max'])}; the other "
+        f"{restart['elsewhere']['uploads']}: p50 {ms(restart['elsewhere']['p50'])}, "
+        f"p99 {ms(restart['elsewhere']['p99'])}"
+    ]
+    what = {
+        "lost": "lost by the restart (uploaded before it)",
+        "unsent": "whose send failed while it was down",
+        "waited": "sent again only for waiting long (uploaded after it, or their worker killed)",
+    }
+    for name, words in what.items():
+        f = restart[name]
+        if not f["jobs"]:
+            continue
+        lines.append(
+            f"  jobs {words}: {f['jobs']}, sent again {f['first_s']} to {f['last_s']} s after "
+            f"the broker came back ({f['within_30_s']} within 30 s; "
+            f"{f['out_of_upload_order']} before an earlier upload); "
+            f"taken by a worker {f['taken_first_s']} to {f['taken_last_s']} s after "
+            f"({f['not_taken']} not by the end)"
+        )
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--setup", choices=["embedded", "scaled"], default="embedded")
@@ -825,9 +1008,29 @@ def main() -> int:
     parser.add_argument("--no-db-restart", action="store_true")
     parser.add_argument("--db-down", type=float, default=3.0, help="seconds PostgreSQL is down")
     parser.add_argument(
+        "--broker-down", type=float, default=0.0, help="seconds Redis is down at its restart"
+    )
+    parser.add_argument(
+        "--broker-restart-at",
+        type=float,
+        help="seconds after the start to restart Redis (default: 40%% of the load's time)",
+    )
+    parser.add_argument(
+        "--broker-restart-queued",
+        type=int,
+        default=0,
+        help="restart Redis no earlier than when this many messages wait on it",
+    )
+    parser.add_argument(
         "--redis-persistence",
         action="store_true",
         help="run the bench's Redis with appendonly (the recommended setup)",
+    )
+    parser.add_argument(
+        "--restart-window",
+        type=float,
+        default=10.0,
+        help="uploads sent up to this many seconds after the broker restart count as across it",
     )
     parser.add_argument("--redis-url", help="embedded database with this Redis as the broker")
     parser.add_argument(

@@ -21,7 +21,8 @@ from app.courses.service import (
     require_staff,
     role_in,
 )
-from app.grading.queue import send_job, stamp_send
+from app.grading.queue import stamp_send
+from app.grading.sender import send_after_commit
 from app.regrades import service as regrades
 from app.regrades.schemas import RegradeAnswer, RegradeAsk, RegradeRequestRead, request_read
 from app.rubric import service as rubric
@@ -117,7 +118,7 @@ async def answer_regrade_request(
         if job is not None:
             stamp = stamp_send(job)
             session.commit()
-            send_job(submission_id=request.submission_id, job_id=job.id, stamped_at=stamp)
+            send_after_commit(submission_id=request.submission_id, job_id=job.id, stamped_at=stamp)
         return read
 
     return await api.run(work)

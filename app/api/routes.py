@@ -31,7 +31,8 @@ from app.courses.models import Lab, LatePolicy
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
 from app.fleet.service import WorkerView, grading_sentence, recent_workers
 from app.gradebook.service import write_canvas_csv, write_gradebook_csv
-from app.grading.queue import send_job, stamp_send
+from app.grading.queue import stamp_send
+from app.grading.sender import send_after_commit
 from app.latedays.service import available_for
 from app.submissions.models import Status
 from app.submissions.quota import submission_quota
@@ -203,8 +204,11 @@ async def submit(
         # database went away mid-commit and did not come back to say, that it may have been.
         stamp = stamp_send(intake.job)
         commit_or_confirm(session, landed=intake.stored)
-        send_job(submission_id=intake.submission_id, job_id=intake.job_id, stamped_at=stamp)
-        # Stored and sent: from here on no database error may turn into "not stored", so the
+        send_after_commit(
+            submission_id=intake.submission_id, job_id=intake.job_id, stamped_at=stamp
+        )
+        # Stored, and handed to this process's sender, so the answer never waits on the broker
+        # (app.grading.sender): from here on no database error may turn into "not stored", so the
         # quota headers are best effort, and their read ends here rather than in a closing
         # commit that a database going away could fail.
         try:
@@ -248,7 +252,7 @@ async def regrade_submission(submission_id: RowId, api: ApiDb) -> SubmissionCrea
         job = regrade(session, user=user, submission=submission, now=utcnow())
         stamp = stamp_send(job)
         session.commit()
-        send_job(submission_id=submission.id, job_id=job.id, stamped_at=stamp)
+        send_after_commit(submission_id=submission.id, job_id=job.id, stamped_at=stamp)
         return SubmissionCreated(
             id=submission.id, status=Status.queued, url=f"/submissions/{submission.id}"
         )

@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     # request is answered within a few seconds whatever the load.
     max_request_wait_seconds: float = 3.0
     # The database connection pool of each process (pool_size kept open, max_overflow more on
-    # demand, pool_timeout seconds to wait for one); it must hold web_threads + 2.
+    # demand, pool_timeout seconds to wait for one); it must hold web_threads + 3.
     db_pool_size: int = 10
     db_max_overflow: int = 10
     db_pool_timeout_seconds: float = 10.0
@@ -157,13 +157,14 @@ class Settings(BaseSettings):
                 "least 1."
             )
         pool = self.db_pool_size + self.db_max_overflow
-        if pool < self.web_threads + 2:
-            # Each request thread holds at most one connection; the token-use writer and the
-            # health probe's spare need the other two. Fewer, and threads wait on the pool.
+        if pool < self.web_threads + 3:
+            # Each request thread holds at most one connection; the token-use writer, the job
+            # sender (noting sends the broker refused) and the health probe's spare need the
+            # other three. Fewer, and threads wait on the pool.
             raise ValueError(
                 f"KERNELGRADER_DB_POOL_SIZE + KERNELGRADER_DB_MAX_OVERFLOW "
                 f"({self.db_pool_size} + {self.db_max_overflow}) must be at least "
-                f"KERNELGRADER_WEB_THREADS + 2 ({self.web_threads + 2}); raise the pool or "
+                f"KERNELGRADER_WEB_THREADS + 3 ({self.web_threads + 3}); raise the pool or "
                 "lower the threads."
             )
         if pool < 2 * self.worker_concurrency + 2:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from sqlalchemy import update
 
@@ -19,11 +20,43 @@ def stamp_send(job: GradingJob, *, queue: str = QUEUE) -> datetime:
     """Note on a job, in the transaction that commits it, that it is about to be sent.
 
     Spares the web process a second write per upload (on SQLite, a second turn at the write
-    lock); pass the stamp to `send_job`, which takes the note back if the send fails.
+    lock); pass the stamp to `send_job` or the sender (app.grading.sender), which take the
+    note back if the send fails.
     """
     job.sent_at = utcnow()
     job.sent_queue = queue
     return job.sent_at
+
+
+# Stamps this close may reach the broker out of their order (each is taken just before its
+# commit, and sent after it), so a queue is taken to have moved past a job only when a worker
+# claimed a job stamped this much later (sweeper.lost_jobs). Where a job waited longer than
+# this between its stamp and its send (a slow broker), it may be judged lost while its message
+# still waits, and sent once more: harmless, since the worker that claims a job first holds it.
+# A larger margin sends fewer such copies, and finds a job that the broker lost later: a job
+# sent just before a restart is found once the workers reach the uploads sent this much after.
+STAMP_MARGIN = timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class Send:
+    """A committed job, stamped for its send, and the queue it goes to."""
+
+    submission_id: int
+    job_id: int
+    queue: str
+    stamped_at: datetime
+
+
+def _publish(*, submission_id: int, job_id: int, queue: str, sent_at: datetime) -> None:
+    from app.grading.celery_app import celery_app
+
+    celery_app.send_task(
+        GRADE_TASK,
+        args=[submission_id, job_id],
+        kwargs={"sent_at": sent_at.isoformat(), "queue": queue},
+        queue=queue,
+    )
 
 
 def send_job(
@@ -35,16 +68,9 @@ def send_job(
     (see sweeper.lost_jobs). A job that was not sent stays `queued` with no `sent_at` (its
     `sent_queue` still saying where it belongs), and the sweeper sends it later.
     """
-    from app.grading.celery_app import celery_app
-
     sent_at = stamped_at or utcnow()
     try:
-        celery_app.send_task(
-            GRADE_TASK,
-            args=[submission_id, job_id],
-            kwargs={"sent_at": sent_at.isoformat(), "queue": queue},
-            queue=queue,
-        )
+        _publish(submission_id=submission_id, job_id=job_id, queue=queue, sent_at=sent_at)
     except Exception:
         log.exception(
             "could not send job %s of submission %s; the sweeper retries", job_id, submission_id
@@ -55,6 +81,56 @@ def send_job(
     if stamped_at is None:
         _note(job_id, None, sent_at=sent_at, queue=queue)
     return True
+
+
+def send_in_order(sends: Sequence[Send]) -> list[int]:
+    """Send stamped jobs in this order; return the ids sent.
+
+    From the first send the broker refuses, the stamps of that job and of every job after it
+    are taken back without trying them: a broker that is down costs one attempt, not one per
+    job. A job taken back counts as never sent, and the sweeper sends it.
+    """
+    sent: list[int] = []
+    for n, item in enumerate(sends):
+        try:
+            _publish(
+                submission_id=item.submission_id,
+                job_id=item.job_id,
+                queue=item.queue,
+                sent_at=item.stamped_at,
+            )
+        except Exception as exc:
+            log.warning(
+                "the broker refused job %s (%s); %d jobs are left for the sweeper to send",
+                item.job_id,
+                exc,
+                len(sends) - n,
+            )
+            take_back(sends[n:])
+            break
+        sent.append(item.job_id)
+    return sent
+
+
+def take_back(sends: Sequence[Send]) -> None:
+    """Note these stamped jobs as not sent (each only while its stamp is the one given)."""
+    try:
+        with session_scope() as session:
+            for item in sends:
+                session.execute(
+                    update(GradingJob)
+                    .where(
+                        GradingJob.id == item.job_id,
+                        GradingJob.state == JobState.queued.value,
+                        GradingJob.sent_at == item.stamped_at,
+                    )
+                    .values(sent_at=None, sent_queue=item.queue)
+                    .execution_options(synchronize_session=False)
+                )
+    except Exception:
+        # Their stamps stay: the sweeper finds them lost once their queue is empty or has
+        # moved past them, later than it would find them unsent.
+        log.exception("could not note %d jobs as not sent", len(sends))
 
 
 def _note(

@@ -1,10 +1,12 @@
 """Finds jobs the queue lost and sends them again; run periodically by every worker.
 
-Every send is stamped on the job first, in the sweep's transaction: `sent_at` (the stamp the
-message carries) and `sent_queue`, the queue the job belongs on: the main queue for a job to
-compile, the queue of its GPU model for a compiled job handed to a GPU worker. A job sent
-again, for whatever reason, goes back to that queue; the stamps are conditional writes, so of
-several workers sweeping at once only one sends a given job.
+Every send is stamped on the job first: `sent_at` (the stamp the message carries) and
+`sent_queue`, the queue the job belongs on: the main queue for a job to compile, the queue of
+its GPU model for a compiled job handed to a GPU worker. A job sent again, for whatever reason,
+goes back to that queue; the stamps are conditional writes, so of several workers sweeping at
+once only one sends a given job. Jobs never sent and jobs the broker lost go out together, in
+upload order, a few stamped at a time (`_send_again`); the others are stamped in the sweep's
+transaction.
 
 A lab regrade's jobs (background priority) are sent by one step only, the last, a few at a
 time and only while no student's job waits (app.grading.bulk): wherever a job of theirs would
@@ -29,7 +31,7 @@ from app.core.settings import get_settings
 from app.grading.bulk import background_jobs_to_send
 from app.grading.celery_app import GPU_QUEUE, QUEUE
 from app.grading.models import GradingJob, JobState, Priority
-from app.grading.queue import send_job, waiting_in_broker
+from app.grading.queue import STAMP_MARGIN, Send, send_in_order, waiting_in_broker
 from app.grading.routing import gpu_queue, served_keys
 from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
 from app.profiling.queue import send_profile
@@ -40,6 +42,9 @@ from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 
 log = logging.getLogger(__name__)
+
+# Jobs sent again are stamped and sent this many at a time (a few hundredths of a second).
+RESEND_CHUNK = 50
 
 
 @dataclass
@@ -87,7 +92,8 @@ def sweep(
     overdue_before = now - timedelta(seconds=settings.resend_unstarted_after_seconds)
     long_before = now - timedelta(seconds=settings.resend_sent_after_seconds)
     stale_before = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
-    sends: list[tuple[int, int, str, datetime]] = []
+    sends: list[Send] = []
+    again: list[_Again] = []  # jobs to send again, once this transaction commits
     with session_scope() as session:
         # Committed but not sent: the send after the commit failed and took its stamp back.
         # (A web process that died between its commit and its send left a stamp: such a job
@@ -101,29 +107,18 @@ def sweep(
                 GradingJob.priority == Priority.normal.value,
             )
         ).all():
-            stamp = _restamp(session, job, home_queue(job))
-            if stamp is not None:
-                sends.append((job.submission_id, job.id, home_queue(job), stamp))
-                report.resent.append(job.id)
+            again.append(_Again.of(job, lost=False))
         # Sent, and still not started a while later: lost by the broker (restarted without
         # persistence), or taken by a worker that died before claiming it. Judged by the
         # jobs' own rows, not by what the broker says it holds.
         for job in lost_jobs(
-            session,
-            overdue_before=overdue_before,
-            long_before=long_before,
-            margin=timedelta(seconds=settings.resend_unstarted_after_seconds),
+            session, overdue_before=overdue_before, long_before=long_before, margin=STAMP_MARGIN
         ):
-            if job.id in report.resent:
-                continue  # just sent by the step above
             if job.priority != Priority.normal.value:
                 if _hold_back(session, job):
                     report.lost.append(job.id)  # the last step sends it again in its turn
                 continue
-            stamp = _restamp(session, job, home_queue(job))
-            if stamp is not None:
-                sends.append((job.submission_id, job.id, home_queue(job), stamp))
-                report.lost.append(job.id)
+            again.append(_Again.of(job, lost=True))
         # Held by a worker that stopped beating: send again, or give up after max_attempts.
         for job in session.scalars(
             select(GradingJob).where(
@@ -173,7 +168,7 @@ def sweep(
                     staff_note=f"Worker {job.worker_id} stopped beating its heartbeat.",
                 )
                 if not background:
-                    sends.append((job.submission_id, job.id, queue, stamp))
+                    sends.append(Send(job.submission_id, job.id, queue, stamp))
                 report.requeued.append(job.id)
         if has_gpu:
             # Only jobs whose lab names no GPU model or one this GPU serves, each onto the
@@ -200,18 +195,18 @@ def sweep(
                 )
                 if moved:
                     if not background:
-                        sends.append((job.submission_id, job.id, queue, stamp))
+                        sends.append(Send(job.submission_id, job.id, queue, stamp))
                     report.to_gpu.append(job.id)
         for submission_id, job_id, queue, stamp in background_jobs_to_send(session, now=now):
-            sends.append((submission_id, job_id, queue, stamp))
+            sends.append(Send(submission_id, job_id, queue, stamp))
             report.background.append(job_id)
         # Profiling jobs last, and only while no grading waits (app.profiling.sweep).
         profile_sends = profiles_to_send(session, now=now)
         report.profiles = [profile_id for profile_id, _, _ in profile_sends]
         report.similarity = reports_to_send(session, now=now)
     # Send only once the state changes are committed, so a fast worker finds them.
-    for submission_id, job_id, queue, stamp in sends:
-        send_job(submission_id=submission_id, job_id=job_id, queue=queue, stamped_at=stamp)
+    send_in_order(sends)
+    _send_again(again, report)
     for profile_id, queue, stamp in profile_sends:
         send_profile(profile_id=profile_id, queue=queue, stamped_at=stamp)
     for report_id in report.similarity:
@@ -219,41 +214,75 @@ def sweep(
     return report
 
 
-def _restamp(session: Session, job: GradingJob, queue: str) -> datetime | None:
-    """Stamp a queued job for its next send, unless another sweeper did since it was read.
+@dataclass(frozen=True)
+class _Again:
+    """A queued job to send again, as the sweep read it: its stamp then (None: never sent)."""
 
-    Every worker sweeps; the conditional write lets one of them send the job, not each.
+    job_id: int
+    submission_id: int
+    queue: str
+    stamp: datetime | None
+    lost: bool  # sent, and lost; else never sent
+
+    @classmethod
+    def of(cls, job: GradingJob, *, lost: bool) -> _Again:
+        return cls(job.id, job.submission_id, home_queue(job), job.sent_at, lost=lost)
+
+
+def _send_again(again: list[_Again], report: SweepReport) -> None:
+    """Send jobs never sent and jobs the broker lost, together in upload order.
+
+    Stamped and sent a few at a time, so each message carries a stamp taken just before it
+    is sent (see queue.STAMP_MARGIN), however many wait. A stamp is a conditional write: of
+    several workers sweeping at once, only one sends a given job. Where the broker refuses
+    one, the rest wait for the next sweep.
     """
-    stamp = utcnow()
-    return stamp if _stamp_unless_changed(session, job, queue, stamp) else None
+    # Upload order: a submission's id is given as it is stored.
+    again.sort(key=lambda item: (item.submission_id, item.job_id))
+    for start in range(0, len(again), RESEND_CHUNK):
+        chunk = again[start : start + RESEND_CHUNK]
+        stamped: list[Send] = []
+        with session_scope() as session:
+            for item in chunk:
+                stamp = utcnow()
+                if _stamp_if_unchanged(session, item.job_id, item.stamp, item.queue, stamp):
+                    stamped.append(Send(item.submission_id, item.job_id, item.queue, stamp))
+                    (report.lost if item.lost else report.resent).append(item.job_id)
+        if len(send_in_order(stamped)) < len(stamped):
+            return
 
 
 def _hold_back(session: Session, job: GradingJob) -> bool:
     """Take a lab regrade's job off the broker's books: its stamp goes, its queue stays, and
-    the sweep's last step sends it again in its turn. Conditional, as `_restamp`."""
+    the sweep's last step sends it again in its turn. Conditional, as every stamp."""
     return _stamp_unless_changed(session, job, home_queue(job), None)
 
 
 def _stamp_unless_changed(
     session: Session, job: GradingJob, queue: str, stamp: datetime | None
 ) -> bool:
-    moved = session.execute(
-        update(GradingJob)
-        .where(
-            GradingJob.id == job.id,
-            GradingJob.state == JobState.queued.value,
-            GradingJob.sent_at.is_(None)
-            if job.sent_at is None
-            else GradingJob.sent_at == job.sent_at,
-        )
-        .values(sent_at=stamp, sent_queue=queue)
-        .execution_options(synchronize_session=False)
-    )
-    if moved.rowcount != 1:  # type: ignore[attr-defined]
+    if not _stamp_if_unchanged(session, job.id, job.sent_at, queue, stamp):
         return False
     set_committed_value(job, "sent_at", stamp)
     set_committed_value(job, "sent_queue", queue)
     return True
+
+
+def _stamp_if_unchanged(
+    session: Session, job_id: int, old: datetime | None, queue: str, stamp: datetime | None
+) -> bool:
+    """Stamp a queued job (None: not sent) if its stamp is still `old`."""
+    moved = session.execute(
+        update(GradingJob)
+        .where(
+            GradingJob.id == job_id,
+            GradingJob.state == JobState.queued.value,
+            GradingJob.sent_at.is_(None) if old is None else GradingJob.sent_at == old,
+        )
+        .values(sent_at=stamp, sent_queue=queue)
+        .execution_options(synchronize_session=False)
+    )
+    return moved.rowcount == 1  # type: ignore[attr-defined]
 
 
 def lost_jobs(
@@ -267,8 +296,10 @@ def lost_jobs(
     job's message was handed out too, or lost), or its queue holds no message at all; and
     whatever either says, once it was sent before `long_before`. The stamps compared are
     those the messages carry, so a second copy of a job taken early says nothing about the
-    jobs sent between its copies. The margin covers stamps taken a little before the send
-    (at the commit), which may reach the broker out of their order.
+    jobs sent between its copies. The margin (queue.STAMP_MARGIN) covers stamps taken a
+    little before the send (at the commit), which may reach the broker out of their order; it
+    is short, so that jobs a broker restart lost are found as soon as the workers take the
+    uploads sent just after it, not once the backlog behind them has drained.
 
     A lab regrade's job is judged the same way once it was sent; one still held back (no
     stamp) is not overdue. Queues are per GPU model, and each is judged on its own.

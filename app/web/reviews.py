@@ -21,7 +21,8 @@ from app.core.errors import DomainError, Invalid
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.release import is_released, regrade_requests_close_at
 from app.courses.service import get_course, get_lab, require_staff
-from app.grading.queue import send_job, stamp_send
+from app.grading.queue import stamp_send
+from app.grading.sender import send_after_commit
 from app.regrades import service as regrades
 from app.regrades.models import RegradeRequest
 from app.rubric import service as rubric
@@ -144,7 +145,7 @@ async def regrade_request_form(
             return render(request, "regrade_request.html", context, status_code=exc.status_code)
         if sent is not None:
             session.commit()
-            send_job(submission_id=sent[0], job_id=sent[1], stamped_at=sent[2])
+            send_after_commit(submission_id=sent[0], job_id=sent[1], stamped_at=sent[2])
         return _back(f"/regrade-requests/{request_id}", said)
 
     return await web.run(work)

@@ -37,7 +37,8 @@ from app.courses.service import (
 )
 from app.courses.specs import spec_for
 from app.gradebook.service import Student, best_scores, gradebook, is_pending
-from app.grading.queue import send_job, stamp_send
+from app.grading.queue import stamp_send
+from app.grading.sender import send_after_commit
 from app.latedays.service import available_for, balance
 from app.performance.leaderboard import my_entry
 from app.performance.service import submission_performance
@@ -344,10 +345,13 @@ async def submit_form(
             if isinstance(exc, RateLimited):
                 page.headers["Retry-After"] = str(exc.retry_after)
             return page
-        # As the API's submit: stamped and committed (or told what happened), then sent.
+        # As the API's submit: stamped and committed (or told what happened), then handed to
+        # the sender, which sends it without holding up the answer.
         stamp = stamp_send(intake.job)
         commit_or_confirm(session, landed=intake.stored)
-        send_job(submission_id=intake.submission_id, job_id=intake.job_id, stamped_at=stamp)
+        send_after_commit(
+            submission_id=intake.submission_id, job_id=intake.job_id, stamped_at=stamp
+        )
         return RedirectResponse(f"/submissions/{intake.submission_id}", status_code=303)
 
     return await web.run(work)
@@ -403,7 +407,7 @@ async def regrade_form(
         job = regrade(session, user=user, submission=submission, now=utcnow())
         stamp = stamp_send(job)
         session.commit()
-        send_job(submission_id=submission.id, job_id=job.id, stamped_at=stamp)
+        send_after_commit(submission_id=submission.id, job_id=job.id, stamped_at=stamp)
         return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
 
     return await web.run(work)

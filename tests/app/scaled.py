@@ -11,9 +11,15 @@ whenever they build something, so switching the settings here points them at Pos
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from pathlib import Path
 
 import pytest
 from celery import Celery
@@ -24,6 +30,7 @@ import app.grading.celery_app as celery_module
 from app.core.database import engine_for
 from app.core.settings import get_settings
 from app.grading.celery_app import GPU_QUEUE, QUEUE, make_celery
+from app.grading.sender import job_sender
 
 POSTGRES_VAR = "KERNELGRADER_TEST_POSTGRES_URL"
 REDIS_VAR = "KERNELGRADER_TEST_REDIS_URL"
@@ -88,12 +95,16 @@ def sending_through(broker_url: str) -> Iterator[Celery]:
     The module's `celery_app` is built once per process, from the settings of the moment;
     `send_job` looks it up on each call, so replacing it here reroutes the real send path.
     """
+    # Jobs handed to the sender (app.grading.sender) before the switch go where they were meant
+    # to, and so do the block's own before it ends.
+    job_sender.wait_sent(60)
     with settings_from(broker_url=broker_url), pytest.MonkeyPatch.context() as patch:
         celery = make_celery()
         patch.setattr(celery_module, "celery_app", celery)
         try:
             yield celery
         finally:
+            job_sender.wait_sent(60)
             celery.close()
 
 
@@ -104,3 +115,82 @@ def purge_grading_queues(celery: Celery) -> None:
         for queue in (QUEUE, GPU_QUEUE):
             channel.queue_declare(queue=queue, durable=True, auto_delete=False)
             channel.queue_purge(queue)
+
+
+def redis_server() -> str:
+    """The redis-server program; skip (fail under CI) with how to install it when missing."""
+    exe = shutil.which("redis-server")
+    if exe:
+        return exe
+    message = f"redis-server is not installed: {HOW_TO_RUN}"
+    if _in_ci():
+        pytest.fail(f"{message}. CI must run the broker restart tests, not skip them.")
+    pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OwnRedis:
+    """A redis-server of the test's own on a loopback port, without persistence, so that a
+    restart loses every queued message (the CI Redis keeps them, and other tests use it)."""
+
+    def __init__(self, exe: str, folder: Path, port: int | None = None) -> None:
+        self.exe, self.folder, self.port = exe, folder, port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self.exe,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.folder),
+            ],  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(200):  # up to 10 s
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no save at shutdown, so every queued message is gone."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+
+class SilentPort:
+    """A loopback port that takes connections and never answers, as a broker behind a dead
+    network path; closing it resets the connections it held."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(64)  # connections wait in the backlog, never accepted
+
+    def close(self) -> None:
+        with suppress(OSError):
+            self.sock.close()

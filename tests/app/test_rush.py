@@ -2,9 +2,10 @@
 
 Embedded default: uploads and reads at 128 in flight while a worker is killed twice.
 Larger setup: the CI PostgreSQL (a fresh database) with a redis-server of the test's own on
-another loopback port, restarted without persistence mid-burst, so queued messages are really
-lost and the sweeper must find them. (Restarting the CI Redis instead would drop other tests'
-queues, and scripts/ci-services.sh now runs it with persistence, which would lose nothing.)
+another loopback port, restarted without persistence mid-burst (down a second), so queued
+messages are really lost and the sweeper must find them, and uploads meanwhile leave their
+sends to it. (Restarting the CI Redis instead would drop other tests' queues, and
+scripts/ci-services.sh now runs it with persistence, which would lose nothing.)
 
 Asserted: nothing lost, nothing stuck, nothing doubled, no 5xx but 503 (each with a sentence
 and Retry-After), /health answering throughout. No timing is asserted; bench/rush.py prints it.
@@ -97,6 +98,11 @@ def test_a_redis_restart_without_persistence_strands_nothing(tmp_path: Path) -> 
             "--reads", "0",
             "--workers", "2",
             "--kill-every", "0",
+            # Once messages wait on Redis, whatever the machine's pace, and down a second: the
+            # uploads meanwhile are answered, and their sends left to the sweepers.
+            "--broker-restart-at", "0.5",
+            "--broker-restart-queued", "8",
+            "--broker-down", "1",
             "--settle-timeout", "180",
             "--env", "RESEND_UNSTARTED_AFTER_SECONDS=5",
         )  # fmt: skip

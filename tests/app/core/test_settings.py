@@ -40,9 +40,9 @@ def test_an_empty_or_short_secret_is_refused_outside_development(weak: str) -> N
 
 def test_a_pool_too_small_for_the_request_or_job_threads_is_refused(tmp_path: Path) -> None:
     base = {"env": "development", "data_dir": tmp_path, "db_pool_size": 5, "db_max_overflow": 5}
-    with pytest.raises(ValidationError, match=r"at least KERNELGRADER_WEB_THREADS \+ 2 \(12\)"):
+    with pytest.raises(ValidationError, match=r"at least KERNELGRADER_WEB_THREADS \+ 3 \(13\)"):
         Settings(**base, web_threads=10)
     # A threaded worker: each job and its heartbeat hold a connection at once.
     with pytest.raises(ValidationError, match=r"2 x KERNELGRADER_WORKER_CONCURRENCY \+ 2 \(14\)"):
-        Settings(**base, worker_concurrency=6)
-    assert Settings(**base, worker_concurrency=4).worker_concurrency == 4
+        Settings(**base, web_threads=7, worker_concurrency=6)
+    assert Settings(**base, web_threads=7, worker_concurrency=4).worker_concurrency == 4

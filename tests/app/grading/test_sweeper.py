@@ -350,12 +350,12 @@ def test_a_worker_notes_the_stamp_of_the_message_it_claimed_the_job_with(
 
 def test_two_sweepers_that_find_the_same_lost_job_send_it_once(session: Session) -> None:
     from app.core.database import session_scope
-    from app.grading.sweeper import _restamp
+    from app.grading.sweeper import _stamp_if_unchanged
 
     job = _sent_not_started(session, sent_at=_future())
     # Both read the job as it was; the first to write its stamp sends it, the other does not.
     with session_scope() as first, session_scope() as second:
         mine, theirs = first.get_one(GradingJob, job.id), second.get_one(GradingJob, job.id)
-        assert _restamp(first, mine, QUEUE) is not None
+        assert _stamp_if_unchanged(first, mine.id, mine.sent_at, QUEUE, utcnow())
         first.commit()
-        assert _restamp(second, theirs, QUEUE) is None
+        assert not _stamp_if_unchanged(second, theirs.id, theirs.sent_at, QUEUE, utcnow())
