@@ -23,6 +23,7 @@ short-lived threads (graders.sandbox.prestart).
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -78,6 +79,9 @@ class SandboxProcess:
     log: list[str] = field(default_factory=list)
     taken: bool = False
     early_progress: bytearray = field(default_factory=bytearray)
+    # The worker's peak resident memory when it forked this child (KiB). The kernel carries a
+    # forked process's high-water mark across exec, so the child's ru_maxrss is never below it.
+    inherited_rss_kb: int = 0
 
     @property
     def pid(self) -> int:
@@ -160,6 +164,7 @@ def spawn(*, limits: SandboxLimits, gpu: bool, warm: str | None = None) -> Sandb
     argv += [str(in_r), str(out_w), str(progress_w), str(lifeline_r)]
     if warm:
         argv.append(warm)
+    inherited_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
         proc = subprocess.Popen(
             argv,
@@ -182,5 +187,16 @@ def spawn(*, limits: SandboxLimits, gpu: bool, warm: str | None = None) -> Sandb
             os.close(fd)
     nproc = os.geteuid() != 0 or creds is not None
     return SandboxProcess(
-        proc, workdir, gpu, warm, in_w, out_r, progress_r, lifeline_w, time.monotonic(), nproc, log
+        proc,
+        workdir,
+        gpu,
+        warm,
+        in_w,
+        out_r,
+        progress_r,
+        lifeline_w,
+        time.monotonic(),
+        nproc,
+        log,
+        inherited_rss_kb=inherited_rss_kb,
     )

@@ -118,17 +118,24 @@ def _classify(
     warm_cpu_s: float = 0.0,
     printing: str = "",
     printed: int = 0,
+    inherited_rss_kb: int = 0,
 ) -> tuple[bool, dict[str, Any] | None, str, str, int | None, int | None]:
-    """(ok, value, reason, message, exit_code, signal) from how the child ended."""
+    """(ok, value, reason, message, exit_code, signal) from how the child ended.
+
+    `inherited_rss_kb` is the worker's peak memory when it forked the child: a child's
+    ru_maxrss never reads below it, so only a figure above it is the child's own peak."""
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     cpu_used = (rusage.ru_utime + rusage.ru_stime if rusage else 0.0) - warm_cpu_s
     max_rss_mb = rusage.ru_maxrss / 1024 if rusage else 0.0
+    own = rusage is not None and rusage.ru_maxrss > inherited_rss_kb
     log.append(
         f"child ended: exit code {exit_code}, signal "
         f"{_signal_name(signum) if signum else None}, cpu {cpu_used:.2f} s, "
         f"max rss {max_rss_mb:.0f} MiB"
+        + ("" if own else f" (the {inherited_rss_kb / 1024:.0f} MiB the worker had at the fork)")
     )
+    own_rss_mb = max_rss_mb if own else 0.0
     if printing:
         return (
             False,
@@ -154,7 +161,7 @@ def _classify(
     if signum == signal.SIGXFSZ:
         return (False, None, "resource_limit", _file_size_message(limits), exit_code, signum)
     out_of_memory = limits.memory_mb is not None and (
-        max_rss_mb >= 0.9 * limits.memory_mb
+        own_rss_mb >= 0.9 * limits.memory_mb
         or "bad_alloc" in stdout_text
         or "out of memory" in stdout_text.lower()
     )
@@ -360,6 +367,7 @@ def run_sandboxed(
         warm_cpu_s=done.warm_cpu_s,
         printing=done.stopped_printing,
         printed=done.stdout_total,
+        inherited_rss_kb=child.inherited_rss_kb,
     )
     return SandboxOutcome(
         ok=ok,

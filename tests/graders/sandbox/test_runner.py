@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -151,6 +152,24 @@ def test_a_crash_is_named_by_its_signal() -> None:
     assert outcome.reason == "crashed"
     assert "SIGSEGV" in outcome.message
     assert outcome.signal is not None
+
+
+def test_a_crash_is_not_blamed_on_the_memory_the_worker_had_when_it_forked() -> None:
+    """A forked child's ru_maxrss starts at its parent's peak: a worker of 700 MiB must not
+    make a crashed 30 MiB child read as past a 512 MiB limit."""
+    script = (
+        "import numpy as np\n"
+        "held = np.ones(700 * 2**20 // 8)  # 700 MiB resident in the 'worker'\n"
+        "from tests.graders.sandbox.test_runner import run\n"
+        "crashed, big = run('crash'), run('allocate_memory')\n"
+        "print(crashed.reason, big.reason, held.size > 0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    # a child that itself goes past the limit is still its own resource_limit
+    assert done.stdout.split() == ["crashed", "resource_limit", "True"], done.stdout
 
 
 def test_network_is_unreachable_inside_the_sandbox() -> None:
