@@ -93,6 +93,7 @@ MODULES = [
         (
             "tests/graders/run/test_judge.py",
             "tests/graders/run/test_judge_order.py",
+            "tests/graders/run/test_judge_python.py",
             "tests/graders/run/test_cases.py",
         ),
     ),

@@ -1,10 +1,12 @@
-"""A thread that keeps a held job's heartbeat fresh while the worker compiles and runs it."""
+"""Threads that keep a held job's heartbeat fresh while the worker compiles, runs or profiles it."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from types import TracebackType
+from typing import Self
 
 from sqlalchemy import update
 
@@ -14,13 +16,45 @@ from app.grading.models import GradingJob, JobState
 log = logging.getLogger(__name__)
 
 
-class Heartbeat:
+class Beats:
+    """Calls `beat` every `every_seconds` on a thread of its own while the with block runs; a
+    beat that fails is logged and the next one tried (a missed beat is tolerable, a dead
+    thread is not). Grading jobs and profiling jobs keep their heartbeats fresh with it."""
+
+    def __init__(self, beat: Callable[[], object], *, every_seconds: float, name: str) -> None:
+        self.every_seconds = every_seconds
+        self._beat = beat
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_seconds):
+            try:
+                self._beat()
+            except Exception:
+                log.exception("%s: a beat failed", self._thread.name)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.every_seconds + 5)
+
+
+class Heartbeat(Beats):
+    """A held grading job's heartbeat, while the worker compiles and runs it."""
+
     def __init__(self, *, job_id: int, worker_id: str, every_seconds: float) -> None:
         self.job_id = job_id
         self.worker_id = worker_id
-        self.every_seconds = every_seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}", daemon=True)
+        super().__init__(self.beat, every_seconds=every_seconds, name=f"heartbeat-{job_id}")
 
     def beat(self) -> None:
         with session_scope() as session:
@@ -33,23 +67,3 @@ class Heartbeat:
                 )
                 .values(heartbeat_at=utcnow())
             )
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every_seconds):
-            try:
-                self.beat()
-            except Exception:  # a missed beat is tolerable; a dead thread is not
-                log.exception("heartbeat for job %s failed", self.job_id)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.every_seconds + 5)

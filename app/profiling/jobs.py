@@ -7,9 +7,7 @@ worker that dies leaves a job whose heartbeat goes stale, and the sweep queues i
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import timedelta
-from types import TracebackType
 
 from sqlalchemy import or_, update
 from sqlalchemy.orm import Session
@@ -20,6 +18,7 @@ from app.core.settings import get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
 from app.grading.gpu_probe import worker_arch, worker_gpu
+from app.grading.heartbeat import Beats
 from app.grading.worker import _compile_name, worker_id
 from app.profiling.models import KernelProfile, ProfileState
 from app.profiling.service import kept_reference_profiles, record_profile
@@ -31,38 +30,6 @@ FAILED_ON_OUR_SIDE = (
     "Profiling stopped because of a problem on our side, not because of your code; the "
     "course staff can ask for it again."
 )
-
-
-class _Heartbeat:
-    """Keeps a held profiling job's heartbeat fresh while ncu runs."""
-
-    def __init__(self, profile_id: int, me: str, every_seconds: float) -> None:
-        self.profile_id, self.me, self.every = profile_id, me, every_seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"profile-heartbeat-{profile_id}", daemon=True
-        )
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                with session_scope() as session:
-                    _hold(session, self.profile_id, self.me)
-            except Exception:  # a missed beat is tolerable; a dead thread is not
-                log.exception("heartbeat of profiling job %s failed", self.profile_id)
-
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.every + 5)
 
 
 def _claim(profile_id: int, me: str) -> bool:
@@ -107,13 +74,22 @@ def _hold(session: Session, profile_id: int, me: str) -> bool:
     return bool(held.rowcount == 1)  # type: ignore[attr-defined]
 
 
+def _hold_now(profile_id: int, me: str) -> bool:
+    with session_scope() as session:
+        return _hold(session, profile_id, me)
+
+
 def profile_job(profile_id: int, *, me: str | None = None) -> str:
     """Profile one job; a second delivery, or one another worker holds, does nothing."""
     me = me or worker_id()
     if not _claim(profile_id, me):
         return "duplicate"
     settings = get_settings()
-    with _Heartbeat(profile_id, me, settings.heartbeat_seconds):
+    with Beats(
+        lambda: _hold_now(profile_id, me),
+        every_seconds=settings.heartbeat_seconds,
+        name=f"profile-heartbeat-{profile_id}",
+    ):
         try:
             return _profile_held(profile_id, me)
         except Exception as exc:

@@ -69,16 +69,19 @@ def _declarations(lab: LabSpec, arrays: DeviceArrays) -> dict[str, int]:
 def _python_answers(
     ctx: Context, case: CaseSpec, arrays: DeviceArrays, scalars: dict[str, Any]
 ) -> Answers:
-    """The lab's expected() on host copies of the inputs, made again after the launch."""
-    import cupy as cp
-
+    """The lab's expected() on host copies of the inputs, made again after the launch; each
+    answer compared then goes where its output is (the device; NumPy in the CPU's tests)."""
     lab = ctx.lab
     host = {p.name: arrays.host_input(p.name) for p in lab.params if p.is_array and p.is_input}
     inputs = python_oracle.oracle_inputs(lab, host)
     answers = python_oracle.expected_outputs(
         lab, case, inputs, python_oracle.oracle_scalars(lab, scalars), _declarations(lab, arrays)
     )
-    device = {p.name: cp.asarray(answers[p.name]) for p in lab.params if p.needs_answer}
+    device = {
+        p.name: compare.array_module(arrays.arrays[p.name].view).asarray(answers[p.name])
+        for p in lab.params
+        if p.needs_answer
+    }
     return Answers(device, answers, inputs)
 
 
