@@ -1,0 +1,67 @@
+"""Lowering a CPU child's scheduling group: the kernel answers EAGAIN to all but one such
+change per 0.1 s across the host (for a process without CAP_SYS_ADMIN there, as a
+container's root is), so the child tries again a bounded number of times. The kernel's
+refusal cannot be had on demand, so os.write stands in for it here, over a plain file."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from graders.sandbox import isolation
+from graders.sandbox.isolation import AUTOGROUP_TRIES, _lower_autogroup
+
+
+def _refusing(
+    monkeypatch: pytest.MonkeyPatch, refusals: int, code: int = errno.EAGAIN
+) -> list[int]:
+    """os.write refuses the first `refusals` writes with `code`; returns the tries seen."""
+    real = os.write
+    tries: list[int] = []
+
+    def write(fd: int, data: bytes) -> int:
+        tries.append(fd)
+        if len(tries) <= refusals:
+            raise OSError(code, os.strerror(code))  # EAGAIN makes a BlockingIOError
+        return real(fd, data)
+
+    monkeypatch.setattr(isolation.os, "write", write)
+    monkeypatch.setattr(isolation, "AUTOGROUP_PAUSE_S", 0.0)
+    return tries
+
+
+def test_it_tries_again_after_the_kernels_eagain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group = tmp_path / "autogroup"
+    group.write_text("")
+    tries = _refusing(monkeypatch, AUTOGROUP_TRIES - 1)
+    _lower_autogroup(10, str(group))
+    assert len(tries) == AUTOGROUP_TRIES and group.read_text() == "10"
+
+
+def test_it_gives_up_after_its_tries_without_failing_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group = tmp_path / "autogroup"
+    group.write_text("")
+    tries = _refusing(monkeypatch, AUTOGROUP_TRIES)
+    _lower_autogroup(10, str(group))
+    assert len(tries) == AUTOGROUP_TRIES and group.read_text() == ""
+
+
+def test_another_refusal_is_not_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group = tmp_path / "autogroup"
+    group.write_text("")
+    tries = _refusing(monkeypatch, 1, errno.EPERM)
+    _lower_autogroup(10, str(group))
+    assert len(tries) == 1 and group.read_text() == ""
+
+
+def test_no_autogroup_file_is_no_error(tmp_path: Path) -> None:
+    _lower_autogroup(10, str(tmp_path / "missing"))
