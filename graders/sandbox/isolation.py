@@ -212,6 +212,18 @@ def make_preexec(
         settings.append((resource.RLIMIT_NPROC, limits.max_processes))
 
     def preexec() -> None:
+        if not gpu:
+            # The compiler yields the CPU to the web server and the worker: where they share a
+            # host (the embedded default), a deadline's compiles would otherwise starve the
+            # requests. GPU children keep their priority, so a timed section is not preempted.
+            os.nice(CPU_CHILD_NICE)
+            # The child leads a session of its own, and so (where the kernel groups tasks by
+            # session, sched_autogroup) a scheduling group of its own that shares the CPU
+            # equally with the web server's whatever the nice value above: lower the group's.
+            # Before the limits: until exec the child still holds the worker's descriptors,
+            # more than its open-files limit where the worker has many (a database pool,
+            # sockets), and opening /proc/self/autogroup would fail past it.
+            _lower_autogroup(CPU_CHILD_NICE)
         for kind, value in settings:
             soft, hard = resource.getrlimit(kind)
             if hard != resource.RLIM_INFINITY:
@@ -221,15 +233,6 @@ def make_preexec(
             if hard != resource.RLIM_INFINITY:
                 new_hard = min(new_hard, hard)
             resource.setrlimit(kind, (value, new_hard))
-        if not gpu:
-            # The compiler yields the CPU to the web server and the worker: where they share a
-            # host (the embedded default), a deadline's compiles would otherwise starve the
-            # requests. GPU children keep their priority, so a timed section is not preempted.
-            os.nice(CPU_CHILD_NICE)
-            # The child leads a session of its own, and so (where the kernel groups tasks by
-            # session, sched_autogroup) a scheduling group of its own that shares the CPU
-            # equally with the web server's whatever the nice value above: lower the group's.
-            _lower_autogroup(CPU_CHILD_NICE)
         if unshare is not None:
             unshare(unshare_flags)  # needs root's capabilities: before dropping them
         if creds is not None:

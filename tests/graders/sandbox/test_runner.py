@@ -318,6 +318,21 @@ def test_cpu_children_yield_the_cpu_to_the_web_server_and_worker() -> None:
         assert outcome.value["autogroup"].endswith(f"nice {CPU_CHILD_NICE}"), outcome.value
 
 
+def test_a_worker_with_many_open_files_still_gets_its_compiles_to_yield() -> None:
+    # Until exec the child holds the worker's descriptors: more of them than the child's
+    # open-files limit must not stop it from lowering its scheduling group.
+    if not os.path.exists("/proc/self/autogroup"):
+        pytest.skip("this kernel has no sched_autogroup")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(LIMITS.max_open_files + 8)]
+    try:
+        outcome = run("identity")
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert outcome.ok, outcome
+    assert outcome.value["autogroup"].endswith(f"nice {CPU_CHILD_NICE}"), outcome.value
+
+
 def test_the_privilege_drop_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SANDBOX_USER_ENV, "")
     unprivileged_user.cache_clear()
