@@ -15,6 +15,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 _DATA_DIR = Path(tempfile.mkdtemp(prefix="kernelgrader-tests-"))
@@ -50,6 +51,8 @@ from app.courses.models import Course, Lab, LatePolicy, Role, ScorePolicy  # noq
 from app.courses.service import add_lab, create_course, enroll  # noqa: E402
 from app.grading.sender import job_sender  # noqa: E402
 from app.main import create_app  # noqa: E402
+from app.teams.models import Team  # noqa: E402
+from app.teams.service import form_team  # noqa: E402
 from app.users.models import User  # noqa: E402
 from app.users.service import create_api_token, ensure_user  # noqa: E402
 
@@ -127,6 +130,21 @@ class World:
     ta: Member
     instructor: Member
     outsider: Member
+
+    def pair_up(
+        self, session: Session, *, now: datetime, name: str = "Pair", lab: Lab | None = None
+    ) -> Team:
+        """The student and the other student as one team of a lab (default this world's),
+        formed by staff."""
+        return form_team(
+            session,
+            course=self.course,
+            lab=lab or self.lab,
+            name=name,
+            emails=[self.student.email, self.other_student.email],
+            by=None,
+            now=now,
+        )
 
 
 @functools.cache

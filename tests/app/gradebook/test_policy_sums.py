@@ -143,20 +143,11 @@ def test_a_team_submission_is_late_by_each_members_own_due_date_and_late_days(
     from app.gradebook.lab_roster import lab_roster
     from app.gradebook.service import student_cell
     from app.submissions.service import create_submission
-    from app.teams.service import form_team
 
     due = utcnow() - timedelta(days=3)
     world.lab.due_at, world.lab.team_size = due, 2
     ada, bob = world.student.user, world.other_student.user
-    form_team(
-        session,
-        course=world.course,
-        lab=world.lab,
-        name="Pair",
-        emails=[world.student.email, world.other_student.email],
-        by=None,
-        now=due - timedelta(days=1),
-    )
+    world.pair_up(session, now=due - timedelta(days=1))
     grant_extension(
         session,
         course=world.course,

@@ -29,7 +29,6 @@ from app.gradebook.lab_roster import (
 )
 from app.gradebook.service import Counted, LabCell
 from app.submissions.models import Status
-from app.teams.service import form_team
 from tests.app.conftest import World
 from tests.app.factories import make_submission
 
@@ -175,15 +174,7 @@ def test_the_roster_in_email_order_with_attempts_last_compiled_and_team(
 
 def test_a_team_submission_is_on_every_members_row(session: Session, world: World) -> None:
     world.lab.team_size = 2
-    form_team(
-        session,
-        course=world.course,
-        lab=world.lab,
-        name="Pair",
-        emails=[world.student.email, world.other_student.email],
-        by=None,
-        now=T0,
-    )
+    world.pair_up(session, now=T0)
     from app.submissions.service import create_submission
 
     made = create_submission(
@@ -341,15 +332,7 @@ def test_a_team_name_is_this_labs_team_of_now(session: Session, world: World) ->
     other_lab = add_lab(session, course=world.course, ref="hadamard")
     other_lab.team_size = 2
     for lab, name in ((world.lab, "Here"), (other_lab, "There")):
-        form_team(
-            session,
-            course=world.course,
-            lab=lab,
-            name=name,
-            emails=[world.student.email, world.other_student.email],
-            by=None,
-            now=T0,
-        )
+        world.pair_up(session, now=T0, name=name, lab=lab)
     remove_member(session, lab=world.lab, user=world.other_student.user, now=T0)
     session.flush()
     rows = {r.student.id: r.team for r in lab_roster(session, lab=world.lab)}

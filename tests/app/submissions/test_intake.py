@@ -24,7 +24,6 @@ from app.grading.models import GradingJob, JobState, Priority
 from app.submissions import service
 from app.submissions.models import Status, Submission
 from app.teams.models import SubmissionCredit, Team
-from app.teams.service import form_team
 from tests.app.conftest import World, make_member, make_world
 from tests.app.factories import make_submission
 
@@ -328,15 +327,7 @@ def test_a_team_upload_is_credited_to_the_other_members_who_see_it(
     session: Session, world: World
 ) -> None:
     world.lab.team_size = 2
-    form_team(
-        session,
-        course=world.course,
-        lab=world.lab,
-        name="Pair",
-        emails=[world.student.email, world.other_student.email],
-        by=None,
-        now=NOW,
-    )
+    world.pair_up(session, now=NOW)
     sub = _submit(session, world).submission
     credits = session.scalars(
         select(SubmissionCredit.user_id).where(SubmissionCredit.submission_id == sub.id)

@@ -91,15 +91,7 @@ async def test_history_stays_with_who_was_in_the_team_when_it_was_submitted(
     world = teamed_world(session)
     late_joiner = make_member(session, world.course, Role.student)
     session.commit()
-    form_team(
-        session,
-        course=world.course,
-        lab=world.lab,
-        name="Alpha",
-        emails=[world.student.email, world.other_student.email],
-        by=None,
-        now=utcnow(),
-    )
+    world.pair_up(session, now=utcnow(), name="Alpha")
     session.commit()
     first = await upload(client, world, world.student.auth)
     # The teammate leaves; a newcomer joins; then another submission.
@@ -209,15 +201,7 @@ async def test_a_team_shares_one_quota(
     from app.core.settings import get_settings
 
     world = teamed_world(session, size=2)
-    form_team(
-        session,
-        course=world.course,
-        lab=world.lab,
-        name="Q",
-        emails=[world.student.email, world.other_student.email],
-        by=None,
-        now=utcnow(),
-    )
+    world.pair_up(session, now=utcnow(), name="Q")
     session.commit()
     monkeypatch.setenv("KERNELGRADER_SUBMISSION_RATE_LIMIT", "2")
     get_settings.cache_clear()
@@ -237,15 +221,7 @@ async def test_a_team_shares_one_quota(
 
 def test_the_leaderboard_counts_a_team_once(session: Session) -> None:
     world = teamed_world(session, size=2)
-    form_team(
-        session,
-        course=world.course,
-        lab=world.lab,
-        name="Fast",
-        emails=[world.student.email, world.other_student.email],
-        by=None,
-        now=utcnow(),
-    )
+    world.pair_up(session, now=utcnow(), name="Fast")
     session.flush()
     for member in (world.student, world.other_student):
         join_leaderboard(
