@@ -63,6 +63,10 @@ else
     # The tests create a fresh database per run, so the role must be allowed to.
     psql_admin -c "ALTER ROLE \"$pg_user\" LOGIN CREATEDB PASSWORD '$sql_password'"
 fi
+# The tests drop their databases WITH (FORCE); an autovacuum worker in one belongs to no role,
+# and PostgreSQL lets only members of pg_signal_backend end it (else the drop fails, now and
+# then, as autovacuum happens to visit).
+psql_admin -c "GRANT pg_signal_backend TO \"$pg_user\""
 if [ "$(psql_admin -c "SELECT 1 FROM pg_database WHERE datname = '$pg_database'")" != "1" ]; then
     say "creating database $pg_database"
     psql_admin -c "CREATE DATABASE \"$pg_database\" OWNER \"$pg_user\""

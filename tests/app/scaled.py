@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 from celery import Celery
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 import app.grading.celery_app as celery_module
 from app.core.database import engine_for
@@ -56,6 +57,21 @@ def required_url(name: str) -> str:
     pytest.skip(message)
 
 
+def _drop(admin: Engine, name: str, tries: int = 10) -> None:
+    """DROP DATABASE WITH (FORCE), which ends a connection a failed test or a killed worker left
+    behind. A role without pg_signal_backend cannot end an autovacuum worker visiting the
+    database (scripts/ci-services.sh grants it): such a drop is tried again, 0.5 s apart."""
+    for attempt in range(tries):
+        try:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            return
+        except DBAPIError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.5)
+
+
 @contextmanager
 def fresh_database(server_url: str) -> Iterator[str]:
     """A new, empty PostgreSQL database on the server of `server_url`, dropped afterwards."""
@@ -69,9 +85,7 @@ def fresh_database(server_url: str) -> Iterator[str]:
             yield url
         finally:
             engine_for(url).dispose()
-            with admin.connect() as connection:
-                # FORCE ends a connection a failed test or a killed worker left behind.
-                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            _drop(admin, name)
     finally:
         admin.dispose()
 
