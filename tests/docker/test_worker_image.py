@@ -60,3 +60,30 @@ def test_the_entrypoint_readies_the_shared_folders_then_runs_the_command_as_the_
         assert cache.stat().st_mode & 0o777 == 0o755
     finally:
         shutil.rmtree(tmp)
+
+
+def test_every_file_a_dockerfile_copies_is_in_the_build_context() -> None:
+    """.dockerignore sends only what it names; a COPY of anything else fails the image's build
+    (the smoke test found the entrypoint left out). Checked here without Docker."""
+    import pathspec
+
+    # Docker, unlike git, lets a pattern bring back a file under a folder left out: patterns
+    # one by one, the last that matches deciding (pathspec's basic gitignore patterns).
+    ignore = pathspec.PathSpec.from_lines(
+        "gitignore", (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
+    )
+    copied = []
+    for dockerfile in sorted(DOCKER.glob("*.Dockerfile")):
+        for line in dockerfile.read_text(encoding="utf-8").splitlines():
+            words = line.split()
+            if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+                copied += [(dockerfile.name, source.rstrip("/")) for source in words[1:-1]]
+    assert copied, "no COPY lines read"
+    left_out = []
+    for dockerfile, source in copied:
+        path = REPO / source
+        files = [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
+        sent = [f for f in files if not ignore.match_file(str(f.relative_to(REPO)))]
+        if not sent and not (path.is_dir() and source.endswith("wheels")):
+            left_out.append(f"{dockerfile}: {source}")
+    assert not left_out, f".dockerignore leaves out what these copy: {left_out}"
