@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from graders.nvml import nvml as _nvml
+from graders.nvml import visible_handle
 from graders.nvml import visible_index as _visible_index
 from graders.results import GpuInfo
 from graders.timing.lock import GpuLock
@@ -111,10 +112,9 @@ def gpu_unavailable_reason() -> str | None:
 
 def detect_arch() -> str | None:
     """The architecture of GPU 0 as NVRTC names it ("sm_90"), or None without a GPU."""
-    nvml = _nvml()
+    nvml, handle = visible_handle()
     if nvml is not None:
         try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(_visible_index())
             major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
             return f"sm_{major}{minor}"
         except Exception:
@@ -168,10 +168,9 @@ def _nvidia_smi_info() -> GpuInfo | None:
 def gpu_info() -> GpuInfo:
     """Name, SM clock, max SM clock, temperature and driver of the worker's GPU, now."""
     info = GpuInfo()
-    nvml = _nvml()
+    nvml, handle = visible_handle()
     if nvml is not None:
         try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(_visible_index())
             name = nvml.nvmlDeviceGetName(handle)
             info.name = name.decode() if isinstance(name, bytes) else str(name)
             major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
@@ -197,10 +196,9 @@ def gpu_info() -> GpuInfo:
 def gpu_process_ids() -> set[int] | None:
     """The pids running compute work on this worker's GPU, as NVML (or nvidia-smi) lists them;
     None where neither can tell. In a container they may be the host's pids."""
-    nvml = _nvml()
+    nvml, handle = visible_handle()
     if nvml is not None:
         try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(_visible_index())
             return {int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
         except Exception:
             pass

@@ -26,3 +26,15 @@ def visible_index() -> int:
     """NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES may renumber them for CUDA."""
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     return int(first) if first.isdigit() else 0
+
+
+def visible_handle() -> tuple[Any, Any] | tuple[None, None]:
+    """(the initialised `pynvml` module, the handle of this process's GPU), or (None, None)
+    where NVML, the package or that GPU is missing."""
+    nvml_module = nvml()
+    if nvml_module is None:
+        return None, None
+    try:
+        return nvml_module, nvml_module.nvmlDeviceGetHandleByIndex(visible_index())
+    except Exception:
+        return None, None

@@ -19,6 +19,8 @@ import re
 import shutil
 from pathlib import Path
 
+from graders.nvml import visible_handle
+
 # The sections the findings read: throughput against peak, memory access patterns and shared
 # memory, occupancy and its limits, the launch, warp stalls and divergence, per-line counters.
 SECTIONS = (
@@ -80,16 +82,12 @@ def on_mig_slice() -> bool:
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     if first.startswith("MIG-"):
         return True
-    try:
-        import pynvml
-    except ImportError:
+    nvml, handle = visible_handle()
+    if nvml is None:
         return False
     try:
-        pynvml.nvmlInit()
-        index = int(first) if first.isdigit() else 0
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
-        return bool(current == pynvml.NVML_DEVICE_MIG_ENABLE)
+        current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+        return bool(current == nvml.NVML_DEVICE_MIG_ENABLE)
     except Exception:  # no MIG support on this GPU or driver: a whole GPU
         return False
 

@@ -19,22 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from graders.nvml import visible_handle
+
 
 def _now_us() -> int:
     return int(time.time() * 1_000_000)
-
-
-def _handle() -> tuple[Any, Any] | tuple[None, None]:
-    from graders.nvml import nvml as load_nvml
-    from graders.nvml import visible_index
-
-    nvml = load_nvml()
-    if nvml is None:
-        return None, None
-    try:
-        return nvml, nvml.nvmlDeviceGetHandleByIndex(visible_index())
-    except Exception:
-        return None, None
 
 
 def _busy_since(nvml: Any, handle: Any, since_us: int) -> dict[int, tuple[int, int]]:
@@ -68,7 +57,7 @@ class Window:
     @classmethod
     def open(cls, users: Callable[[], set[int]] = set) -> Window:
         window = cls(users=users)
-        nvml, handle = _handle()
+        nvml, handle = visible_handle()
         if nvml is None:
             window.note = "NVML is not available here: work outside the lock cannot be seen."
             return window
