@@ -243,28 +243,40 @@ class _Checker:
         return int(total)
 
 
-def _submission_measure(
-    sub: _Prepared, checker: _Checker, flusher: L2Flusher, nonce: int, timeout_s: float
-) -> Callable[[int, str], float]:
+def _timed_run(
+    prepared: _Prepared, flusher: L2Flusher, nonce: int, timeout_s: float
+) -> Callable[[int], float]:
+    """One repetition of a kernel on fresh inputs, with the L2 flushed: its time in ms."""
     import cupy as cp
 
     start, end = cp.cuda.Event(), cp.cuda.Event()
     stream = cp.cuda.get_current_stream()
+
+    def run(rep: int) -> float:
+        prepared.prepare(nonce, rep)
+        flusher.flush()
+        start.record(stream)
+        prepared.run()
+        end.record(stream)
+        wait_event(end, time.monotonic() + timeout_s)
+        return float(cp.cuda.get_elapsed_time(start, end))
+
+    return run
+
+
+def _submission_measure(
+    sub: _Prepared, checker: _Checker, flusher: L2Flusher, nonce: int, timeout_s: float
+) -> Callable[[int, str], float]:
+    timed = _timed_run(sub, flusher, nonce, timeout_s)
     count = [0]
 
     def measure(rep: int, check: str) -> float:
-        sub.prepare(nonce, rep)
-        flusher.flush()
-        start.record(stream)
-        sub.run()
-        end.record(stream)
-        wait_event(end, time.monotonic() + timeout_s)
-        elapsed = cp.cuda.get_elapsed_time(start, end)
+        elapsed = timed(rep)
         problem = checker(check)
         if problem:
             raise WrongRepetition(count[0], problem)
         count[0] += 1
-        return float(elapsed)
+        return elapsed
 
     return measure
 
@@ -272,20 +284,11 @@ def _submission_measure(
 def _reference_measure(
     ref: _Prepared, flusher: L2Flusher, nonce: int, timeout_s: float
 ) -> Callable[[int, str], float]:
-    import cupy as cp
-
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    stream = cp.cuda.get_current_stream()
+    timed = _timed_run(ref, flusher, nonce, timeout_s)
 
     def measure(rep: int, check: str) -> float:
-        assert check == NO_CHECK
-        ref.prepare(nonce, rep)
-        flusher.flush()
-        start.record(stream)
-        ref.run()
-        end.record(stream)
-        wait_event(end, time.monotonic() + timeout_s)
-        return float(cp.cuda.get_elapsed_time(start, end))
+        assert check == NO_CHECK  # a reference is trusted: timed unchecked
+        return timed(rep)
 
     return measure
 
