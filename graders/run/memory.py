@@ -36,6 +36,7 @@ from typing import Any
 from graders.run.inputs import DTYPES
 from graders.run.layout import MAX_SPACER_BYTES, TAIL_GUARD_BYTES
 from graders.spec import LabSpec
+from graders.timing.lock import file_key
 
 MIB = 1 << 20
 # The worker's reserve, where it passes none: KERNELGRADER_GPU_MEMORY_RESERVE_MB, else this.
@@ -114,13 +115,13 @@ Memory = Callable[[], tuple[int, int] | None]  # -> (free, total) bytes, or None
 
 def nvml_memory() -> tuple[int, int] | None:
     """(free, total) bytes of the worker's GPU from NVML; None without NVML."""
-    from graders.nvml import nvml, visible_index
+    from graders.nvml import visible_handle
 
-    lib = nvml()
+    lib, handle = visible_handle()
     if lib is None:
         return None
     try:
-        info = lib.nvmlDeviceGetMemoryInfo(lib.nvmlDeviceGetHandleByIndex(visible_index()))
+        info = lib.nvmlDeviceGetMemoryInfo(handle)
         return int(info.free), int(info.total)
     except Exception:
         return None
@@ -131,7 +132,7 @@ class Ledger:
 
     def __init__(self, folder: Path | str, gpu: str, *, memory: Memory = nvml_memory) -> None:
         self.folder = Path(folder)
-        self.gpu = "".join(c for c in gpu if c.isalnum() or c in "-_") or "gpu"
+        self.gpu = file_key(gpu)
         self.memory = memory
         self.path = self.folder / f"kernelgrader-gpu-{self.gpu}.memory.json"
 

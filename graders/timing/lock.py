@@ -48,12 +48,17 @@ def _take(fd: int, mode: int, on_wait: Callback, waited: list[bool]) -> None:
 _registered: set[tuple[str, int]] = set()
 
 
+def file_key(key: str) -> str:
+    """A GPU's key as it goes into the names of its files here: letters, digits, - and _."""
+    return "".join(c for c in key if c.isalnum() or c in "-_") or "gpu"
+
+
 class GpuLock:
     """The host-wide lock of one GPU; `key` names the GPU (see graders.gpu.gpu_key)."""
 
     def __init__(self, directory: Path | str, key: str) -> None:
         self.folder = Path(directory)
-        self.key = "".join(c for c in key if c.isalnum() or c in "-_") or "gpu"
+        self.key = file_key(key)
 
     @property
     def users_folder(self) -> Path:
