@@ -127,25 +127,25 @@ def detect_arch() -> str | None:
     return str(arch) if arch else None
 
 
-def _nvidia_smi_info() -> GpuInfo | None:
+def nvidia_smi(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str] | None:
+    """nvidia-smi run with `args`; None where it is not installed or did not finish in time."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    fields = "name,clocks.sm,clocks.max.sm,temperature.gpu,driver_version"
     try:
-        done = subprocess.run(
-            [
-                exe,
-                f"--query-gpu={fields}",
-                "--format=csv,noheader,nounits",
-                f"-i={_visible_index()}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
+        return subprocess.run(
+            [exe, *args], capture_output=True, text=True, timeout=timeout, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _nvidia_smi_info() -> GpuInfo | None:
+    fields = "name,clocks.sm,clocks.max.sm,temperature.gpu,driver_version"
+    done = nvidia_smi(
+        f"--query-gpu={fields}", "--format=csv,noheader,nounits", f"-i={_visible_index()}"
+    )
+    if done is None:
         return None
     parts = (
         [p.strip() for p in done.stdout.strip().splitlines()[0].split(",")] if done.stdout else []
@@ -202,20 +202,8 @@ def gpu_process_ids() -> set[int] | None:
             return {int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
         except Exception:
             pass
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        done = subprocess.run(
-            [exe, "--query-compute-apps=pid", "--format=csv,noheader", f"-i={_visible_index()}"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode != 0:
+    done = nvidia_smi("--query-compute-apps=pid", "--format=csv,noheader", f"-i={_visible_index()}")
+    if done is None or done.returncode != 0:
         return None
     return {int(line) for line in done.stdout.split() if line.strip().isdigit()}
 
@@ -324,26 +312,15 @@ def _physical_gpu(visible: str) -> str:
     """The UUID of the GPU that CUDA_VISIBLE_DEVICES=`visible` makes device 0, where NVML or
     nvidia-smi can tell; "" otherwise. (A worker of `worker --gpus` numbers GPUs as NVML does:
     the supervisor sets CUDA_DEVICE_ORDER=PCI_BUS_ID.)"""
-    index = _visible_index()
-    nvml = _nvml()
+    nvml, handle = visible_handle()
     if nvml is not None:
         try:
-            uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index))
+            uuid = nvml.nvmlDeviceGetUUID(handle)
             return _clean_key(uuid.decode() if isinstance(uuid, bytes) else str(uuid))
         except Exception:
             pass
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return ""
-    try:
-        done = subprocess.run(
-            [exe, "--query-gpu=uuid", "--format=csv,noheader", f"-i={index}"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    done = nvidia_smi("--query-gpu=uuid", "--format=csv,noheader", f"-i={_visible_index()}")
+    if done is None:
         return ""
     uuid = done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else ""
     return _clean_key(uuid) if uuid.startswith(("GPU-", "MIG-")) else ""

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from graders.gpu import detect_arch
+from graders.gpu import detect_arch, nvidia_smi
 from graders.sandbox.process import register_gpu_seed
 
 log = logging.getLogger(__name__)
@@ -222,23 +222,12 @@ def _gpus_by_arch() -> dict[str, str]:
     if visible is not None:  # this process's GPUs only: build for the one it would use
         arch = detect_arch()
         return {arch: visible} if arch else {}
-    exe = shutil.which("nvidia-smi")
     found: dict[str, str] = {}
-    if exe is not None:
-        try:
-            done = subprocess.run(
-                [exe, "--query-gpu=index,compute_cap", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            done = None
-        for line in done.stdout.splitlines() if done and done.returncode == 0 else []:
-            index, _, cap = (part.strip() for part in line.partition(","))
-            if index.isdigit() and cap.replace(".", "").isdigit():
-                found.setdefault("sm_" + cap.replace(".", ""), index)
+    done = nvidia_smi("--query-gpu=index,compute_cap", "--format=csv,noheader", timeout=30)
+    for line in done.stdout.splitlines() if done and done.returncode == 0 else []:
+        index, _, cap = (part.strip() for part in line.partition(","))
+        if index.isdigit() and cap.replace(".", "").isdigit():
+            found.setdefault("sm_" + cap.replace(".", ""), index)
     if not found:
         arch = detect_arch()
         if arch:
