@@ -18,6 +18,7 @@ none.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -57,7 +58,9 @@ class Reaped:
     kept: list[Path] = field(default_factory=list)
 
 
+@functools.cache
 def _boot_time(proc: Path) -> float:
+    """When the machine booted (/proc/stat's btime): read once, not for every process."""
     with contextlib.suppress(OSError, ValueError):
         for line in (proc / "stat").read_text().splitlines():
             if line.startswith("btime "):

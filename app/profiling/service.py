@@ -34,9 +34,9 @@ PENDING = (ProfileState.queued.value, ProfileState.started.value)
 
 def _required_model(lab: Lab, spec: LabSpec) -> str:
     from app.grading.routing import model_key
+    from app.grading.worker import required_gpu_model
 
-    model = lab.gpu_model or (spec.timing.gpu_model if spec.timing is not None else "")
-    return model_key(model)
+    return model_key(required_gpu_model(lab, spec))
 
 
 def latest_profile(session: Session, *, submission_id: int) -> KernelProfile | None:

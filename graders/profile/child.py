@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import fcntl
 import json
 import os
@@ -33,19 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from graders.profile import extract, tool
+from graders.sanitizer.target import die_with_parent
 
 OUTPUT_CAP_BYTES = 256 * 1024
 # The largest report file handed back for download (it travels base64 in the answer).
 MAX_REPORT_BYTES = 24 << 20
-_PR_SET_PDEATHSIG = 1
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
-
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def loopback_up() -> str:
@@ -74,7 +68,7 @@ def _run_ncu(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[str, str, int
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_parent,
         env=env,
     )
     assert proc.stdout is not None
