@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, load_only
 
 from app.core.errors import Invalid
-from app.courses.deadlines import Deadline, deadline_from, extensions_by_user
+from app.courses.deadlines import Deadline, deadline_from
 from app.courses.models import Enrollment, Lab, Role
 from app.gradebook.service import LabCell, Scored, lab_cell, policy_inputs
 from app.performance.service import TimedResult, timed_results
@@ -102,7 +102,7 @@ def lab_roster(
             .where(TeamMember.lab_id == lab.id, TeamMember.left_at.is_(None))
         )
     }
-    extensions = extensions_by_user(session, lab=lab)
+    extensions = {user_id: e for (_, user_id), e in inputs.extensions.items()}  # one lab's
     timed = timed_results(session, lab=lab)
     rows = []
     for student in students:

@@ -19,7 +19,8 @@ from app.fleet.service import queued_message
 from app.grading.models import GradingJob, JobState, Priority
 from app.submissions.models import Status, Submission, SubmissionEvent
 from app.submissions.quota import enforce_submission_quota
-from app.teams.models import SubmissionCredit, Team
+from app.teams.models import Team
+from app.teams.service import is_credited
 from app.users.models import User
 
 
@@ -237,13 +238,7 @@ def visible_submission(
         if submission.user_id == user.id or staff:
             return submission, staff
         # A teammate it counts for sees it as its author does.
-        credited = session.scalar(
-            select(SubmissionCredit.id).where(
-                SubmissionCredit.submission_id == submission.id,
-                SubmissionCredit.user_id == user.id,
-            )
-        )
-        if credited is not None:
+        if is_credited(session, submission_id=submission.id, user_id=user.id):
             return submission, False
     raise NotFound(f"There is no submission {submission_id} that you may see.")
 

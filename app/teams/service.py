@@ -428,12 +428,6 @@ def credited_pairs(lab_ids: list[int], user_id: int | None = None) -> Select[tup
     return union_all(authored, credited)  # type: ignore[return-value]
 
 
-def credited_ids(session: Session, *, user_id: int, lab_ids: list[int]) -> set[int]:
-    """The submissions of these labs that count for the student (their own, their teams')."""
-    pairs = credited_pairs(lab_ids, user_id=user_id).subquery()
-    return set(session.scalars(select(pairs.c.submission_id)))
-
-
 def credited_users(session: Session, *, submission_id: int) -> list[int]:
     """Everyone a submission counts for: its author first, then its team's other members."""
     author = session.scalar(select(Submission.user_id).where(Submission.id == submission_id))
@@ -446,6 +440,7 @@ def credited_users(session: Session, *, submission_id: int) -> list[int]:
 
 
 def is_credited(session: Session, *, submission_id: int, user_id: int) -> bool:
+    """Whether a submission counts for this student as a member of its team."""
     return (
         session.scalar(
             select(SubmissionCredit.id).where(
