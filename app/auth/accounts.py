@@ -115,13 +115,3 @@ def _upgrade_placeholder(session: Session, user: User, email: str, trusted: bool
     placeholder = user.email.endswith("@" + NO_EMAIL_DOMAIN)
     if trusted and email and placeholder and find_user(session, email=email) is None:
         user.email = email
-
-
-def identities_of(session: Session, *, user_id: int) -> list[UserIdentity]:
-    return list(
-        session.scalars(
-            select(UserIdentity)
-            .where(UserIdentity.user_id == user_id)
-            .order_by(UserIdentity.created_at)
-        )
-    )

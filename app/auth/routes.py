@@ -5,15 +5,29 @@ from __future__ import annotations
 
 import importlib.util
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from app.auth.problems import SignInRefused, record
+from app.core.deps import PublicDb
 from app.core.errors import NotFound
+from app.web.templating import render
 
 MISSING = (
     "University sign-in (LTI 1.3 and single sign-on) is not installed on this server; install "
     "kernelgrader[sso] (and Debian's xmlsec1 for SAML), then restart it."
 )
+
+
+async def refused_page(request: Request, db: PublicDb, refused: SignInRefused) -> Response:
+    """A refused sign-in or launch: recorded for staff, told to the person with its reference."""
+    reference = await db.run(lambda session: record(session, refused))
+    return render(
+        request,
+        "sign_in/refused.html",
+        {"sentence": refused.sentence, "reference": reference},
+        status_code=refused.status_code,
+    )
 
 
 def installed() -> bool:

@@ -24,20 +24,6 @@ class LmsValues:
     # Where in the LMS its administrator enters kernelgrader's URLs.
     where: str = ""
 
-    def filled(self, *, site: str, client_id: str) -> dict[str, str]:
-        """The values with `{site}` and `{client_id}` filled in."""
-        values = {
-            "issuer": self.issuer,
-            "auth_login_url": self.auth_login_url,
-            "auth_token_url": self.auth_token_url,
-            "key_set_url": self.key_set_url,
-            "auth_audience": self.auth_audience,
-        }
-        return {
-            name: value.replace("{site}", site.rstrip("/")).replace("{client_id}", client_id)
-            for name, value in values.items()
-        }
-
 
 LMSS: tuple[LmsValues, ...] = (
     LmsValues(
@@ -81,7 +67,3 @@ LMSS: tuple[LmsValues, ...] = (
         where="Admin Tools > Manage Extensibility > LTI Advantage > Register Tool",
     ),
 )
-
-
-def lms(key: str) -> LmsValues:
-    return next(values for values in LMSS if values.key == key)

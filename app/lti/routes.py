@@ -18,7 +18,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from sqlalchemy.orm import Session
 
 from app.auth import states
-from app.auth.problems import SignInRefused, record
+from app.auth.problems import SignInRefused
+from app.auth.routes import refused_page
 from app.core.database import utcnow
 from app.core.deps import PublicDb, WebDb
 from app.core.errors import DomainError, Forbidden, NotFound
@@ -32,20 +33,6 @@ from app.users.models import User
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
-
-
-def _refused_page(request: Request, refused: SignInRefused, reference: str) -> Response:
-    return render(
-        request,
-        "sign_in/refused.html",
-        {"sentence": refused.sentence, "reference": reference},
-        status_code=refused.status_code,
-    )
-
-
-async def _refuse(request: Request, db: PublicDb, refused: SignInRefused) -> Response:
-    reference = await db.run(lambda session: record(session, refused))
-    return _refused_page(request, refused, reference)
 
 
 @router.get("/lti/jwks")
@@ -68,7 +55,7 @@ async def login(request: Request, db: PublicDb) -> Response:
             lambda session: launches.login(session, params=params, cookies=cookies, secure=secure)
         )
     except SignInRefused as refused:
-        return await _refuse(request, db, refused)
+        return await refused_page(request, db, refused)
     response = RedirectResponse(url, status_code=302)
     cookies.apply(response)
     return response
@@ -151,7 +138,7 @@ async def launch(request: Request, db: PublicDb) -> Response:
             )
         )
     except SignInRefused as refused:
-        return await _refuse(request, db, refused)
+        return await refused_page(request, db, refused)
     response = RedirectResponse(landing.target, status_code=303)
     if landing.user_id is not None:
         request.session.clear()  # a fresh session (and CSRF token), as at a password login
@@ -375,11 +362,11 @@ async def sync_roster_now(
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)
-        from app.lti.service import overview
+        from app.lti.service import course_contexts
 
         reads = [
             read
-            for context in overview(session, course=found)["contexts"]
+            for context in course_contexts(session, course=found)
             if (read := roster.read_context(session, context_id=context.id)) is not None
         ]
         return found, reads

@@ -81,13 +81,6 @@ def register_platform(
     return platform
 
 
-def add_deployment(session: Session, *, platform: LtiPlatform, deployment_id: str) -> None:
-    deployment_id = deployment_id.strip()
-    if deployment_id and deployment_id not in platform.deployment_ids:
-        platform.deployment_ids = [*platform.deployment_ids, deployment_id]
-        session.flush()
-
-
 def connect_context(
     session: Session, *, context: LtiContext, user: User, course_slug: str
 ) -> Course:
@@ -134,6 +127,15 @@ class ColumnRow:
     counts: dict[str, int]
 
 
+def course_contexts(session: Session, *, course: Course) -> list[LtiContext]:
+    """The LMS courses that open this course, first linked first."""
+    return list(
+        session.scalars(
+            select(LtiContext).where(LtiContext.course_id == course.id).order_by(LtiContext.id)
+        )
+    )
+
+
 def overview(session: Session, *, course: Course) -> dict[str, Any]:
     """Everything the course's LMS page shows."""
     platforms = list(
@@ -141,11 +143,7 @@ def overview(session: Session, *, course: Course) -> dict[str, Any]:
             select(LtiPlatform).where(LtiPlatform.course_id == course.id).order_by(LtiPlatform.id)
         )
     )
-    contexts = list(
-        session.scalars(
-            select(LtiContext).where(LtiContext.course_id == course.id).order_by(LtiContext.id)
-        )
-    )
+    contexts = course_contexts(session, course=course)
     context_ids = [c.id for c in contexts]
     columns = []
     for item, lab in session.execute(

@@ -15,7 +15,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.auth import states
-from app.auth.problems import SignInRefused, recent, record
+from app.auth.problems import SignInRefused, recent
+from app.auth.routes import refused_page
 from app.core.deps import PublicDb, WebDb
 from app.core.errors import Forbidden
 from app.courses.service import courses_of
@@ -27,16 +28,6 @@ from app.web.templating import render
 router = APIRouter(include_in_schema=False)
 
 SAML_STATE_SECONDS = 600
-
-
-async def _refuse(request: Request, db: PublicDb, refused: SignInRefused) -> Response:
-    reference = await db.run(lambda session: record(session, refused))
-    return render(
-        request,
-        "sign_in/refused.html",
-        {"sentence": refused.sentence, "reference": reference},
-        status_code=refused.status_code,
-    )
 
 
 def _signed_in(request: Request, user_id: int, target: str) -> Response:
@@ -73,7 +64,7 @@ async def start(request: Request, slug: str, db: PublicDb, next: str = "/") -> R
             lambda: saml.request_url(provider, relay_state=relay)
         )
     except SignInRefused as refused:
-        return await _refuse(request, db, refused)
+        return await refused_page(request, db, refused)
     await db.run(
         lambda session: states.put(
             session,
@@ -94,7 +85,7 @@ async def oidc_callback(request: Request, slug: str, db: PublicDb) -> Response:
         subject, issuer, claims = await oidc.finish(request, provider)
         identity = map_attributes(provider, subject=subject, attributes=claims, issuer=issuer)
     except SignInRefused as refused:
-        return await _refuse(request, db, refused)
+        return await refused_page(request, db, refused)
     user = await db.run(lambda session: sign_in(session, identity))
     return _signed_in(request, user.id, str(request.session.get("sso_next") or "/"))
 
@@ -133,7 +124,7 @@ async def saml_acs(
         )
         identity = map_attributes(provider, subject=subject, attributes=attributes, issuer=issuer)
     except SignInRefused as refused:
-        return await _refuse(request, db, refused)
+        return await refused_page(request, db, refused)
     user = await db.run(lambda session: sign_in(session, identity))
     return _signed_in(request, user.id, waiting.get("next") or "/")
 
