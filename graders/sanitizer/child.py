@@ -22,7 +22,6 @@ its program when its time is up.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import selectors
@@ -36,6 +35,7 @@ from typing import Any
 from graders.gpu import gpu_lock
 from graders.run.layout import TAIL_GUARD_BYTES
 from graders.sandbox import progress
+from graders.sanitizer.target import die_with_parent
 from graders.sanitizer.tool import TOOLS, executable, parse_output, unavailable_reason
 
 # What is read of one tool's report (its log file) and kept of the program's printed output.
@@ -44,17 +44,23 @@ OUTPUT_CAP_BYTES = 256 * 1024
 # is slow, and gigabytes of it would hold the GPU for minutes.
 PRINT_KILL_BYTES = 8 << 20
 READY_LIMIT_S = 180.0
-_PR_SET_PDEATHSIG = 1
+
+
+def _files(folder: Path, name: str) -> tuple[Path, Path, Path, Path]:
+    """A tool's job fifo, its program's ready flag and result, and the tool's own report."""
+    return (
+        folder / f"job-{name}.fifo",
+        folder / f"ready-{name}",
+        folder / f"result-{name}.json",
+        folder / f"report-{name}.log",
+    )
 
 
 class _Tool:
     def __init__(self, name: str, proc: subprocess.Popen[bytes], folder: Path) -> None:
         self.name = name
         self.proc = proc
-        self.fifo = folder / f"job-{name}.fifo"
-        self.ready = folder / f"ready-{name}"
-        self.result = folder / f"result-{name}.json"
-        self.report = folder / f"report-{name}.log"
+        self.fifo, self.ready, self.result, self.report = _files(folder, name)
         self.output = bytearray()  # the program's stdout: what the kernel printed
         self.total = 0
         self.status = "running"
@@ -73,11 +79,6 @@ class _Tool:
 
 
 _TOOLS: list[_Tool] = []
-
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _command(
@@ -108,22 +109,15 @@ def _start_tools(program: str) -> list[_Tool]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     tools = []
     for name in TOOLS:
-        fifo = folder / f"job-{name}.fifo"
+        fifo, ready, result, report = _files(folder, name)
         os.mkfifo(fifo, 0o600)
         proc = subprocess.Popen(
-            _command(
-                program,
-                name,
-                fifo,
-                folder / f"ready-{name}",
-                folder / f"result-{name}.json",
-                folder / f"report-{name}.log",
-            ),
+            _command(program, name, fifo, ready, result, report),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             env=env,
         )
         tools.append(_Tool(name, proc, folder))

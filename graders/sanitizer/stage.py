@@ -40,13 +40,12 @@ def run_sanitizer(
     compiled: CompileResult,
     seeds: dict[str, int],
     report: GradeReport,
-    budget: GpuBudget | None = None,
+    budget: GpuBudget,
 ) -> str:
     """Findings into `report`, the ruling onto its case; returns a note for the grader log."""
     reason = unavailable_reason()
     if reason:
         return reason
-    budget = budget or GpuBudget(lab.limits.gpu_seconds)
     name = sanitizer_case(lab)
     case = next((c for c in report.cases if c.name == name), None)
     ended = ("timeout", "kernel_error", "launch_error", "output_limit", "not_run")
@@ -54,8 +53,7 @@ def run_sanitizer(
         return f"skipped: case {name} already ended with {case.verdict if case else 'nothing'}"
     if budget.spent_out:
         # Spending the budget before the sanitizer must not spare a kernel its checks.
-        verdicts.apply(case, verdicts.Ruling("timeout", budget.message()))
-        report.budget_spent = True
+        verdicts.apply(case, _budget_ruling(report, budget))
         return "skipped: the submission's GPU time was spent; its case fails"
     own = tool_timeout(lab)
     timeout = min(own, budget.remaining())
@@ -81,8 +79,7 @@ def run_sanitizer(
     if not outcome.ok or outcome.value is None:
         log.warning("sanitizer child for lab %s: %s", lab.id, "\n".join(outcome.log)[-4000:])
         if outcome.timed_out and by_budget:
-            verdicts.apply(case, verdicts.Ruling("timeout", budget.message()))
-            report.budget_spent = True
+            verdicts.apply(case, _budget_ruling(report, budget))
             _check_health(report, "the sanitizer's run was stopped")
             return "the sanitizer's child was stopped when the submission's GPU time ran out"
         if outcome.timed_out:
@@ -101,8 +98,7 @@ def run_sanitizer(
         found, tools, hazard_points=lab.sanitizer_hazard_points, timeout_s=timeout
     )
     if ruling.verdict == "timeout" and by_budget:
-        ruling = verdicts.Ruling("timeout", budget.message())
-        report.budget_spent = True
+        ruling = _budget_ruling(report, budget)
     verdicts.apply(case, ruling)
     if ruling.verdict in ("timeout", "kernel_error"):
         _check_health(report, "the kernel hung or crashed under the sanitizer")
@@ -110,6 +106,12 @@ def run_sanitizer(
         report.sanitizer_penalty = ruling.penalty
     notes = [f"{k}: {v.get('status')}" for k, v in tools.items()]
     return value.get("note", "") or ", ".join(notes)
+
+
+def _budget_ruling(report: GradeReport, budget: GpuBudget) -> verdicts.Ruling:
+    """The timeout that names the submission's GPU budget; the report marked as having spent it."""
+    report.budget_spent = True
+    return verdicts.Ruling("timeout", budget.message())
 
 
 def _check_health(report: GradeReport, what: str) -> None:
