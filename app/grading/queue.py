@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import update
+from sqlalchemy import Update, update
 
 from app.core.database import session_scope, utcnow
 from app.grading.celery_app import GRADE_TASK, QUEUE
@@ -118,12 +118,7 @@ def take_back(sends: Sequence[Send]) -> None:
         with session_scope() as session:
             for item in sends:
                 session.execute(
-                    update(GradingJob)
-                    .where(
-                        GradingJob.id == item.job_id,
-                        GradingJob.state == JobState.queued.value,
-                        GradingJob.sent_at == item.stamped_at,
-                    )
+                    _still_queued(item.job_id, item.stamped_at)
                     .values(sent_at=None, sent_queue=item.queue)
                     .execution_options(synchronize_session=False)
                 )
@@ -133,17 +128,24 @@ def take_back(sends: Sequence[Send]) -> None:
         log.exception("could not note %d jobs as not sent", len(sends))
 
 
-def _note(
-    job_id: int, stamped_at: datetime | None, *, sent_at: datetime | None, queue: str
-) -> None:
+def _still_queued(job_id: int, stamped_at: datetime | None) -> Update:
+    """An update of the job while it is queued and (given a stamp) still carries that stamp."""
     query = update(GradingJob).where(
         GradingJob.id == job_id, GradingJob.state == JobState.queued.value
     )
     if stamped_at is not None:
         query = query.where(GradingJob.sent_at == stamped_at)
+    return query
+
+
+def _note(
+    job_id: int, stamped_at: datetime | None, *, sent_at: datetime | None, queue: str
+) -> None:
     try:
         with session_scope() as session:
-            session.execute(query.values(sent_at=sent_at, sent_queue=queue))
+            session.execute(
+                _still_queued(job_id, stamped_at).values(sent_at=sent_at, sent_queue=queue)
+            )
     except Exception:
         # Without the note the sweeper sends the job once more (harmless), or not at all
         # until the queue has moved past it. Failing here would tell the student a stored
