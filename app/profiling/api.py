@@ -17,7 +17,8 @@ from app.core.errors import Forbidden, NotFound
 from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, require_member
 from app.courses.specs import spec_for
-from app.profiling.service import latest_profile, report_file, request_profile
+from app.profiling.models import KernelProfile
+from app.profiling.service import report_file, request_profile
 from app.profiling.views import (
     ProfileView,
     class_summary,
@@ -190,7 +191,8 @@ async def profile_report(submission_id: RowId, api: ApiDb) -> Response:
                 "This lab lets only its staff download Nsight Compute's report files; the "
                 "findings on the submission's page come from the same report."
             )
-        profile = latest_profile(session, submission_id=submission.id)
+        # The profile the view shows (already in the session: no second query for it).
+        profile = session.get(KernelProfile, view.profile_id) if view.profile_id else None
         data = report_file(session, profile=profile) if profile and view.download_url else None
         if data is None:
             raise NotFound(

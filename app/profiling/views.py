@@ -119,20 +119,15 @@ def may_download(spec: LabSpec, *, viewer_is_staff: bool) -> bool:
     return viewer_is_staff or spec.profile.report_download == "students"
 
 
-def _withheld(spec: LabSpec, case: str, *, lab: Lab, viewer_is_staff: bool) -> bool:
+def _withheld(
+    session: Session, spec: LabSpec, case: str, *, lab: Lab, viewer_is_staff: bool
+) -> bool:
+    from app.courses.models import Course
     from app.submissions.schemas import hidden_details_visible
 
-    hidden = any(c.name == case and c.hidden for c in spec.cases)
-    if not hidden:
+    if not any(c.name == case and c.hidden for c in spec.cases):
         return False
-    from sqlalchemy.orm import object_session
-
-    from app.courses.models import Course
-
-    session = object_session(lab)
-    course = session.get_one(Course, lab.course_id) if session is not None else None
-    if course is None:
-        return not viewer_is_staff
+    course = session.get_one(Course, lab.course_id)
     return not hidden_details_visible(course, lab, viewer_is_staff=viewer_is_staff)
 
 
@@ -191,7 +186,7 @@ def profile_view(
         report_bytes=profile.report_bytes,
         report_kept=profile.report_kept,
     )
-    if _withheld(spec, profile.case_name, lab=lab, viewer_is_staff=viewer_is_staff):
+    if _withheld(session, spec, profile.case_name, lab=lab, viewer_is_staff=viewer_is_staff):
         view.state = "withheld"
         view.message = (
             f"The profile ran on a hidden case ({profile.case_name} is hidden until the due "
