@@ -257,9 +257,8 @@ def rubric_max(session: Session, *, labs: list[Lab]) -> dict[int, float]:
     return totals
 
 
-def late_days_left(session: Session, *, course: Course) -> dict[int, int]:
-    """Each student's late days left: the course's budget, plus the staff's adjustments, less
-    what was spent."""
+def late_day_sums(session: Session, *, course: Course) -> tuple[dict[int, int], dict[int, int]]:
+    """Per student of the course who has any: the staff's adjustments, and the days spent."""
     adjusted = as_dict(
         session.execute(
             select(LateDayEvent.user_id, func.sum(LateDayEvent.delta))
@@ -274,10 +273,19 @@ def late_days_left(session: Session, *, course: Course) -> dict[int, int]:
             .group_by(LateDayCharge.user_id)
         )
     )
-    users = set(adjusted) | set(spent)
+    return (
+        {uid: int(days or 0) for uid, days in adjusted.items()},
+        {uid: int(days or 0) for uid, days in spent.items()},
+    )
+
+
+def late_days_left(session: Session, *, course: Course) -> dict[int, int]:
+    """Each student's late days left: the course's budget, plus the staff's adjustments, less
+    what was spent."""
+    adjusted, spent = late_day_sums(session, course=course)
     return {
-        uid: course.late_days + int(adjusted.get(uid) or 0) - int(spent.get(uid) or 0)
-        for uid in users
+        uid: course.late_days + adjusted.get(uid, 0) - spent.get(uid, 0)
+        for uid in set(adjusted) | set(spent)
     }
 
 

@@ -26,7 +26,6 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from app.core.database import as_dict
 from app.core.errors import Invalid, NotFound
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.release import late_day_cap
@@ -364,34 +363,21 @@ class StudentBalance:
 
 def balances(session: Session, *, course: Course) -> list[StudentBalance]:
     """Every student of the course with their late days, by email."""
-    from app.gradebook.service import late_days_left
+    from app.gradebook.service import late_day_sums
 
-    left = late_days_left(session, course=course)
+    adjusted, spent = late_day_sums(session, course=course)
     students = session.scalars(
         select(User)
         .join(Enrollment, Enrollment.user_id == User.id)
         .where(Enrollment.course_id == course.id, Enrollment.role == Role.student.value)
         .order_by(User.email)
     ).all()
-    spent = as_dict(
-        session.execute(
-            select(LateDayCharge.user_id, func.sum(LateDayCharge.days))
-            .where(LateDayCharge.course_id == course.id)
-            .group_by(LateDayCharge.user_id)
+    return [
+        StudentBalance(
+            student=s,
+            balance=Balance(
+                budget=course.late_days, adjusted=adjusted.get(s.id, 0), spent=spent.get(s.id, 0)
+            ),
         )
-    )
-    out = []
-    for s in students:
-        used = int(spent.get(s.id) or 0)
-        remaining = left.get(s.id, course.late_days)
-        out.append(
-            StudentBalance(
-                student=s,
-                balance=Balance(
-                    budget=course.late_days,
-                    adjusted=remaining + used - course.late_days,
-                    spent=used,
-                ),
-            )
-        )
-    return out
+        for s in students
+    ]
