@@ -369,18 +369,10 @@ def student_cells(
             select(*SCORED_COLUMNS).join(pairs, pairs.c.submission_id == Submission.id)
         ):
             subs[row[1]].append(Scored._make(row))
-    inputs = policy_inputs(session, labs=labs, user_id=user_id)
-    return {
-        lab.id: with_policies(
-            lab_cell(lab, subs[lab.id]),
-            lab=lab,
-            user_id=user_id,
-            deadline=deadline_from(lab, inputs.extensions.get((lab.id, user_id))),
-            charge=inputs.charges.get((lab.id, user_id)),
-            rubric=inputs.rubric.get((lab.id, user_id)) if lab.id in rubric else None,
-        )
-        for lab in labs
-    }
+    # No rubric query at all where none is shown (a grading settling its students' cells).
+    inputs = policy_inputs(session, labs=labs, user_id=user_id, rubric=bool(rubric))
+    inputs.rubric = {key: points for key, points in inputs.rubric.items() if key[0] in rubric}
+    return {lab.id: inputs.cell(lab, user_id, lab_cell(lab, subs[lab.id])) for lab in labs}
 
 
 def best_scores(
