@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import Invalid, NotFound
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.release import late_day_cap
-from app.courses.service import labs_of
+from app.courses.service import labs_of, role_in
 from app.latedays.models import LateDayCharge, LateDayEvent
 from app.users.models import User
 
@@ -302,12 +302,7 @@ def adjust(
         raise Invalid(f"The reason is longer than {MAX_REASON} characters; shorten it.")
     if delta == 0 or abs(delta) > MAX_LATE_DAYS:
         raise Invalid(f"Change the late days by 1 to {MAX_LATE_DAYS} days, up or down.")
-    role = session.scalar(
-        select(Enrollment.role).where(
-            Enrollment.course_id == course.id, Enrollment.user_id == student.id
-        )
-    )
-    if role != Role.student.value:
+    if role_in(session, user=student, course=course) != Role.student:
         raise NotFound(f"{student.email} is not a student of {course.slug}.")
     take_turn(session, course_id=course.id, user_id=student.id)
     now_balance = balance(session, course=course, user_id=student.id)

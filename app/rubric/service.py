@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 
 from app.core.database import as_dict
 from app.core.errors import Invalid, NotFound
-from app.courses.models import Course, Enrollment, Lab, Role
+from app.courses.models import Course, Lab, Role
+from app.courses.service import role_in
 from app.rubric.models import RubricComment, RubricItem, RubricScore
 from app.users.models import User
 
@@ -111,12 +112,7 @@ def comments_of(session: Session, *, lab: Lab) -> dict[int, list[RubricComment]]
 
 
 def _student(session: Session, *, course: Course, student: User) -> None:
-    role = session.scalar(
-        select(Enrollment.role).where(
-            Enrollment.course_id == course.id, Enrollment.user_id == student.id
-        )
-    )
-    if role != Role.student.value:
+    if role_in(session, user=student, course=course) != Role.student:
         raise Invalid(
             f"{student.email} is not a student of {course.slug}; rubric points are theirs."
         )

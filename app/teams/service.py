@@ -20,8 +20,8 @@ from sqlalchemy import Select, select, union_all, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, Forbidden, Invalid, NotFound
-from app.courses.models import Course, Enrollment, Lab, Role
-from app.courses.service import require_member
+from app.courses.models import Course, Lab
+from app.courses.service import require_member, role_in
 from app.submissions.models import Submission
 from app.teams.models import SubmissionCredit, Team, TeamInvite, TeamMember
 from app.users.models import User
@@ -114,19 +114,13 @@ def teams_of(session: Session, *, lab: Lab) -> list[TeamView]:
 
 def _student(session: Session, *, course: Course, email: str) -> User:
     user = find_user(session, email=email)
-    role = None
-    if user is not None:
-        role = session.scalar(
-            select(Enrollment.role).where(
-                Enrollment.user_id == user.id, Enrollment.course_id == course.id
-            )
-        )
+    role = role_in(session, user=user, course=course) if user is not None else None
     if user is None or role is None:
         raise Invalid(
             f"{normalize_email(email)} is not enrolled in {course.slug}; only the course's "
             "students can be in a team. Enrol them first, or correct the address."
         )
-    if Role(role).is_staff:
+    if role.is_staff:
         raise Invalid(f"{user.email} is on the staff of {course.slug}; teams are for students.")
     return user
 
