@@ -111,8 +111,8 @@ async def get_similarity_pair(report_id: RowId, rank: int, api: ApiDb) -> Simila
     """Staff: one pair's two sources, cut into passages shared with the other side or not."""
 
     def work(session: Session, user: User) -> SimilarityPairDetail:
-        view = similarity.pair_view(session, user=user, report_id=report_id, rank=rank)
-        report = session.get_one(SimilarityReport, report_id)
+        report, _ = similarity.get_report(session, user=user, report_id=report_id)
+        view = similarity.pair_view(session, report=report, rank=rank)
         base = _pair_read(report, view.pair)
         return SimilarityPairDetail(
             **base.model_dump(),

@@ -136,15 +136,15 @@ def _passages(text: str, slices: list[list[int]]) -> list[Passage]:
     return out
 
 
-def pair_view(session: Session, *, user: User, report_id: int, rank: int) -> PairView:
-    report, _ = get_report(session, user=user, report_id=report_id)
+def pair_view(session: Session, *, report: SimilarityReport, rank: int) -> PairView:
+    """One pair of a report its viewer may see (get_report checked that)."""
     pair = session.scalar(
         select(SimilarityPair).where(
             SimilarityPair.report_id == report.id, SimilarityPair.rank == rank
         )
     )
     if pair is None:
-        raise NotFound(f"Similarity report {report_id} has no pair {rank}.")
+        raise NotFound(f"Similarity report {report.id} has no pair {rank}.")
     sources = as_dict(
         session.execute(
             select(Submission.id, Submission.source_text).where(

@@ -352,8 +352,8 @@ async def similarity_pair_page(
     request: Request, report_id: RowId, rank: int, web: WebDb
 ) -> Response:
     def page(session: Session, user: User) -> Response:
-        view = similarity.pair_view(session, user=user, report_id=report_id, rank=rank)
         report, lab = similarity.get_report(session, user=user, report_id=report_id)
+        view = similarity.pair_view(session, report=report, rank=rank)
         return render(
             request,
             "similarity_pair.html",
@@ -374,7 +374,7 @@ def regrade_context(
     """For the submission page: its points adjustment, the requests about it, and whether its
     student may still ask (the window of its lab)."""
     lab = session.get_one(Lab, submission.lab_id)
-    closes = regrade_requests_close_at(session.get_one(Course, lab.course_id), lab)
+    closes = regrades.window_closes_at(session, lab=lab)
     query = select(RegradeRequest).where(RegradeRequest.submission_id == submission.id)
     if not staff:
         query = query.where(RegradeRequest.user_id == user.id)
