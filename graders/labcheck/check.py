@@ -116,10 +116,9 @@ def _compile_slow(
         except SlowHeaderError as exc:
             report.add(FAIL, f"slow/{path.name}", str(exc))
             continue
-        result = _compile(lab, path.read_text(encoding="utf-8"), path.name, arch)
-        if not result.ok:
-            log = f"\n{result.log}" if result.log else ""
-            report.add(FAIL, exp.label, f"does not compile: {result.message}{log}")
+        source = path.read_text(encoding="utf-8")
+        result = _compiled(lab, source, path.name, arch, report, exp.label)
+        if result is None:
             continue
         report.add(OK, exp.label, f"compiles (expects the profiler to find {exp.describe()})")
         out.append((exp, result))
@@ -250,6 +249,23 @@ def _compile(lab: LabSpec, source: str, filename: str, arch: str | None) -> Comp
     return compile_cached(lab, source, filename, arch)
 
 
+def _compiled(
+    lab: LabSpec,
+    source: str,
+    filename: str,
+    arch: str | None,
+    report: LabCheckReport,
+    label: str,
+) -> CompileResult | None:
+    """The source compiled; or None, the compiler's message and log reported under `label`."""
+    result = _compile(lab, source, filename, arch)
+    if result.ok:
+        return result
+    log = f"\n{result.log}" if result.log else ""
+    report.add(FAIL, label, f"does not compile: {result.message}{log}")
+    return None
+
+
 def _compile_references(
     lab: LabSpec, report: LabCheckReport, arch: str | None
 ) -> dict[str, CompileResult]:
@@ -260,10 +276,8 @@ def _compile_references(
         if ref.file is None:
             continue
         subject = f"reference {ref.file}"
-        result = _compile(ref_lab, ref.source, ref.file, arch)
-        if not result.ok:
-            log = f"\n{result.log}" if result.log else ""
-            report.add(FAIL, subject, f"does not compile: {result.message}{log}")
+        result = _compiled(ref_lab, ref.source, ref.file, arch, report, subject)
+        if result is None:
             continue
         out[ref.name] = result
         for warning in result.warnings:
@@ -316,10 +330,8 @@ def _compile_probes(
     for problem in problems:
         report.add(FAIL, "probes", problem)
     for probe in written:
-        result = _compile(ref_lab, probe.source, probe.filename, arch)
-        if not result.ok:
-            log = f"\n{result.log}" if result.log else ""
-            report.add(FAIL, probe.label, f"does not compile: {result.message}{log}")
+        result = _compiled(ref_lab, probe.source, probe.filename, arch, report, probe.label)
+        if result is None:
             continue
         out.append((probe, result))
         report.add(OK, probe.label, f"compiles ({probe.what})")
