@@ -145,22 +145,25 @@ def overview(session: Session, *, course: Course) -> dict[str, Any]:
     )
     contexts = course_contexts(session, course=course)
     context_ids = [c.id for c in contexts]
-    columns = []
-    for item, lab in session.execute(
+    items = session.execute(
         select(LtiLineItem, Lab)
         .join(Lab, Lab.id == LtiLineItem.lab_id)
         .where(LtiLineItem.context_id.in_(context_ids))
         .order_by(LtiLineItem.context_id, Lab.slug)
+    ).all()
+    # Each column's scores by state, for every column in one query.
+    counts: dict[int, dict[str, int]] = {item.id: {} for item, _ in items}
+    for item_id, state, count in session.execute(
+        select(LtiScoreSync.line_item_id, LtiScoreSync.state, func.count())
+        .where(LtiScoreSync.line_item_id.in_(list(counts)))
+        .group_by(LtiScoreSync.line_item_id, LtiScoreSync.state)
     ):
-        counts = dict(
-            session.execute(
-                select(LtiScoreSync.state, func.count())
-                .where(LtiScoreSync.line_item_id == item.id)
-                .group_by(LtiScoreSync.state)
-            ).all()
-        )
-        context = next(c for c in contexts if c.id == item.context_id)
-        columns.append(ColumnRow(context=context, item=item, lab=lab, counts=counts))
+        counts[item_id][state] = count
+    by_id = {c.id: c for c in contexts}
+    columns = [
+        ColumnRow(context=by_id[item.context_id], item=item, lab=lab, counts=counts[item.id])
+        for item, lab in items
+    ]
     problems = session.execute(
         select(LtiScoreSync, User, Lab)
         .join(User, User.id == LtiScoreSync.user_id)

@@ -15,6 +15,7 @@ from app.lti.grades import send_due_scores
 from app.lti.models import LtiLineItem, LtiScoreSync, SyncState
 from app.lti.roster import sync_wanted_rosters
 from app.lti.scores import note_grading
+from app.lti.service import overview
 from app.users.models import User
 from tests.app.conftest import PASSWORD, World
 from tests.app.factories import make_submission
@@ -159,6 +160,9 @@ def test_grades_refused_while_the_course_is_unpublished_are_shown_and_sent_later
     assert row is not None and row.state == SyncState.refused.value
     assert row.error == "HTTP 422: Course not available for student"
     assert row.next_attempt_at > utcnow() + timedelta(seconds=30)
+    # The course's LMS page counts the column's scores by state.
+    (column,) = overview(session, course=world.course)["columns"]
+    assert column.counts == {SyncState.refused.value: 1}
     # The staff read the LMS's own words on the course's LMS page.
     staff = browsers()  # type: ignore[operator]
     staff.launch(lms, teacher, link=link)
@@ -172,6 +176,8 @@ def test_grades_refused_while_the_course_is_unpublished_are_shown_and_sent_later
     assert next(iter(course.line_items.values())).grades == {ada.sub: 7.0}
     session.expire_all()
     assert session.get_one(LtiScoreSync, row.id).state == SyncState.sent.value
+    (column,) = overview(session, course=world.course)["columns"]
+    assert column.counts == {SyncState.sent.value: 1}
 
 
 def test_a_score_synced_after_the_due_date_keeps_its_on_time_submission_time(
