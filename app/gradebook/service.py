@@ -273,9 +273,10 @@ def late_day_sums(session: Session, *, course: Course) -> tuple[dict[int, int], 
             .group_by(LateDayCharge.user_id)
         )
     )
+    # A group's sum is never NULL: the summed columns are not nullable.
     return (
-        {uid: int(days or 0) for uid, days in adjusted.items()},
-        {uid: int(days or 0) for uid, days in spent.items()},
+        {uid: int(days) for uid, days in adjusted.items()},
+        {uid: int(days) for uid, days in spent.items()},
     )
 
 
