@@ -133,9 +133,15 @@ def _one_case(
     progress.step(f"case:{name}", lab.limits.case_seconds + CASE_SLACK_S)
     progress.report({"start": name, "at": time.time()})
     hold = lock.exclusive if alone else lock.shared
-    with hold(*progress.lock_callbacks(f"case {name}")), output.withheld_output(case):
+    began = time.monotonic()
+    with hold(*progress.lock_callbacks(f"case {name}")) as waited, output.withheld_output(case):
         try:
-            return grade_case(ctx, case, seed)
+            result = grade_case(ctx, case, seed)
+            ctx.log.append(
+                f"case {name}: {time.monotonic() - began - waited:.3f} s, "
+                f"{waited:.3f} s waiting for the lock"
+            )
+            return result
         except (KernelFailure, OracleCodeError):
             raise
         except Exception as exc:

@@ -411,8 +411,9 @@ def time_case(
     attempt: _Attempt | None = None
     for tries in range(ATTEMPTS):
         progress.step("timing", limit)
+        began = time.monotonic()
         try:
-            with lock.exclusive(*progress.lock_callbacks("timing")):
+            with lock.exclusive(*progress.lock_callbacks("timing")) as waited:
                 attempt = _one_attempt(
                     ctx,
                     case,
@@ -437,6 +438,10 @@ def time_case(
             out.verdict, out.sticky = failure.verdict, failure.sticky
             out.failure = f"The first launch passed, but a timed launch failed: {failure.message}"
             return out
+        ctx.log.append(
+            f"timing: section {time.monotonic() - began - waited:.3f} s, "
+            f"{waited:.3f} s waiting for the lock"
+        )
         if not attempt.busy:
             break
         said = contention.describe(attempt.busy)
