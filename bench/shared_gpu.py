@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import signal
 import statistics
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.throughput import Service, grade_once  # noqa: E402
+from bench.throughput import Service, grade_once, stop_services_on_sigterm  # noqa: E402
 from graders.spec import list_builtin_labs, load_builtin_lab  # noqa: E402
 
 _EXPECT = re.compile(r"^//\s*expect-verdict:\s*(.+)$", re.MULTILINE)
@@ -81,7 +80,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    stop_services_on_sigterm()
     labs = [s for s in args.labs.split(",") if s] or list(list_builtin_labs())
     uploads = _uploads(labs)
     services = []

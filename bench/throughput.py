@@ -31,6 +31,7 @@ Needs a GPU host with the web stack installed. Numbers are printed, never assert
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -60,6 +61,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_running: list[Service] = []
+
+
+def stop_services_on_sigterm() -> None:
+    """A bench stopped from outside (`timeout`) stops every service it started, by process
+    group, and ends at once: threads still polling a burst would otherwise keep it (and the
+    services) alive past the timeout, grading on a GPU the next command expects to itself."""
+
+    def stop(*_: object) -> None:
+        for service in _running:
+            service.stop(patience=5.0)
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 class Service:
     """`kernelgrader serve` in a child process, its output kept in a log file."""
 
@@ -84,6 +101,7 @@ class Service:
             errors="replace",
             start_new_session=True,
         )
+        _running.append(self)
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
@@ -117,17 +135,21 @@ class Service:
             time.sleep(0.2)
         raise RuntimeError("the service did not answer its health check")
 
-    def stop(self) -> None:
-        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+    def stop(self, patience: float = 20.0) -> None:
+        """SIGTERM to serve's process group, SIGKILL if serve is still there after `patience`
+        seconds; then SIGKILL to what is left of the group (a worker finishing its job)."""
+        for sig, wait in ((signal.SIGTERM, patience), (signal.SIGKILL, 10)):
             try:
                 os.killpg(self.proc.pid, sig)
             except ProcessLookupError:
                 return
             try:
                 self.proc.wait(timeout=wait)
-                return
+                break
             except subprocess.TimeoutExpired:
                 continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
 
 def _when(text: str) -> float:
@@ -417,8 +439,7 @@ def main() -> int:
     parser.add_argument("--contend-burst", type=int, default=30)
     parser.add_argument("--contend-reps", type=int, default=10)
     args = parser.parse_args()
-    # A bench stopped from outside (timeout) still stops the service it started.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    stop_services_on_sigterm()
     env = dict(e.split("=", 1) for e in args.env)
     data_dir = Path(tempfile.mkdtemp(prefix="kernelgrader-bench-"))
     log_path = args.log or data_dir / "serve.log"
