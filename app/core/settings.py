@@ -114,7 +114,7 @@ class Settings(BaseSettings):
     # kept) may take before it is stopped.
     profile_timeout_seconds: float = Field(default=180.0, gt=0, le=600)
     # Profiles on the broker or running at once, fleet-wide; each holds a GPU's lock shared,
-    # so a timed section that comes meanwhile waits for it.
+    # and lets go of it (to run again later) as soon as a timed section waits.
     profile_in_flight: int = Field(default=1, ge=1, le=64)
     # .ncu-rep files kept per student and lab (the newest); older profiles keep their findings.
     profile_reports_kept: int = Field(default=3, ge=0)

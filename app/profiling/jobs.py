@@ -23,6 +23,7 @@ from app.grading.worker import _compile_name, worker_id
 from app.profiling.models import KernelProfile, ProfileState
 from app.profiling.service import kept_reference_profiles, record_profile
 from app.submissions.models import Submission
+from graders.profile.tool import YIELDED
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,7 @@ def _profile_held(profile_id: int, me: str) -> str:
         arch=worker_arch(),
         references=missing,
         timeout_s=settings.profile_timeout_seconds,
+        yield_to_timing=True,
     )
     for line in result.log:
         log.info("profiling job %s: %s", profile_id, line)
@@ -132,6 +134,16 @@ def _profile_held(profile_id: int, me: str) -> str:
         if not _hold(session, profile_id, me):
             return "lost"
         profile = session.get_one(KernelProfile, profile_id)
+        if result.status == YIELDED:
+            # A grading's timed section came: the profile let go of the GPU. It goes back in
+            # its place in the queue, the attempt not counted; the sweep sends it again once
+            # no grading waits.
+            log.info("profiling job %s: %s", profile_id, result.message)
+            profile.state = ProfileState.queued.value
+            profile.worker_id = None
+            profile.sent_at = None
+            profile.attempt = max(0, profile.attempt - 1)
+            return "yielded"
         profile.lab_digest = spec.digest
         record_profile(session, profile=profile, result=result, gpu=gpu, now=utcnow())
         return profile.state

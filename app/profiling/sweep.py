@@ -4,8 +4,8 @@ back the ones whose worker went silent.
 Run by every worker's sweep (app.grading.sweeper). A profiling job is sent only while no
 grading job is queued (a student's upload, a regrade) and fewer than `profile_in_flight`
 are out, and only where a live worker can run it on its GPU model: a profile holds the
-GPU's lock shared for seconds, so it never goes ahead of a grading, and a timed section
-that comes during one waits at most for its end.
+GPU's lock shared for seconds, so it never goes ahead of a grading, and one that is
+running when a timed section comes lets go of the GPU and is queued again (app.profiling.jobs).
 """
 
 from __future__ import annotations

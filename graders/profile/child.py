@@ -31,8 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from graders.gpu import gpu_lock
 from graders.profile import extract, tool
+from graders.profile.tool import YIELDED, YIELDED_MESSAGE
 from graders.sanitizer.target import die_with_parent
+from graders.timing.lock import GpuLock
 
 OUTPUT_CAP_BYTES = 256 * 1024
 # The largest report file handed back for download (it travels base64 in the answer).
@@ -56,8 +59,12 @@ def loopback_up() -> str:
         return f"loopback left as it was ({exc})"
 
 
-def _run_ncu(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[str, str, int | None]:
-    """Run ncu; (status, output, exit code). Output capped; killed with its group at the limit."""
+def _run_ncu(
+    cmd: list[str], cwd: Path, timeout_s: float, lock: GpuLock | None = None
+) -> tuple[str, str, int | None]:
+    """Run ncu; (status, output, exit code). Output capped; killed with its group at the limit,
+    or, with `lock`, as soon as a timed section waits for it (status `yielded`): the profiled
+    program holds the lock shared, and ncu's replays keep it for tens of seconds."""
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -82,6 +89,9 @@ def _run_ncu(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[str, str, int
         while open_:
             if time.monotonic() >= end:
                 status = "timeout"
+                break
+            if lock is not None and lock.writer_waiting():
+                status = YIELDED
                 break
             for key, _ in sel.select(timeout=0.05):
                 try:
@@ -146,12 +156,16 @@ def _profile_one(
     if remaining < 5:
         out.update(status="timeout", message="There was no time left to profile it.")
         return out
-    status, output, code = _run_ncu(cmd, folder, remaining)
+    lock = gpu_lock(common.get("lock_dir") or None) if common.get("yield_to_timing") else None
+    status, output, code = _run_ncu(cmd, folder, remaining, lock)
     out["seconds"] = round(time.monotonic() - began, 3)
     out["output_tail"] = output[-4000:]
     target: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         target = json.loads(result_path.read_text(encoding="utf-8"))
+    if status == YIELDED:
+        out.update(status=YIELDED, message=YIELDED_MESSAGE)
+        return out
     if tool.counters_refused(output):
         out.update(status="counters_not_permitted", message=tool.COUNTERS_NOT_PERMITTED)
         return out
@@ -212,12 +226,13 @@ def profile_in_child(payload: dict[str, Any]) -> dict[str, Any]:
         "launches": payload["launches"],
         "timeout_s": float(payload["timeout_s"]),
         "lock_dir": payload.get("lock_dir"),
+        "yield_to_timing": bool(payload.get("yield_to_timing")),
     }
     runs = []
     for item in payload["programs"]:
         run = _profile_one(program, item, common, deadline, reader)
         runs.append(run)
-        if run["status"] in ("counters_not_permitted", "timeout", "no_reader"):
+        if run["status"] in ("counters_not_permitted", "timeout", "no_reader", YIELDED):
             break  # the rest would end the same way
     return {
         "runs": runs,

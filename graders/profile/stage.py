@@ -19,6 +19,7 @@ from typing import Any
 
 from graders.gpu import check_gpu_health, lock_dir
 from graders.profile import tool
+from graders.profile.tool import YIELDED
 from graders.results import CompileResult
 from graders.sandbox.limits import SandboxLimits
 from graders.sandbox.runner import run_sandboxed
@@ -49,7 +50,8 @@ class ProfileRun:
 @dataclass
 class ProfileResult:
     # "ok"; "unavailable" (this worker cannot profile: `message` says why, nothing is wrong);
-    # "failed" (the profile did not come: `message` says why).
+    # "failed" (the profile did not come: `message` says why); "yielded" (it let a timed
+    # section have the GPU: to be run again, see graders.profile.child).
     status: str
     message: str = ""
     case: str = ""
@@ -93,8 +95,12 @@ def profile_submission(
     references: list[str] | None = None,
     timeout_s: float | None = None,
     compiled: CompileResult | None = None,
+    yield_to_timing: bool = False,
 ) -> ProfileResult:
-    """Profile the submission (and the named references) on `lab.profile_case`."""
+    """Profile the submission (and the named references) on `lab.profile_case`.
+
+    `yield_to_timing`: stop as soon as a timed section waits for the GPU (status `yielded`),
+    for a caller that runs it again later (the worker's profiling job)."""
     began = time.monotonic()
     case = lab.profile_case
     reason = tool.unavailable_reason()
@@ -134,6 +140,7 @@ def profile_submission(
         "timeout_s": timeout,
         "lock_dir": str(lock_dir()),
         "programs": programs,
+        "yield_to_timing": yield_to_timing,
     }
     limits = SandboxLimits(
         wall_seconds=timeout + 60,
@@ -166,6 +173,11 @@ def profile_submission(
     runs = [_run_of(r) for r in value.get("runs", [])]
     if not runs:
         result.status, result.message = "unavailable", str(value.get("note") or tool.NOT_INSTALLED)
+        return result
+    yielded = next((r for r in runs if r.status == YIELDED), None)
+    if yielded is not None:
+        result.status, result.message = YIELDED, yielded.message
+        result.seconds = round(time.monotonic() - began, 3)
         return result
     mine = runs[0]
     result.submission = mine

@@ -56,6 +56,12 @@ MIG_SLICE = (
     "read for one slice alone, so the kernel was not profiled; its grading is complete "
     "without it."
 )
+# A worker's profiling job stops when a timed section waits for the GPU, and runs again later
+# (graders.profile.child): its status and the sentence for the worker's log.
+YIELDED = "yielded"
+YIELDED_MESSAGE = (
+    "Profiling stopped to let a grading's timed section have the GPU; it runs again later."
+)
 NO_READER = (
     "This GPU worker cannot read Nsight Compute's reports (NVIDIA's ncu-report package is "
     "missing), so the kernel's profile is not shown; its grading is complete without it."

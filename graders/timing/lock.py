@@ -14,6 +14,11 @@ a child killed in the middle never leaves the GPU locked.
 `on_wait` is called before blocking and `on_held` once the lock is held: the run child tells
 its parent through them, and the parent stops the child's clock while it waits.
 
+A writer also holds a third file, `wanted`, shared, from before the gate until it holds the
+lock: `writer_waiting()` asks for it alone without blocking, so a long shared holder that can
+stop and come back later (a profile, graders.profile.target) sees a timed section waiting and
+lets go at once, rather than keeping it waiting for tens of seconds.
+
 Every process that takes the lock leaves its pid in the lock's `users` folder: while a timed
 section holds the lock alone, none of them can be running, so a busy process on the GPU that is
 not among them is work the lock does not cover (graders.timing.contention).
@@ -119,13 +124,19 @@ class GpuLock:
         waited = [False]
         # Fresh open files each time: flock belongs to the open file, so two threads of one
         # process take turns like two processes do.
+        wanted = self._open("wanted") if mode == fcntl.LOCK_EX else None
         gate, lock = self._open("gate"), self._open("lock")
         try:
+            if wanted is not None:
+                fcntl.flock(wanted, fcntl.LOCK_SH)  # blocks only across a probe's instant
             _take(gate, fcntl.LOCK_EX, on_wait, waited)
             try:
                 _take(lock, mode, on_wait, waited)
             finally:
                 fcntl.flock(gate, fcntl.LOCK_UN)
+                if wanted is not None:
+                    os.close(wanted)
+                    wanted = None
             self._register()
             if on_held is not None:
                 on_held()
@@ -135,6 +146,22 @@ class GpuLock:
                 fcntl.flock(lock, fcntl.LOCK_UN)
             os.close(gate)
             os.close(lock)
+            if wanted is not None:
+                os.close(wanted)
+
+    def writer_waiting(self) -> bool:
+        """Whether an exclusive holder (a timed section) is waiting for the lock now."""
+        try:
+            fd = self._open("wanted")
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing lets go of the probe's own hold, if it got one
+        return False
 
     def shared(
         self, on_wait: Callback = None, on_held: Callback = None

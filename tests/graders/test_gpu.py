@@ -171,7 +171,7 @@ def test_workers_with_different_data_folders_share_one_lock(tmp_path: Path) -> N
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        for suffix in ("gate", "lock"):
+        for suffix in ("gate", "lock", "wanted"):
             (gpu.host_lock_dir() / f"kernelgrader-gpu-{key}.{suffix}").unlink(missing_ok=True)
 
 

@@ -168,3 +168,32 @@ def test_our_failure_is_retried_then_told_as_not_the_students_fault(
         profile = session.get_one(KernelProfile, profile_id)
         assert profile.state == ProfileState.failed.value
         assert profile.message == FAILED_ON_OUR_SIDE
+
+
+def test_a_profile_that_let_a_timed_section_go_first_waits_in_its_place_uncounted(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The GPU side (the profiled program ending once a timed section waits) runs on a GPU
+    # host: tests/graders/gpu/test_profile_gpu.py. Here, what the job makes of its answer.
+    from graders.profile import stage
+    from graders.profile.tool import YIELDED, YIELDED_MESSAGE
+
+    asked: list[dict[str, object]] = []
+
+    def yields(*args: object, **kwargs: object) -> stage.ProfileResult:
+        asked.append(kwargs)
+        return stage.ProfileResult(YIELDED, YIELDED_MESSAGE)
+
+    monkeypatch.setattr(stage, "profile_submission", yields)
+    _, profile_id = _committed_profile(world)
+    with session_scope() as session:
+        queued_at = session.get_one(KernelProfile, profile_id).queued_at
+    for attempt in range(get_settings().max_attempts + 1):
+        assert profile_job(profile_id, me=f"w:{attempt}") == "yielded"
+        with session_scope() as session:
+            profile = session.get_one(KernelProfile, profile_id)
+            assert profile.state == ProfileState.queued.value
+            assert profile.sent_at is None and profile.worker_id is None
+            assert profile.attempt == 0  # however often it yields, it never runs out
+            assert profile.queued_at == queued_at and profile.error == ""
+    assert asked and all(kw.get("yield_to_timing") is True for kw in asked)

@@ -9,6 +9,7 @@ slow kernel and reference through the same code.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from graders.labcheck.slow import read_slow_header, slow_files
 from graders.profile import tool
 from graders.profile.findings import PATTERN_KINDS, findings_of
 from graders.profile.ladder import figures_of, ladder
-from graders.profile.stage import profile_submission
+from graders.profile.stage import ProfileResult, profile_submission
 from graders.run.inputs import case_seed
 from graders.spec import builtin_labs_dir, list_builtin_labs, load_builtin_lab
 
@@ -131,4 +132,67 @@ def test_profiling_stops_at_its_limit_and_leaves_nothing_running() -> None:
     assert result.status == "failed"
     assert "time limit" in result.message or "did not finish" in result.message, result.message
     assert result.seconds < 600
+    assert not _profilers_running()
+
+
+def _held_by_someone(lock_file: Path) -> bool:
+    """Whether any process holds the GPU's lock now (asked without waiting)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_file, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+@pytest.mark.gpu
+def test_a_profile_lets_go_of_the_gpu_when_a_timed_section_waits() -> None:
+    import threading
+
+    from graders.gpu import gpu_lock
+    from graders.profile.tool import YIELDED, YIELDED_MESSAGE
+
+    lab = load_builtin_lab("matrix-transpose")
+    events: list[str] = []
+    results: list[object] = []
+
+    def profile() -> None:
+        results.append(
+            profile_submission(
+                lab,
+                SPINNER,
+                seed=_seed(lab.id),
+                filename="spinner.cu",
+                timeout_s=300.0,
+                yield_to_timing=True,
+            )
+        )
+        events.append("profile returned")
+
+    thread = threading.Thread(target=profile)
+    thread.start()
+    lock = gpu_lock()
+    for _ in range(1200):  # the profiled program holds the lock shared (at most two minutes)
+        if _profilers_running() and _held_by_someone(lock.path("lock")):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the profiled program never took the GPU's lock")
+    with lock.exclusive():
+        events.append("timing held")
+    thread.join(timeout=600)
+    assert not thread.is_alive()
+    result = results[0]
+    assert isinstance(result, ProfileResult)
+    assert result.status == YIELDED and result.message == YIELDED_MESSAGE, result.log
+    # The timed section had the GPU before the profile's spinning launches could end (each
+    # takes a second, and ncu replays them tens of times).
+    assert events == ["timing held", "profile returned"]
     assert not _profilers_running()

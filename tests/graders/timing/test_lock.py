@@ -113,6 +113,36 @@ def test_a_waiting_writer_is_not_overtaken_by_later_readers(tmp_path: Path) -> N
     _finish(tmp_path, first, writer, later)
 
 
+def test_a_waiting_writer_is_seen_by_a_reader_that_can_let_go(tmp_path: Path) -> None:
+    lock = GpuLock(tmp_path, "test-gpu")
+    assert not lock.writer_waiting()  # nobody at all
+    reader = _start(tmp_path, "shared", "R", "go-r")
+    _wait_for(tmp_path, "R held")
+    assert not lock.writer_waiting()  # a reader alone
+    writer = _start(tmp_path, "exclusive", "W", "go-w")
+    _wait_for(tmp_path, "W waiting")
+    assert lock.writer_waiting()
+    assert lock.writer_waiting()  # asking does not take it away
+    (tmp_path / "go-r").touch()
+    _wait_for(tmp_path, "W held")
+    assert not lock.writer_waiting()  # holding is not waiting: no reader is left to let go
+    (tmp_path / "go-w").touch()
+    _finish(tmp_path, reader, writer)
+    assert not lock.writer_waiting()
+
+
+def test_a_writer_killed_while_waiting_is_not_seen_waiting(tmp_path: Path) -> None:
+    lock = GpuLock(tmp_path, "test-gpu")
+    reader = _start(tmp_path, "shared", "R", "go")
+    _wait_for(tmp_path, "R held")
+    writer = _start(tmp_path, "exclusive", "W", "never")
+    _wait_for(tmp_path, "W waiting")
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait(timeout=60)
+    assert not lock.writer_waiting()
+    _finish(tmp_path, reader)
+
+
 def test_a_holder_that_is_killed_leaves_the_lock_free(tmp_path: Path) -> None:
     holder = _start(tmp_path, "exclusive", "K", "never")
     _wait_for(tmp_path, "K held")
@@ -173,6 +203,7 @@ def test_lock_files_are_for_every_user_whatever_the_umask(tmp_path: Path) -> Non
     assert modes == {
         "kernelgrader-gpu-shared-by-users.gate": 0o666,
         "kernelgrader-gpu-shared-by-users.lock": 0o666,
+        "kernelgrader-gpu-shared-by-users.wanted": 0o666,
     }
 
 
