@@ -34,7 +34,6 @@ from graders.run.context import Context, Kernel, load
 from graders.run.harness import KernelFailure, classify_cuda_error, cuda_error_name
 from graders.run.python_oracle import OracleCodeError
 from graders.run.timed import TimedCase, time_case
-from graders.run.warmup import exercise
 from graders.sandbox import progress
 from graders.spec import LabSpec, load_lab
 from graders.timing.lock import GpuLock
@@ -88,26 +87,25 @@ def warm_up() -> None:
     """Ahead of need: CuPy, the context and the grader's kernels, without holding up timing.
 
     Importing CuPy touches no GPU; the context and the kernels do, so only they wait for a
-    timed section on the GPU to end (the lock, shared). The kernels are loaded one data type
-    at a time, each under a short hold of the lock: a timed section that comes meanwhile
-    waits for one of them (tenths of a second), not for the whole warm-up (seconds: with a
-    spare started after every grading, whole warm-ups held up the next grading's timing).
+    timed section on the GPU to end (the lock, shared). The kernels are loaded a few at a
+    time (graders.run.warmup.steps), each step under a short hold of the lock that ends with
+    its work done: a timed section that comes meanwhile waits for one step (hundredths of a
+    second), not for the whole warm-up (seconds: with a spare started after every grading,
+    whole warm-ups, then whole data types, held up the next grading's timing).
     """
     import cupy as cp
 
-    from graders.run import quick
-    from graders.spec.dtypes import ARRAY_DTYPES
+    from graders.run.warmup import steps
 
     lock = _lock()
     with lock.shared():
         cp.cuda.Device().use()
         output.limit_printf()
-    for name in ARRAY_DTYPES:
+    device = cp.cuda.Device()
+    for step in steps():
         with lock.shared():
-            exercise([name], fused=False)
-    with lock.shared():
-        quick.exercise()
-        cp.cuda.Device().synchronize()
+            step()
+            device.synchronize()
 
 
 def _load_failure_message(exc: BaseException) -> str:
