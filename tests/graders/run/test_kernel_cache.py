@@ -105,3 +105,13 @@ def test_warm_cache_without_a_gpu_says_where_it_is_built(tmp_path: Path) -> None
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "The CuPy kernel cache is built on a GPU host" in done.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("count", "parts"), [(0, 3), (1, 12), (5, 5), (151, 12), (151, 1)])
+def test_the_builders_share_out_every_warm_up_step_exactly_once(count: int, parts: int) -> None:
+    from graders.run.kernel_cache import share
+
+    dealt = [i for part in range(parts) for i in share(count, part, parts)]
+    assert sorted(dealt) == list(range(count))
+    sizes = [len(share(count, part, parts)) for part in range(parts)]
+    assert max(sizes) - min(sizes) <= 1  # as even as it can be
