@@ -98,3 +98,53 @@ def test_lines_are_marked_with_their_kinds(probe: dict[str, Any]) -> None:
 def test_an_empty_summary_has_no_findings() -> None:
     assert findings_of({}) == []
     assert findings_of({"launches": [{"kernel": "k", "metrics": {}, "lines": {}}]}) == []
+
+
+def _lines(rows: dict[int, tuple[float, float]]) -> dict[str, dict[str, float]]:
+    """Per line: (warp instructions, lanes on) -> the summary's per-line counts."""
+    return {
+        str(n): {"inst": inst, "thread_inst": 32 * inst, "thread_inst_true": on}
+        for n, (inst, on) in rows.items()
+    }
+
+
+def _kernel(rows: dict[int, tuple[float, float]]) -> dict[str, Any]:
+    inst = sum(i for i, _ in rows.values())
+    on = sum(o for _, o in rows.values())
+    return {
+        "launches": [
+            {
+                "kernel": "k",
+                "metrics": {"threads_on_per_inst": on / inst},
+                "lines": _lines(rows),
+                "rules": [],
+            }
+        ]
+    }
+
+
+def test_a_bounds_checks_early_exit_is_not_divergence() -> None:
+    # vector-scale's one thread per element, as an H100 counted it: the `if (i < n)` line is
+    # a compare and an `@P0 EXIT` that no lane takes (16 of 32), an eighth of the kernel's
+    # instructions; the kernel as a whole keeps 30 of 32 lanes on.
+    w = 2_097_152.0  # warps
+    rows = {4: (3 * w, 96 * w), 5: (2 * w, 32 * w), 6: (6 * w, 192 * w), 8: (w, 32 * w)}
+    kernel = _kernel(rows)
+    assert kernel["launches"][0]["metrics"]["threads_on_per_inst"] > 24
+    assert not [f for f in findings_of(kernel) if f.kind == "divergence"]
+    # The same line in a kernel whose lanes mostly idle is told.
+    rows[6] = (6 * w, 12 * w)
+    found = [f for f in findings_of(_kernel(rows)) if f.kind == "divergence"]
+    assert [f.line for f in found] == [6]
+
+
+def test_a_streaming_kernels_short_reduction_tail_is_not_divergence() -> None:
+    # The kernel as a whole dips under 24 lanes over ten rounds of a reduction, but no line's
+    # idle lanes reach 5 % of its issue slots: no line is where its time goes.
+    w = 1_000_000.0
+    rows = {10: (60 * w, 60 * 32 * w)} | {n: (4 * w, 4 * 4 * w) for n in range(11, 21)}
+    kernel = _kernel(rows)
+    assert kernel["launches"][0]["metrics"]["threads_on_per_inst"] < 24
+    assert not [f for f in findings_of(kernel) if f.kind == "divergence"]
+    rows[15] = (6 * w, 6 * 4 * w)  # its idle lanes past 5 % of the slots: told
+    assert [f.line for f in findings_of(_kernel(rows)) if f.kind == "divergence"] == [15]
