@@ -71,6 +71,7 @@ async def test_a_graded_submission_is_profiled_beside_kept_references(
     assert profile is not None and profile.state == ProfileState.queued.value
 
     assert profile_job(profile.id, me="test-gpu:1") == ProfileState.done.value
+    session.expire_all()  # the job ran in its own session: this one still holds it queued
     body = (await client.get(f"/api/v1/submissions/{sid}/profile", headers=student.auth)).json()
     assert body["state"] == "done", body
     assert ("bank_conflicts", 26) in [(f["kind"], f["line"]) for f in body["findings"]]
