@@ -36,7 +36,7 @@ from typing import Any
 from graders.run.inputs import DTYPES
 from graders.run.layout import MAX_SPACER_BYTES, TAIL_GUARD_BYTES
 from graders.spec import LabSpec
-from graders.timing.lock import file_key
+from graders.timing.lock import file_key, flocked
 
 MIB = 1 << 20
 # The worker's reserve, where it passes none: KERNELGRADER_GPU_MEMORY_RESERVE_MB, else this.
@@ -164,16 +164,8 @@ class Ledger:
     def _alive(self, key: str) -> bool:
         """A ticket's holder keeps its file flocked; a file nobody holds is a dead worker's."""
         path = self._ticket_path(key)
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True  # held
-        finally:
-            os.close(fd)
+        if flocked(path):
+            return True
         with contextlib.suppress(OSError):
             path.unlink()
         return False

@@ -53,6 +53,22 @@ def _take(fd: int, mode: int, on_wait: Callback, waited: list[bool]) -> None:
 _registered: set[tuple[str, int]] = set()
 
 
+def flocked(path: Path) -> bool:
+    """Whether some process holds an flock on `path` now, asked without waiting (a file that
+    is missing or may not be opened: no)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing lets go of the probe's own hold, if it got one
+    return False
+
+
 def file_key(key: str) -> str:
     """A GPU's key as it goes into the names of its files here: letters, digits, - and _."""
     return "".join(c for c in key if c.isalnum() or c in "-_") or "gpu"
@@ -151,17 +167,7 @@ class GpuLock:
 
     def writer_waiting(self) -> bool:
         """Whether an exclusive holder (a timed section) is waiting for the lock now."""
-        try:
-            fd = self._open("wanted")
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # closing lets go of the probe's own hold, if it got one
-        return False
+        return flocked(self.path("wanted"))
 
     def shared(
         self, on_wait: Callback = None, on_held: Callback = None

@@ -135,29 +135,13 @@ def test_profiling_stops_at_its_limit_and_leaves_nothing_running() -> None:
     assert not _profilers_running()
 
 
-def _held_by_someone(lock_file: Path) -> bool:
-    """Whether any process holds the GPU's lock now (asked without waiting)."""
-    import fcntl
-
-    try:
-        fd = os.open(lock_file, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 @pytest.mark.gpu
 def test_a_profile_lets_go_of_the_gpu_when_a_timed_section_waits() -> None:
     import threading
 
     from graders.gpu import gpu_lock
     from graders.profile.tool import YIELDED, YIELDED_MESSAGE
+    from graders.timing.lock import flocked
 
     lab = load_builtin_lab("matrix-transpose")
     events: list[str] = []
@@ -180,7 +164,7 @@ def test_a_profile_lets_go_of_the_gpu_when_a_timed_section_waits() -> None:
     thread.start()
     lock = gpu_lock()
     for _ in range(1200):  # the profiled program holds the lock shared (at most two minutes)
-        if _profilers_running() and _held_by_someone(lock.path("lock")):
+        if _profilers_running() and flocked(lock.path("lock")):
             break
         time.sleep(0.1)
     else:
