@@ -34,6 +34,7 @@ from graders.run.context import Context, Kernel, load
 from graders.run.harness import KernelFailure, classify_cuda_error, cuda_error_name
 from graders.run.python_oracle import OracleCodeError
 from graders.run.timed import TimedCase, time_case
+from graders.run.warmup import lab_dtypes
 from graders.sandbox import progress
 from graders.spec import LabSpec, load_lab
 from graders.timing.lock import GpuLock
@@ -91,18 +92,28 @@ def warm_up() -> None:
     time (graders.run.warmup.steps), each step under a short hold of the lock that ends with
     its work done: a timed section that comes meanwhile waits for one step (hundredths of a
     second), not for the whole warm-up (seconds: with a spare started after every grading,
-    whole warm-ups, then whole data types, held up the next grading's timing).
+    whole warm-ups, then whole data types, held up the next grading's timing). Only float32
+    is warmed here (graders.run.warmup.AHEAD); a lab's other types when its grading starts.
     """
     import cupy as cp
 
-    from graders.run.warmup import steps
+    from graders.run.warmup import AHEAD
 
     lock = _lock()
     with lock.shared():
         cp.cuda.Device().use()
         output.limit_printf()
+    _warm(list(AHEAD), lock, fused=True)
+
+
+def _warm(dtypes: list[str], lock: GpuLock, *, fused: bool) -> None:
+    """The warm-up's steps for `dtypes`, each under its own short shared hold of the lock."""
+    import cupy as cp
+
+    from graders.run.warmup import steps
+
     device = cp.cuda.Device()
-    for step in steps():
+    for step in steps(dtypes, fused=fused):
         with lock.shared():
             step()
             device.synchronize()
@@ -226,6 +237,9 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
             "log": [str(exc)],
             "out_of_memory": list(payload["cases"]) if oom else [],
         }
+    rest = lab_dtypes(lab)
+    if rest:  # the lab's array types beyond those every spare warms ahead
+        _warm(rest, lock, fused=False)
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     refs: dict[str, Kernel] = {r["name"]: load(r, lab) for r in payload.get("references", [])}
     ctx = Context(lab, submission, refs, int(props.get("sharedMemPerBlock", 0)))

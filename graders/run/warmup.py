@@ -24,7 +24,13 @@ import numpy as np
 from graders.run import compare, oracles, properties, quick
 from graders.run.generate import device_fill
 from graders.run.host_dtypes import host_dtype
+from graders.spec import LabSpec
 from graders.spec.dtypes import ARRAY_DTYPES
+
+# The array types a prestarted child warms before it knows its lab: most labs' only one. A
+# lab's others are warmed when its grading starts (graders.run.child); any kernel not warmed
+# loads from the kernel cache on its first use (milliseconds; never compiled in a child).
+AHEAD = ("float32",)
 
 # A size for each CUB block size (32, 64, 128, 256, 512 threads of 4 items each), and two
 # small ones for CuPy's own reduction kernel where CUB is not used.
@@ -116,6 +122,12 @@ def _oracle(cp: Any, name: str, oracle: str) -> None:
     answer.fill(0)
 
 
+def lab_dtypes(lab: LabSpec) -> list[str]:
+    """The array types of the lab's parameters that a child does not warm ahead (AHEAD)."""
+    used = {p.dtype for p in lab.params if p.is_array}
+    return [name for name in ARRAY_DTYPES if name in used and name not in AHEAD]
+
+
 def steps(dtypes: list[str] | None = None, *, fused: bool = True) -> list[Callable[[], None]]:
     """`exercise` in small steps, each a few hundredths of a second of GPU work: a prestarted
     child's warm-up takes the GPU's lock for one step at a time (graders.run.child.warm_up),
@@ -123,7 +135,7 @@ def steps(dtypes: list[str] | None = None, *, fused: bool = True) -> list[Callab
     import cupy as cp
 
     out: list[Callable[[], None]] = []
-    for name in dtypes or list(ARRAY_DTYPES):
+    for name in list(ARRAY_DTYPES) if dtypes is None else dtypes:
         dtype = host_dtype(name)
         floats = compare.is_float_data(dtype)
         out += [functools.partial(_reduction, cp, name, size, floats) for size in REDUCTION_SIZES]
