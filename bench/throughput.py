@@ -5,7 +5,9 @@ folder, then, per lab, uploads the lab's scoring-target reference over the REST 
 after another, then M at once. Printed per lab: upload -> first verdict and upload -> graded
 (p50, p95), seconds per status (from the submission's own history) and per engine stage, graded
 per GPU-minute for the burst, the spread (max/min) of the timed case's median over every grading
-of the same file, and the GPU's name.
+of the same file, and the GPU's name; and, read from the worker's log (graders.run.child), the
+timed sections' seconds and their waits for the GPU's lock, the cases' waits and the prestarted
+children's warm-ups (p50, max).
 
     python bench/throughput.py [--labs matmul-tiled,vector-scale] [--sequential 5] [--burst 30]
                                [--json OUT.json] [--log serve.log]
@@ -325,6 +327,45 @@ def bench_lab(
     }
 
 
+_SECTION = re.compile(r"timing: section ([0-9.]+) s, ([0-9.]+) s waiting for the lock")
+_CASE = re.compile(r"^case [^:]+: ([0-9.]+) s, ([0-9.]+) s waiting for the lock")
+_WARM = re.compile(r"warm-up took ([0-9.]+) s")
+
+
+def worker_figures(lines: list[str]) -> dict[str, Any]:
+    """From the worker's log (graders.run.child): the timed sections' seconds and their waits
+    for the GPU's lock, the cases' waits, and the prestarted children's warm-ups."""
+
+    def spread(values: list[float]) -> dict[str, float] | None:
+        if not values:
+            return None
+        return {"n": len(values), "p50": statistics.median(values), "max": max(values)}
+
+    sections = [m.groups() for line in lines if (m := _SECTION.search(line))]
+    cases = [m.groups() for line in lines if (m := _CASE.search(line))]
+    return {
+        "section_s": spread([float(a) for a, _ in sections]),
+        "section_lock_wait_s": spread([float(b) for _, b in sections]),
+        "case_lock_wait_s": spread([float(b) for _, b in cases]),
+        "warm_up_s": spread([float(m.group(1)) for line in lines if (m := _WARM.search(line))]),
+    }
+
+
+def _print_worker(figures: dict[str, Any]) -> None:
+    shown = [
+        f"{label} p50 {f['p50']:.3f} s max {f['max']:.2f} s (n={f['n']})"
+        for label, f in (
+            ("timed section", figures["section_s"]),
+            ("its lock wait", figures["section_lock_wait_s"]),
+            ("a case's lock wait", figures["case_lock_wait_s"]),
+            ("spare warm-up", figures["warm_up_s"]),
+        )
+        if f
+    ]
+    if shown:
+        print("   worker log: " + "; ".join(shown))
+
+
 def _print(result: dict[str, Any]) -> None:
     s, b = result["sequential"], result["burst"]
     print(f"\n== {result['lab']} on {result['gpu']}")
@@ -451,6 +492,7 @@ def main() -> int:
         with httpx.Client(base_url=service.base, headers=headers, timeout=60.0) as client:
             service.wait_healthy(client)
             burst_labs = set(filter(None, args.burst_labs.split(","))) or None
+            seen = 0  # the service's log lines read so far (each lab's own figures)
             for lab in filter(None, args.labs.split(",")):
                 sys.path.insert(0, str(ROOT))
                 from graders.spec import load_builtin_lab
@@ -467,7 +509,10 @@ def main() -> int:
                 result = bench_lab(client, lab, source, args.sequential, burst, args.timeout)
                 result["submission"] = str(args.source) if args.source else ref.file
                 result["wall_s"] = time.monotonic() - began
+                result["worker"] = worker_figures(service.lines[seen:])
+                seen = len(service.lines)
                 _print(result)
+                _print_worker(result["worker"])
                 sys.stdout.flush()
                 if args.contend:
                     alone = next(
