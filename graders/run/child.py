@@ -107,16 +107,10 @@ def warm_up() -> None:
 
 
 def _warm(dtypes: list[str], lock: GpuLock, *, fused: bool) -> None:
-    """The warm-up's steps for `dtypes`, each under its own short shared hold of the lock."""
-    import cupy as cp
+    """The warm-up's steps for `dtypes` (graders.run.warmup.run_locked)."""
+    from graders.run.warmup import run_locked, steps
 
-    from graders.run.warmup import steps
-
-    device = cp.cuda.Device()
-    for step in steps(dtypes, fused=fused):
-        with lock.shared():
-            step()
-            device.synchronize()
+    run_locked(steps(dtypes, fused=fused), lock)
 
 
 def _load_failure_message(exc: BaseException) -> str:

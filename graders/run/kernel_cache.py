@@ -277,18 +277,13 @@ def share(count: int, part: int, parts: int) -> list[int]:
 def _main(argv: list[str]) -> int:
     """`python -m graders.run.kernel_cache FOLDER PART/PARTS`: one builder child's share."""
     os.environ["CUPY_CACHE_DIR"] = argv[1]  # before CuPy is imported: it reads it then
-    import cupy as cp
-
     from graders.gpu import gpu_lock
-    from graders.run.warmup import steps
+    from graders.run.warmup import run_locked, steps
 
     part, _, parts = argv[2].partition("/")
     every = steps()
-    device = cp.cuda.Device()
-    for index in share(len(every), int(part), int(parts)):
-        with gpu_lock().shared():  # it runs kernels: not beside a timed section
-            every[index]()
-            device.synchronize()
+    # It runs kernels: never beside a timed section.
+    run_locked([every[i] for i in share(len(every), int(part), int(parts))], gpu_lock())
     return 0
 
 

@@ -1,11 +1,11 @@
 """The grader's own GPU kernels, each run once: CuPy compiles (or loads) them here.
 
 CuPy compiles an elementwise or reduction kernel the first time it meets a dtype combination;
-with an empty cache that took seconds per grading. `exercise()` walks every path the run stage
+with an empty cache that took seconds per grading. `steps()` walks every path the run stage
 takes for every array dtype a lab may have (generating with each distribution, filling,
-checking guards, comparing, the never-written count, the properties, each oracle), so that
-after it the kernels are in CuPy's disk cache (a trusted build, see graders.run.kernel_cache)
-or loaded in this process (a prestarted child's warm-up).
+checking guards, comparing, the never-written count, the properties, each oracle), and
+`run_locked` runs them, so that after it the kernels are in CuPy's disk cache (a trusted
+build, see graders.run.kernel_cache) or loaded in this process (a prestarted child's warm-up).
 
 A reduction's kernel also depends on the size it reduces: CuPy's CUB reductions use a block of
 32 to 512 threads, a quarter of the size rounded up to a power of two (measured on an H100: 6
@@ -26,6 +26,7 @@ from graders.run.generate import device_fill
 from graders.run.host_dtypes import host_dtype
 from graders.spec import LabSpec
 from graders.spec.dtypes import ARRAY_DTYPES
+from graders.timing.lock import GpuLock
 
 # The array types a prestarted child warms before it knows its lab: most labs' only one. A
 # lab's others are warmed when its grading starts (graders.run.child); any kernel not warmed
@@ -129,9 +130,9 @@ def lab_dtypes(lab: LabSpec) -> list[str]:
 
 
 def steps(dtypes: list[str] | None = None, *, fused: bool = True) -> list[Callable[[], None]]:
-    """`exercise` in small steps, each a few hundredths of a second of GPU work: a prestarted
-    child's warm-up takes the GPU's lock for one step at a time (graders.run.child.warm_up),
-    so a timed section that comes meanwhile waits for one step, never for a whole dtype."""
+    """Every grader kernel's path for the array `dtypes` (default all, and with `fused` the
+    timed repetitions' fused checks, graders.run.quick), in small steps of a few hundredths of
+    a second of GPU work each: see `run_locked`."""
     import cupy as cp
 
     out: list[Callable[[], None]] = []
@@ -146,11 +147,14 @@ def steps(dtypes: list[str] | None = None, *, fused: bool = True) -> list[Callab
     return out
 
 
-def exercise(dtypes: list[str] | None = None, *, fused: bool = True) -> None:
-    """Run every grader kernel once (for the array `dtypes`, default all, and with `fused`
-    the timed repetitions' fused checks, graders.run.quick); safe in any GPU process."""
+def run_locked(todo: list[Callable[[], None]], lock: GpuLock) -> None:
+    """Run the steps, each under its own short shared hold of the GPU's lock that ends with
+    its work done: a timed section that comes meanwhile waits for one step, never for a whole
+    warm-up or data type (graders.run.child.warm_up, the kernel cache's builders)."""
     import cupy as cp
 
-    for step in steps(dtypes, fused=fused):
-        step()
-    cp.cuda.Device().synchronize()
+    device = cp.cuda.Device()
+    for step in todo:
+        with lock.shared():
+            step()
+            device.synchronize()
