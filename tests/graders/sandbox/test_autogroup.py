@@ -33,34 +33,28 @@ def _refusing(
     return tries
 
 
-def test_it_tries_again_after_the_kernels_eagain(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("refusals", "code", "tries", "written"),
+    [
+        (AUTOGROUP_TRIES - 1, errno.EAGAIN, AUTOGROUP_TRIES, "10"),  # tried again after EAGAIN
+        (AUTOGROUP_TRIES, errno.EAGAIN, AUTOGROUP_TRIES, ""),  # gives up, the start goes on
+        (1, errno.EPERM, 1, ""),  # another refusal is not tried again
+    ],
+    ids=["tries-again-after-eagain", "gives-up-after-its-tries", "other-refusal-once"],
+)
+def test_the_group_is_lowered_within_its_tries(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    refusals: int,
+    code: int,
+    tries: int,
+    written: str,
 ) -> None:
     group = tmp_path / "autogroup"
     group.write_text("")
-    tries = _refusing(monkeypatch, AUTOGROUP_TRIES - 1)
+    seen = _refusing(monkeypatch, refusals, code)
     _lower_autogroup(10, str(group))
-    assert len(tries) == AUTOGROUP_TRIES and group.read_text() == "10"
-
-
-def test_it_gives_up_after_its_tries_without_failing_the_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    group = tmp_path / "autogroup"
-    group.write_text("")
-    tries = _refusing(monkeypatch, AUTOGROUP_TRIES)
-    _lower_autogroup(10, str(group))
-    assert len(tries) == AUTOGROUP_TRIES and group.read_text() == ""
-
-
-def test_another_refusal_is_not_tried_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    group = tmp_path / "autogroup"
-    group.write_text("")
-    tries = _refusing(monkeypatch, 1, errno.EPERM)
-    _lower_autogroup(10, str(group))
-    assert len(tries) == 1 and group.read_text() == ""
+    assert len(seen) == tries and group.read_text() == written
 
 
 def test_no_autogroup_file_is_no_error(tmp_path: Path) -> None:
