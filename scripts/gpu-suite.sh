@@ -36,11 +36,11 @@ WEB="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 G=tests/graders/gpu
 PYTEST=("$PY" -m pytest -m gpu -p no:cacheprovider -q -rfEs --tb=short --durations=10)
-TIMEOUT=()  # a per-test limit where pytest-timeout is installed (the lent GPU hosts have it)
-"$PY" -c "import pytest_timeout" 2> /dev/null && TIMEOUT=(--timeout)
+HAS_TIMEOUT=0  # pytest-timeout installed (the lent GPU hosts have it): a limit per test
+"$PY" -c "import pytest_timeout" 2> /dev/null && HAS_TIMEOUT=1
 
 per_test() {  # pytest-timeout's option for one test's limit, where it is installed
-  [ ${#TIMEOUT[@]} -gt 0 ] && echo "--timeout=$1"
+  [ "$HAS_TIMEOUT" = 1 ] && echo "--timeout=$1"
 }
 
 limit() {  # seconds for a part
