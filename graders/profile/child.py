@@ -160,12 +160,12 @@ def _profile_one(
     status, output, code = _run_ncu(cmd, folder, remaining, lock)
     out["seconds"] = round(time.monotonic() - began, 3)
     out["output_tail"] = output[-4000:]
-    target: dict[str, Any] = {}
-    with contextlib.suppress(OSError, ValueError):
-        target = json.loads(result_path.read_text(encoding="utf-8"))
     if status == YIELDED:
         out.update(status=YIELDED, message=YIELDED_MESSAGE)
         return out
+    target: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        target = json.loads(result_path.read_text(encoding="utf-8"))
     if tool.counters_refused(output):
         out.update(status="counters_not_permitted", message=tool.COUNTERS_NOT_PERMITTED)
         return out
