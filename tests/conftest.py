@@ -7,6 +7,7 @@ host that has NumPy and CuPy but not the web stack.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,22 @@ def gpu_unavailable_reason() -> str | None:
     if count < 1:
         return "no NVIDIA GPU on this machine"
     return None
+
+
+def command_lines_with(text: str) -> list[str]:
+    """Command lines (arguments joined by spaces) of this host's live processes that contain
+    `text`: what a test started and expects gone."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(cmdline)
+    return found
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

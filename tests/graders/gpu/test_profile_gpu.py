@@ -21,6 +21,7 @@ from graders.profile.ladder import figures_of, ladder
 from graders.profile.stage import ProfileResult, profile_submission
 from graders.run.inputs import case_seed
 from graders.spec import builtin_labs_dir, list_builtin_labs, load_builtin_lab
+from tests.conftest import command_lines_with
 
 SECRET = "kernelgrader-test-secret"
 SLOW = [(lab, p) for lab in list_builtin_labs() for p in slow_files(builtin_labs_dir() / lab)]
@@ -34,17 +35,7 @@ def _seed(lab_id: str) -> int:
 
 def _profilers_running() -> list[str]:
     """Command lines of profiled programs still alive (ncu's target, anywhere on the host)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if "graders.profile.target" in cmdline:
-            found.append(cmdline)
-    return found
+    return command_lines_with("graders.profile.target")
 
 
 @pytest.fixture(autouse=True)

@@ -12,17 +12,7 @@ from pathlib import Path
 from graders.profile.child import _run_ncu
 from graders.profile.tool import YIELDED
 from graders.timing.lock import GpuLock
-
-
-def _alive(marker: str) -> bool:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    return True
-            except OSError:
-                continue
-    return False
+from tests.conftest import command_lines_with
 
 
 def _sleeper(marker: str) -> list[str]:
@@ -55,7 +45,7 @@ def test_the_profiler_is_stopped_once_a_timed_section_waits(tmp_path: Path) -> N
             threading.Event().wait(0.1)
         status, _, _ = _run_ncu(_sleeper(marker), tmp_path, 100.0, lock)
         assert status == YIELDED
-        assert not _alive(marker)  # its process group is killed, the program with it
+        assert not command_lines_with(marker)  # its process group is killed, the program with it
         assert not writer_in.is_set()  # the reader still holds it: the writer still waits
     finally:
         release.set()
@@ -71,4 +61,4 @@ def test_without_the_lock_it_runs_to_its_end_or_its_limit(tmp_path: Path) -> Non
     assert status == "done"  # nobody waits: the program ends on its own
     status, _, _ = _run_ncu(_sleeper(marker), tmp_path, 1.0, None)
     assert status == "timeout"
-    assert not _alive(marker)
+    assert not command_lines_with(marker)
