@@ -16,7 +16,9 @@
 # On a host without a package index, carry the web stack as wheels in .whl/
 # (scripts/device_wheels.py) and NVIDIA's ncu-report wheel beside them: they are installed
 # first, the web stack into /tmp/kernelgrader-site (on PYTHONPATH for app and the benches only).
-# Seconds per part: KERNELGRADER_SUITE_LIMIT_<PART> (defaults below).
+# Seconds per part: KERNELGRADER_SUITE_LIMIT_<PART> (defaults below). Test processes per part:
+# KERNELGRADER_SUITE_WORKERS_<PART> (pytest-xdist's -n; default one), where device time is short:
+# a test that fails beside others is run again alone before it counts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-results}"
@@ -43,6 +45,11 @@ per_test() {  # pytest-timeout's option for one test's limit, where it is instal
   [ "$HAS_TIMEOUT" = 1 ] && echo "--timeout=$1"
 }
 
+workers() {  # pytest-xdist processes for a part: KERNELGRADER_SUITE_WORKERS_<PART>, default none
+  local name="KERNELGRADER_SUITE_WORKERS_${1^^}"
+  [ -n "${!name:-}" ] && echo "-n ${!name}"
+}
+
 limit() {  # seconds for a part
   local name="KERNELGRADER_SUITE_LIMIT_${1^^}"
   echo "${!name:-$2}"
@@ -60,6 +67,22 @@ part() {
   last=$(grep -E "passed|failed|error|skipped" "$OUT/$name.log" | tail -1)
   echo "$name: exit $rc in $((SECONDS - began)) s; GPU processes left: $left; $last" \
     | tee -a "$OUT/summary.txt"
+  again "$name"
+}
+
+again() {  # with workers, the tests that failed beside others run once more, alone
+  local name="$1" failed
+  [ -n "$(workers "$name")" ] || return 0
+  failed=$(sed -n 's/^FAILED \([^ ]*\).*/\1/p' "$OUT/$name.log" | sort -u)
+  [ -n "$failed" ] || return 0
+  local began=$SECONDS
+  # shellcheck disable=SC2086  # node ids hold no spaces
+  timeout -k 20 "$(limit again 240)" env PYTHONPATH="$WEB" "${PYTEST[@]}" $(per_test 200) \
+    $failed > "$OUT/$name-alone.log" 2>&1
+  local rc=$? last
+  last=$(grep -E "passed|failed|error|skipped" "$OUT/$name-alone.log" | tail -1)
+  echo "$name, failures again alone: exit $rc in $((SECONDS - began)) s; $last" \
+    | tee -a "$OUT/summary.txt"
 }
 
 run_part() {
@@ -71,10 +94,11 @@ run_part() {
         $G/test_prestart_gpu.py $G/test_hidden_output_gpu.py $G/test_spec_features_gpu.py \
         $G/test_compare_gpu.py $G/test_generate_gpu.py $G/test_profile_gpu.py tests/graders/sandbox ;;
     labs)
-      part labs "$(limit labs 580)" "${PYTEST[@]}" $(per_test 200) \
+      part labs "$(limit labs 580)" "${PYTEST[@]}" $(per_test 200) $(workers labs) \
         $G/test_references_gpu.py $G/test_faulty_gpu.py $G/test_lab_check_gpu.py ;;
     security)
-      part security "$(limit security 580)" "${PYTEST[@]}" $(per_test 150) tests/security ;;
+      part security "$(limit security 580)" "${PYTEST[@]}" $(per_test 150) $(workers security) \
+        tests/security ;;
     app)
       part app "$(limit app 300)" env PYTHONPATH="$WEB" "${PYTEST[@]}" $(per_test 200) \
         tests/app/grading/test_worker_gpu.py tests/app/profiling/test_profile_job_gpu.py ;;
