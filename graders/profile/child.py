@@ -3,8 +3,9 @@
 `profile_in_child(payload)` runs, one after the other, the submission's kernels and then each
 reference that has no kept profile yet, every one as `ncu ... python -m graders.profile.target`
 in this child's private folder (graders.profile.tool says which launches ncu profiles). ncu
-runs in its own session, dies with this child (PR_SET_PDEATHSIG) and is killed with its
-program when the time is up; its output (a kernel's printf among it) is read up to a cap.
+runs in its own session, dies with this child (PR_SET_PDEATHSIG; its program by the lifeline
+this child hands down, graders.sandbox.lifeline) and is killed with its program when the time
+is up; its output (a kernel's printf among it) is read up to a cap.
 The report is read here, inside the sandbox, into a bounded summary
 (graders.profile.extract); the submission's report file itself goes back too, for staff to
 download, when it is small enough.
@@ -34,6 +35,7 @@ from typing import Any
 from graders.gpu import gpu_lock
 from graders.profile import extract, tool
 from graders.profile.tool import YIELDED, YIELDED_MESSAGE
+from graders.sandbox import lifeline
 from graders.sanitizer.target import die_with_parent
 from graders.timing.lock import GpuLock
 
@@ -68,6 +70,7 @@ def _run_ncu(
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env[lifeline.ENV] = str(lifeline.hand_down(Path.cwd()))  # the program dies with this child
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,

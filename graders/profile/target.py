@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from graders.sandbox import lifeline
 from graders.sanitizer.target import die_with_parent
 
 
@@ -58,6 +59,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     die_with_parent()
+    lifeline.hold_inherited()
     job_path, result_path = Path(argv[1]), Path(argv[2])
     outcome = run_job(json.loads(job_path.read_text(encoding="utf-8")))
     result_path.write_text(json.dumps(outcome), encoding="utf-8")

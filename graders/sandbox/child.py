@@ -6,8 +6,9 @@ Started only by `graders.sandbox.process.spawn` as
 
 First it arms the lifeline (LIFELINE_FD, the read end of a pipe only the worker writes to): the
 kernel sends SIGKILL to this child's process group once the worker's end closes, so the child
-and whatever it started die with the worker, however the worker ends and whatever the child is
-doing (no thread of ours has to run, or to get the GIL, for it to happen).
+and whatever it started in its group die with the worker, however the worker ends and whatever
+the child is doing (no thread of ours has to run, or to get the GIL, for it to happen). Tools it
+starts in sessions of their own hold a lifeline it hands down (graders.sandbox.lifeline).
 
 A prestarted child first runs WARM_TARGET ("pkg.mod:func", called with no arguments: import
 CuPy, make the context, load the kernels) and says `{"ready": ...}` on the progress pipe; then
@@ -22,19 +23,17 @@ is finally given. One request per child: it exits after answering.
 from __future__ import annotations
 
 import errno
-import fcntl
 import importlib
 import json
 import os
 import resource
-import signal
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from graders.sandbox import progress
+from graders.sandbox import lifeline, progress
 from graders.sandbox.limits import apply_request_limits
 
 # Built before any work starts: after a MemoryError there may be no memory left to build it.
@@ -103,27 +102,12 @@ def _warm_up(target: str) -> None:
     )
 
 
-def hold_lifeline(fd: int) -> None:
-    """SIGKILL to this process group from the kernel once the pipe's write end closes; at once
-    if it closed before this was armed (the worker died while the child started)."""
-    fcntl.fcntl(fd, fcntl.F_SETOWN, -os.getpgrp())
-    fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGKILL)
-    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-    fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_ASYNC | os.O_NONBLOCK)
-    try:
-        ended = os.read(fd, 1) == b""
-    except BlockingIOError:
-        ended = False  # the worker holds its end: the normal case
-    if ended:
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-
-
 def main(argv: list[str]) -> int:
     in_fd, out_fd, progress_fd, lifeline_fd = (int(a) for a in argv[1:5])
     # Anything the target starts (compute-sanitizer, say) must not inherit these channels.
     for fd in (in_fd, out_fd, progress_fd, lifeline_fd):
         os.set_inheritable(fd, False)
-    hold_lifeline(lifeline_fd)
+    lifeline.hold(lifeline_fd)
     progress.attach(progress_fd)
     warmed = len(argv) > 5 and argv[5] != "-"
     if warmed:

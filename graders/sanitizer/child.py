@@ -15,8 +15,10 @@ the tool is stopped there, with a ruling that names the printing.
 
 Every allocation under the tools is followed by `TAIL_GUARD_BYTES` of padding that memcheck
 watches (`--padding`), the same spacing as a graded run's guard bands (graders/run/layout.py).
-Each tool runs in its own session, dies with this child (PR_SET_PDEATHSIG), and is killed with
-its program when its time is up.
+Each tool runs in its own session and is killed with its program when its time is up. It dies
+with this child: the tool by a parent-death signal, its program (which compute-sanitizer's
+launcher, a subreaper in the tool's session, would otherwise keep) by the lifeline this child
+hands down (graders.sandbox.lifeline).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 
 from graders.gpu import gpu_lock
 from graders.run.layout import TAIL_GUARD_BYTES
-from graders.sandbox import progress
+from graders.sandbox import lifeline, progress
 from graders.sanitizer.target import die_with_parent
 from graders.sanitizer.tool import TOOLS, executable, parse_output, unavailable_reason
 
@@ -107,6 +109,8 @@ def _start_tools(program: str) -> list[_Tool]:
     # The sanitized program is a fresh interpreter: it must find graders.
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    # compute-sanitizer's launcher outlives this child unless its program holds this.
+    env[lifeline.ENV] = str(lifeline.hand_down(folder))
     tools = []
     for name in TOOLS:
         fifo, ready, result, report = _files(folder, name)

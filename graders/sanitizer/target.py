@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from graders.sandbox import lifeline
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -92,6 +94,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     die_with_parent()
+    lifeline.hold_inherited()
     fifo, ready, result = (Path(a) for a in argv[1:4])
     _warm()
     ready.touch()

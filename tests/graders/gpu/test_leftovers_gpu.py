@@ -134,3 +134,71 @@ def test_a_leftover_on_the_gpu_is_reaped_when_a_worker_starts(tmp_path: Path) ->
         if leftover.poll() is None:
             leftover.kill()
         leftover.wait()
+
+
+# A worker with a sanitizer spare ready (three compute-sanitizer tools, each with its program
+# waiting on a FIFO, as a service keeps them); it prints the spare's folder and waits.
+_SANITIZER_WORKER = """
+import sys, time
+from pathlib import Path
+from graders.sandbox import prestart
+pool = prestart.configure(prestart.PoolSpec(
+    "sanitizer", gpu=True, warm="graders.sanitizer.child:warm_up", spares=1), fill=False)
+pool.fill()
+spare = pool._spares[0]
+for _ in range(1200):  # its programs say they are ready once their CUDA contexts are made
+    if len(list(Path(spare.workdir).glob("ready-*"))) == 3:
+        break
+    time.sleep(0.1)
+print(spare.workdir, flush=True)
+time.sleep(600)
+"""
+
+
+def _working_in(folder: Path) -> list[int]:
+    """The pids of live processes whose working directory is `folder`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            here = Path(os.readlink(entry / "cwd")) == folder
+            if here and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.gpu
+def test_a_killed_workers_sanitizer_spare_leaves_the_gpu() -> None:
+    """compute-sanitizer's launcher outlives the spare's child; its programs must not."""
+    from graders.sanitizer.tool import executable
+
+    if executable() is None:
+        pytest.skip("compute-sanitizer is not installed here")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _SANITIZER_WORKER], env=env, stdout=subprocess.PIPE, text=True
+    )
+    folder: Path | None = None
+    try:
+        assert worker.stdout is not None
+        folder = Path(worker.stdout.readline().strip())
+        tools = _working_in(folder)
+        on_gpu = [p for p in tools if _on_gpu(p)]
+        _smi("before the worker is killed")
+        assert len(on_gpu) == 3, (tools, on_gpu)  # one program per tool holds a context
+        worker.kill()
+        worker.wait()
+        assert all(_off_gpu_within(p, 60) for p in on_gpu)
+        deadline = time.monotonic() + 30
+        while _working_in(folder) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _working_in(folder) == []  # the launchers went with their programs
+        _smi("after")
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        for pid in _working_in(folder) if folder is not None else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(os.getpgid(pid), signal.SIGKILL)

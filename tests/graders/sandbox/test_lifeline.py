@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from graders.sandbox import lifeline
 from graders.sandbox.runner import SandboxLimits, run_sandboxed
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -91,10 +92,10 @@ def test_children_and_their_children_die_with_a_killed_worker() -> None:
 
 _LATE = """
 import os, sys
-from graders.sandbox.child import hold_lifeline
+from graders.sandbox.lifeline import hold
 r, w = os.pipe()
 os.close(w)  # the worker is gone before the child armed its lifeline
-hold_lifeline(r)
+hold(r)
 print("survived", flush=True)
 """
 
@@ -125,3 +126,90 @@ def test_a_finished_child_leaves_no_lifeline_open_in_the_worker() -> None:
     for _ in range(3):
         assert run_sandboxed(target, {"n": 1}, limits=limits).ok
     assert _open_fds() == before
+
+
+# A sandboxed child that starts a tool the way compute-sanitizer runs its program: the tool in a
+# session of its own, the program forked by a launcher that leaves at once (so the program's
+# parent is not the child, and nothing of the child's group or a parent-death signal reaches
+# it). The program holds the lifeline the child handed down, or not (argv[1]).
+_TOOL_CHILD = """
+import os, subprocess, sys, time
+from pathlib import Path
+from graders.sandbox import lifeline
+env = {**os.environ, lifeline.ENV: str(lifeline.hand_down(Path.cwd()))}
+program = '''
+import os, sys, time
+from graders.sandbox import lifeline
+if os.fork():
+    os._exit(0)  # the launcher leaves; the program lives on in the tool's session
+if sys.argv[1] == "hold":
+    lifeline.hold_inherited()
+print(os.getpid(), flush=True)
+time.sleep(120)
+'''
+tool = subprocess.Popen([sys.executable, "-c", program, sys.argv[1]], env=env,
+                        stdout=subprocess.PIPE, text=True, start_new_session=True)
+print(tool.stdout.readline().strip(), flush=True)
+time.sleep(120)
+"""
+
+
+def _start_tool_child(tmp_path: Path, how: str) -> tuple[subprocess.Popen[str], int]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _TOOL_CHILD, how],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    return child, int(child.stdout.readline())
+
+
+def _stop(child: subprocess.Popen[str], program: int) -> None:
+    if child.poll() is None:
+        child.kill()
+        child.wait()
+    if _running(program):
+        os.killpg(os.getpgid(program), signal.SIGKILL)
+
+
+def test_a_tools_program_dies_with_the_child_that_handed_it_a_lifeline(tmp_path: Path) -> None:
+    child, program = _start_tool_child(tmp_path, "hold")
+    try:
+        assert _running(program)
+        child.kill()
+        child.wait()
+        assert _gone_within([program], 20) == []
+    finally:
+        _stop(child, program)
+
+
+def test_without_the_lifeline_such_a_program_outlives_its_child(tmp_path: Path) -> None:
+    """The shape the lifeline is for: the child's death alone does not end the program."""
+    child, program = _start_tool_child(tmp_path, "no")
+    try:
+        child.kill()
+        child.wait()
+        time.sleep(1)
+        assert _running(program)
+    finally:
+        _stop(child, program)
+
+
+def test_a_program_whose_child_is_already_gone_ends_at_once(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    holder = subprocess.run(
+        [sys.executable, "-c", "from pathlib import Path; from graders.sandbox import lifeline; "
+         "print(lifeline.hand_down(Path.cwd()))"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    env[lifeline.ENV] = holder.stdout.strip()
+    done = subprocess.run(
+        [sys.executable, "-c", "from graders.sandbox import lifeline; lifeline.hold_inherited(); "
+         "print('survived', flush=True)"],
+        env=env, capture_output=True, text=True, timeout=60, start_new_session=True,
+    )  # fmt: skip
+    assert done.returncode == -signal.SIGKILL, (done.returncode, done.stdout, done.stderr)
+    assert "survived" not in done.stdout
