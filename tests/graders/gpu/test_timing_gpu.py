@@ -62,11 +62,16 @@ def test_kept_reference_timings_are_reused_and_measured_again_when_conditions_di
     assert refs["naive"].reused and refs["naive"].check_reps >= 4, seen
     assert refs["naive"].median_ms == kept["naive"]["median_ms"]
     assert "naive" not in again.measured_references
-    # ...and where they did not (a short kernel's runs may differ by a few percent), it was
-    # timed again, and the figure used is still close to the kept one.
+    # ...and where they did not, it was timed again and the new figure is the one used. A
+    # short kernel's figure may move more than the band between two gradings: cuBLAS's 0.38 ms
+    # product was kept at 0.379 ms and timed again at 0.343 ms on an H100 seconds later.
     for name, t in refs.items():
-        assert t.reused or name in again.measured_references, seen
-        assert t.median_ms == pytest.approx(kept[name]["median_ms"], rel=0.05), seen
+        if t.reused:
+            assert t.median_ms == kept[name]["median_ms"], seen
+            continue
+        assert name in again.measured_references, seen
+        assert t.median_ms == again.measured_references[name].median_ms, seen
+        assert t.median_ms == pytest.approx(kept[name]["median_ms"], rel=0.25), seen
     # Kept at a clock far from today's: that one is timed again.
     slow = {**kept, "naive": {**kept["naive"], "sm_clock_mhz": 100}}
     third = grade_source(lab, source, secret=SECRET, sanitizer=False, cached_references=slow)
