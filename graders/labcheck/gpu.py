@@ -8,12 +8,17 @@ finding or the sanitizer's verdict.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from graders.labcheck.faults import FaultExpectation, Outcome, run_problem
 from graders.labcheck.probes import CaseOutcome, Probe, judge_probe
 from graders.labcheck.report import FAIL, OK, SKIP, LabCheckReport
 from graders.labcheck.slow import SlowExpectation, ladder_problem, profile_problem
 from graders.results import CompileResult, GradeReport
 from graders.spec import LabSpec
+
+if TYPE_CHECKING:
+    from graders.profile.stage import ProfileRun
 
 
 def _failed_cases(report: GradeReport) -> list[str]:
@@ -84,6 +89,12 @@ def run_on_gpu(
         report.add(status, probe.label, message)
 
 
+def _with_tool_said(message: str, run: ProfileRun | None) -> str:
+    """A profile's failure, with what ncu itself said (a check is read by staff)."""
+    said = run.tool_said() if run is not None else ""
+    return f"{message} ncu said: {said}" if said else message
+
+
 def profile_on_gpu(
     lab: LabSpec,
     slow: list[tuple[SlowExpectation, CompileResult]],
@@ -119,14 +130,20 @@ def profile_on_gpu(
             arch=arch, references=references[1:],
         )  # fmt: skip
         if result.status != "ok" or result.submission is None:
-            report.add(FAIL, "profile references", f"they could not be profiled: {result.message}")
+            why = _with_tool_said(result.message, result.submission)
+            report.add(FAIL, "profile references", f"they could not be profiled: {why}")
         else:
             runs = {references[0]: result.submission, **result.references}
             for name in references:
                 subject = f"profile reference {lab.reference(name).file}"
                 run = runs.get(name)
                 if run is None or not run.ok:
-                    why = run.message if run is not None else "it was not profiled"
+                    why = (
+                        _with_tool_said(run.message, run)
+                        if run is not None
+                        else "it was not "
+                        "profiled (the profile of the references before it stopped the rest)"
+                    )
                     report.add(FAIL, subject, f"it could not be profiled: {why}")
                     continue
                 kinds = sorted(
@@ -151,7 +168,8 @@ def profile_on_gpu(
         result = profile_submission(lab, source, seed=seed, filename=exp.path.name, arch=arch)
         subject = f"profile {exp.label}"
         if result.status != "ok" or result.submission is None:
-            report.add(FAIL, subject, f"it could not be profiled: {result.message}")
+            why = _with_tool_said(result.message, result.submission)
+            report.add(FAIL, subject, f"it could not be profiled: {why}")
             continue
         found = [(f.kind, f.line) for f in findings_of(result.submission.summary)]
         problem = profile_problem(exp, found)

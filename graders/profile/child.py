@@ -187,10 +187,9 @@ def _profile_one(
         return out
     path = report.with_suffix(".ncu-rep")
     if not path.is_file():
-        out.update(
-            status="no_report",
-            message="Nsight Compute ended without a report (it profiled no launch of the kernel).",
-        )
+        # No result file: the program ended before its launches (it crashed, or ncu stopped it).
+        why = "it profiled no launch of the kernel" if target else "the program it ran ended early"
+        out.update(status="no_report", message=f"Nsight Compute ended without a report ({why}).")
         out["exit_code"] = code
         return out
     if reader is None:

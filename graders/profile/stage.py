@@ -41,10 +41,20 @@ class ProfileRun:
     report: bytes | None = None  # the .ncu-rep file (the submission's, when small enough)
     report_bytes: int = 0
     seconds: float = 0.0
+    tool_output: str = ""  # the end of ncu's output: why a profile did not come, for staff
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    def tool_said(self, lines: int = 3) -> str:
+        """ncu's own error and warning lines (the last few), where it said any."""
+        said = [
+            line.strip()
+            for line in self.tool_output.splitlines()
+            if line.startswith(("==ERROR==", "==WARNING=="))
+        ]
+        return " ".join(said[-lines:])
 
 
 @dataclass
@@ -185,6 +195,8 @@ def profile_submission(
     for r in runs:
         if r.status not in ("ok",):
             log.info("profile of %s (lab %s): %s", r.name, lab.id, r.status)
+            if r.tool_said():
+                result.log.append(f"ncu on {r.name}: {r.tool_said()}")
     result.gpu = str(mine.summary.get("gpu", "")) if mine.ok else ""
     if mine.ok:
         result.status = "ok"
@@ -208,4 +220,5 @@ def _run_of(raw: dict[str, Any]) -> ProfileRun:
         report=base64.b64decode(report) if report else None,
         report_bytes=int(raw.get("report_bytes", 0) or 0),
         seconds=float(raw.get("seconds", 0.0) or 0.0),
+        tool_output=str(raw.get("output_tail", "")),
     )
