@@ -61,6 +61,12 @@ def loopback_up() -> str:
         return f"loopback left as it was ({exc})"
 
 
+PROFILER_BUSY = (
+    "Other profiles kept the GPU's profiler busy until the time for this one was up, so the "
+    "kernel's profile is missing."
+)
+
+
 def _run_ncu(
     cmd: list[str], cwd: Path, timeout_s: float, lock: GpuLock | None = None
 ) -> tuple[str, str, int | None]:
@@ -159,9 +165,19 @@ def _profile_one(
     if remaining < 5:
         out.update(status="timeout", message="There was no time left to profile it.")
         return out
-    lock = gpu_lock(common.get("lock_dir") or None) if common.get("yield_to_timing") else None
-    status, output, code = _run_ncu(cmd, folder, remaining, lock)
+    gpu = gpu_lock(common.get("lock_dir") or None)
+    lock = gpu if common.get("yield_to_timing") else None
+    give_up = lock.writer_waiting if lock is not None else None
+    with gpu.profiler(until=deadline - 5, give_up=give_up) as held:
+        if held:
+            status, output, code = _run_ncu(cmd, folder, deadline - time.monotonic(), lock)
     out["seconds"] = round(time.monotonic() - began, 3)
+    if not held:
+        if give_up is not None and give_up():
+            out.update(status=YIELDED, message=YIELDED_MESSAGE)
+        else:
+            out.update(status="timeout", message=PROFILER_BUSY)
+        return out
     out["output_tail"] = output[-4000:]
     if status == YIELDED:
         out.update(status=YIELDED, message=YIELDED_MESSAGE)

@@ -19,6 +19,10 @@ lock: `writer_waiting()` asks for it alone without blocking, so a long shared ho
 stop and come back later (a profile, graders.profile.target) sees a timed section waiting and
 lets go at once, rather than keeping it waiting for tens of seconds.
 
+A fourth file, `profiler`, is a plain mutex beside all that (`profiler()`): one Nsight Compute
+session at a time on the GPU. ncu keeps its own such lock in the temporary folder, which every
+sandboxed child has its own of, and two sessions at once end without a report.
+
 Every process that takes the lock leaves its pid in the lock's `users` folder: while a timed
 section holds the lock alone, none of them can be running, so a busy process on the GPU that is
 not among them is work the lock does not cover (graders.timing.contention).
@@ -180,3 +184,23 @@ class GpuLock:
     ) -> contextlib.AbstractContextManager[float]:
         """Held alone; yields the seconds waited for it."""
         return self._hold(fcntl.LOCK_EX, on_wait, on_held)
+
+    @contextlib.contextmanager
+    def profiler(self, until: float, give_up: Callable[[], bool] | None = None) -> Iterator[bool]:
+        """The GPU's profiler, for one session at a time; yields whether it is held, False once
+        `until` (time.monotonic) passed or `give_up()` said so first."""
+        fd = self._open("profiler")
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held = True
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= until or (give_up is not None and give_up()):
+                        held = False
+                        break
+                    time.sleep(0.05)
+            yield held
+        finally:
+            os.close(fd)  # and with it the flock

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
+from typing import Any
 
-from graders.profile.child import _run_ncu
+import pytest
+
+from graders.profile.child import PROFILER_BUSY, _profile_one, _run_ncu
 from graders.profile.tool import YIELDED
 from graders.timing.lock import GpuLock
 from tests.conftest import command_lines_with
@@ -62,3 +66,80 @@ def test_without_the_lock_it_runs_to_its_end_or_its_limit(tmp_path: Path) -> Non
     status, _, _ = _run_ncu(_sleeper(marker), tmp_path, 1.0, None)
     assert status == "timeout"
     assert not command_lines_with(marker)
+
+
+def _fake_ncu(folder: Path) -> tuple[str, Path]:
+    """A stand-in for ncu that only notes that it ran (so it writes no report)."""
+    ran = folder / "ncu-ran"
+    script = folder / "fake-ncu"
+    script.write_text(f"#!/bin/sh\necho ran >> {ran}\n", encoding="utf-8")
+    script.chmod(0o755)
+    return str(script), ran
+
+
+def _profile(
+    program: str, lock_dir: Path, seconds: float, yield_to_timing: bool = False
+) -> dict[str, Any]:
+    item = {"name": "submission", "cubin_b64": "", "source": "", "filename": "k.cu"}
+    common = {
+        "kernels": ["k"],
+        "launches": 1,
+        "timeout_s": seconds,
+        "lock_dir": str(lock_dir),
+        "yield_to_timing": yield_to_timing,
+    }
+    return _profile_one(program, item, common, time.monotonic() + seconds, None)
+
+
+def test_one_profile_at_a_time_on_a_gpu_and_one_kept_waiting_too_long_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KERNELGRADER_GPU_KEY", "test-gpu")
+    program, ran = _fake_ncu(tmp_path)
+    lock = GpuLock(tmp_path, "test-gpu")
+    with lock.profiler(until=time.monotonic()) as held:  # another child's ncu session
+        assert held
+        out = _profile(program, tmp_path, 6.5)
+        assert (out["status"], out["message"]) == ("timeout", PROFILER_BUSY)
+        assert not ran.exists()
+    out = _profile(program, tmp_path, 30.0)  # free: ncu runs (and, being fake, reports nothing)
+    assert ran.exists()
+    assert out["status"] == "no_report" and "the program it ran ended early" in out["message"]
+
+
+def test_a_profile_waiting_for_the_profiler_gives_way_to_a_timed_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KERNELGRADER_GPU_KEY", "test-gpu")
+    program, ran = _fake_ncu(tmp_path)
+    lock = GpuLock(tmp_path, "test-gpu")
+    release, writer_in = threading.Event(), threading.Event()
+
+    def reader() -> None:  # a shared holder that keeps the timed section waiting
+        with lock.shared():
+            release.wait(60)
+
+    def writer() -> None:
+        with lock.exclusive():
+            writer_in.set()
+
+    threads = [threading.Thread(target=reader), threading.Thread(target=writer)]
+    try:
+        with lock.profiler(until=time.monotonic()) as held:
+            assert held
+            threads[0].start()
+            threads[1].start()
+            for _ in range(600):
+                if lock.writer_waiting():
+                    break
+                time.sleep(0.1)
+            out = _profile(program, tmp_path, 60.0, yield_to_timing=True)
+        assert out["status"] == YIELDED
+        assert not ran.exists()
+    finally:
+        release.set()
+        for t in threads:
+            t.join(60)
+    assert writer_in.is_set()

@@ -32,6 +32,15 @@ def note(text):
         f.write(f"{name} {text}\n")
 
 lock = GpuLock(folder, "test-gpu")
+if mode == "profiler":
+    with lock.profiler(until=time.monotonic() + 60) as held:
+        note("held" if held else "not held")
+        for _ in range(6000):
+            if (Path(folder) / release_when).exists():
+                break
+            time.sleep(0.01)
+        note("releasing")
+    sys.exit(0)
 hold = lock.shared if mode == "shared" else lock.exclusive
 with hold(on_wait=lambda: note("waiting"), on_held=lambda: note("held")):
     for _ in range(6000):  # at most a minute
@@ -386,3 +395,30 @@ def test_a_users_folder_another_user_made_still_takes_this_pid(
     with lock.shared():
         pass
     assert lock.users() == {os.getpid()}
+
+
+def test_one_profiler_session_at_a_time_and_a_wait_that_ends(tmp_path: Path) -> None:
+    holder = _start(tmp_path, "profiler", "A", "go")
+    _wait_for(tmp_path, "A held")
+    lock = GpuLock(tmp_path, "test-gpu")
+    with lock.profiler(until=time.monotonic() + 0.3) as held:
+        assert not held  # the time was up while A held it
+    asked = []
+    with lock.profiler(
+        until=time.monotonic() + 60, give_up=lambda: asked.append(1) or True
+    ) as held:
+        assert not held and asked  # the caller stopped waiting (a timed section wants the GPU)
+    with lock.shared():  # the profiler is apart from the timing lock
+        pass
+    _finish(tmp_path, holder)
+    with lock.profiler(until=time.monotonic()) as held:
+        assert held  # free at once: no wait needed
+
+
+def test_a_killed_profiler_session_leaves_the_profiler_free(tmp_path: Path) -> None:
+    holder = _start(tmp_path, "profiler", "A", "never")
+    _wait_for(tmp_path, "A held")
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    with GpuLock(tmp_path, "test-gpu").profiler(until=time.monotonic() + 10) as held:
+        assert held
