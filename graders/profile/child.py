@@ -76,7 +76,7 @@ def _run_ncu(
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    env[lifeline.ENV] = str(lifeline.hand_down(Path.cwd()))  # the program dies with this child
+    env[lifeline.ENV] = str(lifeline.hand_down(cwd))  # the program dies with this child
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,
