@@ -10,8 +10,8 @@
 #
 # Each part writes PART.log under $OUT (default ./gpu-results) and a line to summary.txt: its
 # exit status, its seconds, and the GPU processes left after it (there should be none). Parts
-# run one at a time and without pytest-xdist: several test processes on one GPU make timing
-# tests and printf floods miss their limits (README, "GPU tests and benchmark").
+# run one at a time, and without pytest-xdist unless told: several test processes on one GPU
+# make timing tests and printf floods miss their limits (README, "GPU tests and benchmark").
 #
 # On a host without a package index, carry the web stack as wheels in .whl/
 # (scripts/device_wheels.py) and NVIDIA's ncu-report wheel beside them: they are installed
@@ -97,7 +97,8 @@ run_part() {
       part labs "$(limit labs 580)" "${PYTEST[@]}" $(per_test 200) $(workers labs) \
         $G/test_references_gpu.py $G/test_faulty_gpu.py $G/test_lab_check_gpu.py ;;
     security)
-      part security "$(limit security 580)" "${PYTEST[@]}" $(per_test 150) $(workers security) \
+      part security "$(limit security 580)" env PYTHONPATH="$WEB" "${PYTEST[@]}" $(per_test 150) \
+        $(workers security) \
         --ignore=tests/security/test_http.py --ignore=tests/security/test_openapi_fuzz.py \
         tests/security ;;  # those two hold no GPU test and need the web stack and schemathesis
     app)
