@@ -9,7 +9,7 @@
 # contend (bench/throughput.py with two more services on the GPU), shared (bench/shared_gpu.py).
 #
 # Each part writes PART.log under $OUT (default ./gpu-results) and a line to summary.txt: its
-# exit status, its seconds, and the GPU processes left after it (there should be none). Parts
+# exit status, its seconds, and the GPU processes left 15 s after it (there should be none). Parts
 # run one at a time, and without pytest-xdist unless told: several test processes on one GPU
 # make timing tests and printf floods miss their limits (README, "GPU tests and benchmark").
 #
@@ -55,6 +55,20 @@ limit() {  # seconds for a part
   echo "${!name:-$2}"
 }
 
+gpu_processes() {
+  nvidia-smi --query-compute-apps=pid --format=csv,noheader 2> /dev/null | wc -l
+}
+
+gpu_processes_after() {  # GPU processes still there after up to $1 s: killed ones take a moment
+  local n
+  for _ in $(seq "$1"); do
+    n=$(gpu_processes)
+    [ "$n" = 0 ] && break
+    sleep 1
+  done
+  gpu_processes
+}
+
 part() {
   local name="$1" seconds="$2"
   shift 2
@@ -62,7 +76,7 @@ part() {
   timeout -k 20 "$seconds" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   local left
-  left=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2> /dev/null | wc -l)
+  left=$(gpu_processes_after 15)
   local last
   last=$(grep -E "passed|failed|error|skipped" "$OUT/$name.log" | tail -1)
   echo "$name: exit $rc in $((SECONDS - began)) s; GPU processes left: $left; $last" \
