@@ -91,13 +91,19 @@ def _profile(
     return _profile_one(program, item, common, time.monotonic() + seconds, None)
 
 
-def test_one_profile_at_a_time_on_a_gpu_and_one_kept_waiting_too_long_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def child_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path, GpuLock]:
+    """A profile child's folder with a fake ncu in it: (ncu, the file it leaves, the lock)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KERNELGRADER_GPU_KEY", "test-gpu")
     program, ran = _fake_ncu(tmp_path)
-    lock = GpuLock(tmp_path, "test-gpu")
+    return program, ran, GpuLock(tmp_path, "test-gpu")
+
+
+def test_one_profile_at_a_time_on_a_gpu_and_one_kept_waiting_too_long_says_so(
+    tmp_path: Path, child_folder: tuple[str, Path, GpuLock]
+) -> None:
+    program, ran, lock = child_folder
     with lock.profiler(until=time.monotonic()) as held:  # another child's ncu session
         assert held
         out = _profile(program, tmp_path, 6.5)
@@ -109,12 +115,9 @@ def test_one_profile_at_a_time_on_a_gpu_and_one_kept_waiting_too_long_says_so(
 
 
 def test_a_profile_waiting_for_the_profiler_gives_way_to_a_timed_section(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, child_folder: tuple[str, Path, GpuLock]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("KERNELGRADER_GPU_KEY", "test-gpu")
-    program, ran = _fake_ncu(tmp_path)
-    lock = GpuLock(tmp_path, "test-gpu")
+    program, ran, lock = child_folder
     release, writer_in = threading.Event(), threading.Event()
 
     def reader() -> None:  # a shared holder that keeps the timed section waiting
