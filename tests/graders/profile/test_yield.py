@@ -118,10 +118,11 @@ def test_a_profile_waiting_for_the_profiler_gives_way_to_a_timed_section(
     tmp_path: Path, child_folder: tuple[str, Path, GpuLock]
 ) -> None:
     program, ran, lock = child_folder
-    release, writer_in = threading.Event(), threading.Event()
+    release, reading, writer_in = threading.Event(), threading.Event(), threading.Event()
 
     def reader() -> None:  # a shared holder that keeps the timed section waiting
         with lock.shared():
+            reading.set()
             release.wait(60)
 
     def writer() -> None:
@@ -133,11 +134,13 @@ def test_a_profile_waiting_for_the_profiler_gives_way_to_a_timed_section(
         with lock.profiler(until=time.monotonic()) as held:
             assert held
             threads[0].start()
+            assert reading.wait(60)  # else the writer may take the lock at once, and not wait
             threads[1].start()
             for _ in range(600):
                 if lock.writer_waiting():
                     break
                 time.sleep(0.1)
+            assert lock.writer_waiting()
             out = _profile(program, tmp_path, 60.0, yield_to_timing=True)
         assert out["status"] == YIELDED
         assert not ran.exists()
