@@ -89,6 +89,10 @@ def run_on_gpu(
         report.add(status, probe.label, message)
 
 
+# A reference that the profile of an earlier one stopped before it was reached.
+NOT_REACHED = "it was not profiled (the profile of the references before it stopped the rest)"
+
+
 def _with_tool_said(message: str, run: ProfileRun | None) -> str:
     """A profile's failure, with what ncu itself said (a check is read by staff)."""
     said = run.tool_said() if run is not None else ""
@@ -138,12 +142,7 @@ def profile_on_gpu(
                 subject = f"profile reference {lab.reference(name).file}"
                 run = runs.get(name)
                 if run is None or not run.ok:
-                    why = (
-                        _with_tool_said(run.message, run)
-                        if run is not None
-                        else "it was not "
-                        "profiled (the profile of the references before it stopped the rest)"
-                    )
+                    why = NOT_REACHED if run is None else _with_tool_said(run.message, run)
                     report.add(FAIL, subject, f"it could not be profiled: {why}")
                     continue
                 kinds = sorted(

@@ -171,12 +171,11 @@ def _profile_one(
     with gpu.profiler(until=deadline - 5, give_up=give_up) as held:
         if held:
             status, output, code = _run_ncu(cmd, folder, deadline - time.monotonic(), lock)
+        else:  # it gave up waiting for the profiler: for a timed section, or at its time
+            status, output, code = (YIELDED if give_up and give_up() else "busy"), "", None
     out["seconds"] = round(time.monotonic() - began, 3)
-    if not held:
-        if give_up is not None and give_up():
-            out.update(status=YIELDED, message=YIELDED_MESSAGE)
-        else:
-            out.update(status="timeout", message=PROFILER_BUSY)
+    if status == "busy":
+        out.update(status="timeout", message=PROFILER_BUSY)
         return out
     out["output_tail"] = output[-4000:]
     if status == YIELDED:

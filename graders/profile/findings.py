@@ -370,21 +370,22 @@ def _divergence(launch: dict[str, Any], several: bool) -> list[ProfileFinding]:
     if (active is None or active >= DIVERGENT_THREADS) and rule is None:
         return []
     idle: dict[int, float] = {}
+    working: dict[int, float] = {}  # the line's warp instructions in which some lane worked
     slots = 0.0
     for number, row in lines.items():
         inst = float(row.get("inst", 0.0))
         on = float(row.get("thread_inst_true", row.get("thread_inst", 0.0)))
         if inst > 0:
-            idle[int(number)] = 32.0 * inst * _working_share(row) - on
+            working[int(number)] = inst * _working_share(row)
+            idle[int(number)] = 32.0 * working[int(number)] - on
             slots += 32.0 * inst
     if not idle or slots <= 0:
         return []
     line, lost = max(idle.items(), key=lambda item: item[1])
     row = lines[str(line)]
-    working = float(row["inst"]) * _working_share(row)
-    if working <= 0:
+    if working[line] <= 0:
         return []
-    per_inst = float(row.get("thread_inst_true", 0.0)) / working
+    per_inst = float(row.get("thread_inst_true", 0.0)) / working[line]
     # A line where most lanes idle, and whose idle lanes are a real part of all the kernel's
     # issue slots (a reduction's last rounds in a kernel that mostly streams are not).
     if per_inst >= DIVERGENT_THREADS or lost / slots < MIN_IDLE_SHARE:

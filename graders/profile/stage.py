@@ -195,8 +195,9 @@ def profile_submission(
     for r in runs:
         if r.status not in ("ok",):
             log.info("profile of %s (lab %s): %s", r.name, lab.id, r.status)
-            if r.tool_said():
-                result.log.append(f"ncu on {r.name}: {r.tool_said()}")
+            said = r.tool_said()
+            if said:
+                result.log.append(f"ncu on {r.name}: {said}")
     result.gpu = str(mine.summary.get("gpu", "")) if mine.ok else ""
     if mine.ok:
         result.status = "ok"
