@@ -5,7 +5,8 @@ and runs, for tests, the CLI and the bench. The stages, in order:
 
 1. the cases (graders.run.stage): correctness in a sandboxed child on the GPU, each case
    judged on the device; then, in the same child, the timed section;
-2. the sanitizer (graders.sanitizer.stage) on the lab's small case;
+2. the sanitizer (graders.sanitizer.stage) on the lab's small case, started beside the rest
+   of the cases once that case has its verdict in the normal run;
 3. the score (graders.scoring).
 
 `on_phase(phase, report)` is called as the grading moves on, with the cases known so far:
@@ -31,7 +32,7 @@ from graders.run.budget import GpuBudget
 from graders.run.inputs import case_seed
 from graders.run.references import compile_reference, reference_payloads
 from graders.run.stage import run_cases
-from graders.sanitizer.stage import run_sanitizer
+from graders.sanitizer.stage import Beside
 from graders.scoring import points as scoring
 from graders.spec import LabSpec
 from graders.text import VISIBLE_LIMIT_BYTES, visible_text
@@ -165,6 +166,7 @@ def _run_stages(
         report.stage_seconds["run"] = round(time.monotonic() - began, 3)
         _announce(on_phase, "timing", report)
 
+    beside = Beside(lab, compiled, seeds, budget) if with_sanitizer else None
     report.cases = run_cases(
         lab,
         compiled,
@@ -175,18 +177,22 @@ def _run_stages(
         on_cases=cases_known,
         budget=budget,
         alone=ticket.alone,
+        on_case=beside.on_case if beside is not None else None,
     )
     total = round(time.monotonic() - began, 3)
     ran = report.stage_seconds.setdefault("run", total)
     if ran != total:
         report.stage_seconds["timing"] = round(total - ran, 3)
-    if with_sanitizer and not report.error:
+    if beside is None:
+        return
+    if beside.running() or not beside.started:
         _announce(on_phase, "sanitizer", report)
-        began = time.monotonic()
-        note = run_sanitizer(lab, compiled, seeds, report, budget)
-        if note:
-            log.info("sanitizer for lab %s: %s", lab.id, note)
-        report.stage_seconds["sanitizer"] = round(time.monotonic() - began, 3)
+    began = time.monotonic()
+    note = beside.finish(report) if not report.error else beside.abandon()
+    if note:
+        log.info("sanitizer for lab %s: %s", lab.id, note)
+    # Beside the cases, only what was left of it once they were done holds the grading up.
+    report.stage_seconds["sanitizer"] = round(time.monotonic() - began, 3)
 
 
 def physics_floor_ms(lab: LabSpec, case: CaseResult, gpu_name: str) -> float | None:

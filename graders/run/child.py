@@ -87,8 +87,11 @@ def _out_of_memory(exc: BaseException) -> bool:
 def warm_up() -> None:
     """Ahead of need: CuPy, the context and the grader's kernels, without holding up timing.
 
-    Importing CuPy touches no GPU; the context and the kernels do, so only they wait for a
-    timed section on the GPU to end (the lock, shared). The kernels are loaded a few at a
+    Importing CuPy touches no GPU. Making the context does: NVML counts a new context's
+    process among those using the SMs for about two seconds (measured on an H100), so it is
+    made under the lock, shared, which also registers this process as one of the lock's
+    users (graders.timing.contention). The kernels run on the GPU, so they wait for a timed
+    section on the GPU to end too. The kernels are loaded a few at a
     time (graders.run.warmup.steps), each step under a short hold of the lock that ends with
     its work done: a timed section that comes meanwhile waits for one step (hundredths of a
     second), not for the whole warm-up (seconds: with a spare started after every grading,
@@ -102,7 +105,7 @@ def warm_up() -> None:
     lock = _lock()
     with lock.shared():
         cp.cuda.Device().use()
-        output.limit_printf()
+        output.limit_printf()  # makes the context
     _warm(list(AHEAD), lock, fused=True)
 
 

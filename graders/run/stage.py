@@ -126,6 +126,8 @@ class _Follow:
     order: list[str]
     results: dict[str, CaseResult]
     on_cases: CasesCallback | None
+    # Called with each case's verdict as it comes (the sanitizer starts beside the rest).
+    on_case: Callable[[CaseResult], None] | None = None
     running: str | None = None
     announced: bool = False
     done: dict[str, CaseResult] = field(default_factory=dict)
@@ -145,6 +147,8 @@ class _Follow:
             case = case_from_dict(record["done"])
             self.done[case.name] = case
             self.running = None
+            if self.on_case is not None:
+                self.on_case(case)
         elif "timed" in record:
             self.timed = dict(record["timed"])
             self.running = None
@@ -196,6 +200,7 @@ def run_cases(
     on_cases: CasesCallback | None = None,
     budget: GpuBudget | None = None,
     alone: bool = False,
+    on_case: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
     """Every case (and the timed section), in children; see the module docstring."""
     budget = budget or GpuBudget(lab.limits.gpu_seconds)
@@ -214,7 +219,7 @@ def run_cases(
             report.budget_spent = True
             break
         children += 1
-        follow = _Follow(order, results, on_cases)
+        follow = _Follow(order, results, on_cases, on_case)
         own = wall_limit(lab, len(remaining), len(refs), timing_wanted)
         wall = min(own, budget.remaining() + BUDGET_SLACK_S)
         payload = _payload(

@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graders.gpu import gpu_lock
 from graders.run.layout import TAIL_GUARD_BYTES
 from graders.sandbox import lifeline, progress
 from graders.sanitizer.target import die_with_parent
@@ -48,12 +47,14 @@ PRINT_KILL_BYTES = 8 << 20
 READY_LIMIT_S = 180.0
 
 
-def _files(folder: Path, name: str) -> tuple[Path, Path, Path, Path]:
-    """A tool's job fifo, its program's ready flag and result, and the tool's own report."""
+def _files(folder: Path, name: str) -> tuple[Path, Path, Path, Path, Path]:
+    """A tool's job fifo, its program's ready flag, result and lock-held flag, and the tool's
+    own report."""
     return (
         folder / f"job-{name}.fifo",
         folder / f"ready-{name}",
         folder / f"result-{name}.json",
+        folder / f"held-{name}",
         folder / f"report-{name}.log",
     )
 
@@ -62,7 +63,7 @@ class _Tool:
     def __init__(self, name: str, proc: subprocess.Popen[bytes], folder: Path) -> None:
         self.name = name
         self.proc = proc
-        self.fifo, self.ready, self.result, self.report = _files(folder, name)
+        self.fifo, self.ready, self.result, self.held, self.report = _files(folder, name)
         self.output = bytearray()  # the program's stdout: what the kernel printed
         self.total = 0
         self.status = "running"
@@ -84,7 +85,7 @@ _TOOLS: list[_Tool] = []
 
 
 def _command(
-    program: str, tool: str, fifo: Path, ready: Path, result: Path, report: Path
+    program: str, tool: str, fifo: Path, ready: Path, result: Path, held: Path, report: Path
 ) -> list[str]:
     cmd = [program, "--tool", tool, "--print-limit", "100" if tool == "racecheck" else "20"]
     # The report to a file only the tool writes; the program's output stays on stdout.
@@ -100,6 +101,7 @@ def _command(
         str(fifo),
         str(ready),
         str(result),
+        str(held),
     ]
 
 
@@ -113,10 +115,10 @@ def _start_tools(program: str) -> list[_Tool]:
     env[lifeline.ENV] = str(lifeline.hand_down(folder))
     tools = []
     for name in TOOLS:
-        fifo, ready, result, report = _files(folder, name)
+        fifo, ready, result, held, report = _files(folder, name)
         os.mkfifo(fifo, 0o600)
         proc = subprocess.Popen(
-            _command(program, name, fifo, ready, result, report),
+            _command(program, name, fifo, ready, result, held, report),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -167,15 +169,37 @@ def _send(tool: _Tool, job: bytes) -> None:
         os.close(fd)
 
 
-def _collect(tools: list[_Tool], timeout_s: float) -> None:
-    """Read every tool's output, capped, until all end or the time is up (then kill them)."""
+def _waiting(tools: list[_Tool]) -> bool:
+    """Whether a program still waits for the GPU's lock (neither holds it yet nor has ended)."""
+    return any(not t.held.exists() and t.proc.poll() is None for t in tools)
+
+
+def _collect(tools: list[_Tool], timeout_s: float) -> float:
+    """Read every tool's output, capped, until all end or the time is up (then kill them).
+
+    The time starts once every program holds the GPU's lock for its launch (or has ended): a
+    timed section elsewhere that keeps them waiting is no time of the submission's, and the
+    parent's clock stops meanwhile too. Returns the seconds they waited."""
     sel = selectors.DefaultSelector()
     for tool in tools:
         assert tool.proc.stdout is not None
         os.set_blocking(tool.proc.stdout.fileno(), False)
         sel.register(tool.proc.stdout.fileno(), selectors.EVENT_READ, tool)
-    end = time.monotonic() + timeout_s
+    began = time.monotonic()
+    waited = 0.0
+    on_wait, on_held = progress.lock_callbacks("sanitizer")
+    waiting = _waiting(tools)
+    if waiting:
+        on_wait()
+    end = began + timeout_s
     while sel.get_map() and time.monotonic() < end:
+        if waiting and not _waiting(tools):
+            waiting = False
+            waited = time.monotonic() - began
+            end = time.monotonic() + timeout_s
+            on_held()
+        elif waiting:
+            end = time.monotonic() + timeout_s
         for key, _ in sel.select(timeout=0.05):
             tool = key.data
             try:
@@ -201,6 +225,10 @@ def _collect(tools: list[_Tool], timeout_s: float) -> None:
         tool.proc.wait()
         if tool.proc.stdout is not None:
             tool.proc.stdout.close()
+    if waiting:
+        on_held()
+        waited = time.monotonic() - began
+    return waited
 
 
 def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
@@ -214,12 +242,11 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     job = json.dumps(payload["job"]).encode()
     filename = payload.get("filename", "submission.cu")
     began = time.monotonic()
-    with gpu_lock(payload.get("lock_dir")).shared(*progress.lock_callbacks("sanitizer")):
-        progress.step("sanitizer", timeout + 15)
-        for tool in _TOOLS:
-            if tool.status == "running":
-                _send(tool, job)
-        _collect(_TOOLS, timeout)
+    progress.step("sanitizer", timeout + 15)
+    for tool in _TOOLS:
+        if tool.status == "running":
+            _send(tool, job)
+    waited = _collect(_TOOLS, timeout)
     findings = []
     tools: dict[str, Any] = {}
     for tool in _TOOLS:
@@ -236,4 +263,5 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
         if payload.get("keep_output"):
             tools[tool.name]["output"] = text[-20000:]
             tools[tool.name]["printed"] = tool.output.decode("utf-8", errors="replace")[-20000:]
-    return {"findings": findings, "tools": tools, "seconds": time.monotonic() - began}
+    seconds = time.monotonic() - began - waited
+    return {"findings": findings, "tools": tools, "seconds": seconds, "waited_s": waited}

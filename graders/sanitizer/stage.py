@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
+from dataclasses import dataclass
 
 from graders.gpu import check_gpu_health, lock_dir
-from graders.results import CompileResult, Finding, GradeReport
+from graders.results import CaseResult, CompileResult, Finding, GradeReport
 from graders.run.budget import GpuBudget
 from graders.sandbox.limits import SandboxLimits
-from graders.sandbox.runner import run_sandboxed
+from graders.sandbox.runner import SandboxOutcome, run_sandboxed
 from graders.sanitizer import verdicts
 from graders.sanitizer.tool import unavailable_reason
 from graders.spec import LabSpec
@@ -35,26 +37,23 @@ def sanitizer_case(lab: LabSpec) -> str:
     return lab.sanitizer_case or min(lab.cases, key=lambda c: sum(c.sizes.values())).name
 
 
-def run_sanitizer(
-    lab: LabSpec,
-    compiled: CompileResult,
-    seeds: dict[str, int],
-    report: GradeReport,
-    budget: GpuBudget,
-) -> str:
-    """Findings into `report`, the ruling onto its case; returns a note for the grader log."""
-    reason = unavailable_reason()
-    if reason:
-        return reason
+ENDED = ("timeout", "kernel_error", "launch_error", "output_limit", "not_run")
+
+
+@dataclass
+class ToolsRun:
+    """The tools' run in their child, before its ruling is applied to a report."""
+
+    outcome: SandboxOutcome
+    timeout: float
+    by_budget: bool  # the time was cut to what was left of the submission's GPU budget
+
+
+def run_tools(
+    lab: LabSpec, compiled: CompileResult, seeds: dict[str, int], budget: GpuBudget
+) -> ToolsRun:
+    """The tools on the sanitizer's case, in a (prestarted) sandboxed child; touches no report."""
     name = sanitizer_case(lab)
-    case = next((c for c in report.cases if c.name == name), None)
-    ended = ("timeout", "kernel_error", "launch_error", "output_limit", "not_run")
-    if case is None or case.verdict in ended:
-        return f"skipped: case {name} already ended with {case.verdict if case else 'nothing'}"
-    if budget.spent_out:
-        # Spending the budget before the sanitizer must not spare a kernel its checks.
-        verdicts.apply(case, _budget_ruling(report, budget))
-        return "skipped: the submission's GPU time was spent; its case fails"
     own = tool_timeout(lab)
     timeout = min(own, budget.remaining())
     job = {
@@ -64,6 +63,7 @@ def run_sanitizer(
         "case": name,
         "seed": seeds[name],
         "timeout_s": 2 * lab.limits.case_seconds,
+        "lock_dir": str(lock_dir()),
     }
     limits = SandboxLimits(
         wall_seconds=timeout + 60,
@@ -75,10 +75,48 @@ def run_sanitizer(
     payload = {"job": job, "timeout_s": timeout, "lock_dir": str(lock_dir())}
     outcome = run_sandboxed(TARGET, payload, limits=limits, gpu=True, pool="sanitizer")
     budget.spend(float((outcome.value or {}).get("seconds") or outcome.seconds))
-    by_budget = timeout < own
+    return ToolsRun(outcome, timeout, timeout < own)
+
+
+def skip_reason(lab: LabSpec, case: CaseResult | None) -> str:
+    """Why the tools do not run for this verdict of the sanitizer's case ("" when they do)."""
+    reason = unavailable_reason()
+    if reason:
+        return reason
+    if case is None or case.verdict in ENDED:
+        name = sanitizer_case(lab)
+        return f"skipped: case {name} already ended with {case.verdict if case else 'nothing'}"
+    return ""
+
+
+def run_sanitizer(
+    lab: LabSpec,
+    compiled: CompileResult,
+    seeds: dict[str, int],
+    report: GradeReport,
+    budget: GpuBudget,
+    ran: ToolsRun | None = None,
+) -> str:
+    """Findings into `report`, the ruling onto its case; returns a note for the grader log.
+
+    `ran`: the tools' run, where it was started beside the cases (`Beside`); else it runs now.
+    """
+    name = sanitizer_case(lab)
+    case = next((c for c in report.cases if c.name == name), None)
+    reason = skip_reason(lab, case)
+    if reason:
+        return reason
+    assert case is not None
+    if ran is None:
+        if budget.spent_out:
+            # Spending the budget before the sanitizer must not spare a kernel its checks.
+            verdicts.apply(case, _budget_ruling(report, budget))
+            return "skipped: the submission's GPU time was spent; its case fails"
+        ran = run_tools(lab, compiled, seeds, budget)
+    outcome, timeout = ran.outcome, ran.timeout
     if not outcome.ok or outcome.value is None:
         log.warning("sanitizer child for lab %s: %s", lab.id, "\n".join(outcome.log)[-4000:])
-        if outcome.timed_out and by_budget:
+        if outcome.timed_out and ran.by_budget:
             verdicts.apply(case, _budget_ruling(report, budget))
             _check_health(report, "the sanitizer's run was stopped")
             return "the sanitizer's child was stopped when the submission's GPU time ran out"
@@ -97,7 +135,7 @@ def run_sanitizer(
     ruling = verdicts.rule(
         found, tools, hazard_points=lab.sanitizer_hazard_points, timeout_s=timeout
     )
-    if ruling.verdict == "timeout" and by_budget:
+    if ruling.verdict == "timeout" and ran.by_budget:
         ruling = _budget_ruling(report, budget)
     verdicts.apply(case, ruling)
     if ruling.verdict in ("timeout", "kernel_error"):
@@ -106,6 +144,66 @@ def run_sanitizer(
         report.sanitizer_penalty = ruling.penalty
     notes = [f"{k}: {v.get('status')}" for k, v in tools.items()]
     return value.get("note", "") or ", ".join(notes)
+
+
+class Beside:
+    """The tools started beside the rest of the run stage, as soon as the sanitizer's case has
+    its verdict in the normal run (it is the first case a child runs: graders.run.stage), so
+    the sanitizer no longer waits for the cases and the timed section to end.
+
+    The same rules as one after the other: the tools start only for a verdict that
+    `skip_reason` lets through and while GPU budget is left, each holds the GPU's lock shared
+    while its program uses the GPU (graders.sanitizer.target), so a timed section never
+    overlaps it, and the ruling is applied once the run stage is over (`finish`).
+    """
+
+    def __init__(
+        self, lab: LabSpec, compiled: CompileResult, seeds: dict[str, int], budget: GpuBudget
+    ) -> None:
+        self.lab, self.compiled, self.seeds, self.budget = lab, compiled, seeds, budget
+        self.name = sanitizer_case(lab)
+        self._thread: threading.Thread | None = None
+        self._ran: ToolsRun | None = None
+        self._error: BaseException | None = None
+
+    def on_case(self, case: CaseResult) -> None:
+        """A case's verdict from the normal run: the sanitizer's case starts the tools."""
+        if case.name != self.name or self._thread is not None:
+            return
+        if skip_reason(self.lab, case) or self.budget.spent_out:
+            return
+        self._thread = threading.Thread(target=self._run, name="sanitizer-beside", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._ran = run_tools(self.lab, self.compiled, self.seeds, self.budget)
+        except BaseException as exc:  # re-raised in the grading's own thread by finish()
+            self._error = exc
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def abandon(self) -> str:
+        """The grading failed on the grader's side: wait for the tools, apply nothing."""
+        if self._thread is not None:
+            self._thread.join()
+        return "not applied: the grading failed before its ruling" if self.started else ""
+
+    def finish(self, report: GradeReport) -> str:
+        """Wait for the tools (if they started) and apply their ruling, as run_sanitizer does;
+        where they did not start, they run now."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return run_sanitizer(
+            self.lab, self.compiled, self.seeds, report, self.budget, ran=self._ran
+        )
 
 
 def _budget_ruling(report: GradeReport, budget: GpuBudget) -> verdicts.Ruling:

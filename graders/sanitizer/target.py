@@ -1,9 +1,21 @@
 """The program compute-sanitizer watches: ready ahead of need, then one case of one submission.
 
-`python -m graders.sanitizer.target FIFO READY RESULT`, started under compute-sanitizer by
+`python -m graders.sanitizer.target FIFO READY RESULT HELD`, started under compute-sanitizer by
 graders.sanitizer.child. It imports CuPy, makes the context and loads the input generator, then
 says it is ready (the file READY) and blocks on FIFO until the job comes: the submission's cubin
-and the case. It runs that case once on the same inputs as the normal run (same seed), each array
+and the case.
+
+The steps that show on the GPU hold the GPU's lock (shared, so a timed section never overlaps
+them): making the context (NVML counts a new context's process among those using the SMs for
+about two seconds, measured on an H100), the generator's launches in the warm-up, and the job's
+inputs and launch. Loading a module (the generator's, or the submission's under the tool's
+instrumentation) and the program's end (its context torn down, the tool's report written) show
+nothing in NVML's per-process SM samples (graders.timing.contention) and hold nothing, so a
+timed section elsewhere does not wait for them, as it does not wait for a run child's end.
+Once the job's program holds the lock it says so (the file HELD): the child's clock for the
+tools starts then, not while it waited.
+
+It runs that case once on the same inputs as the normal run (same seed), each array
 an allocation of its own laid out as a graded run lays it out (graders/run/layout.py), without the
 guard bands: the tools' padding stands where the guards stand in a graded run, so the arrays lie as
 far apart as there and an access past an array's end is out of bounds, by line. It writes how the
@@ -38,31 +50,36 @@ def _warm() -> None:
     import cupy
 
     from graders.gpu import gpu_lock
-    from graders.run.generate import device_fill
+    from graders.run.generate import _module, device_fill
     from graders.run.host_dtypes import host_dtype
     from graders.run.output import limit_printf
-    from graders.spec.dtypes import ARRAY_DTYPES
+    from graders.run.warmup import AHEAD
 
     lock = gpu_lock(os.environ.get("KERNELGRADER_LOCK_DIR") or None)
     with lock.shared():
         cupy.cuda.set_allocator(None)
-        limit_printf()
-    # A data type at a time, each under a short hold: a timed section never waits for the
-    # whole warm-up (graders.run.child.warm_up says why).
-    for dtype in ARRAY_DTYPES:
-        with lock.shared():
-            scratch = cupy.empty(4, dtype=host_dtype(dtype))
-            for init in (
-                {"dist": "uniform", "low": 0, "high": 1},
-                {"dist": "integers", "low": 0, "high": 1},
-                {"dist": "normal", "mean": 0, "std": 1},
-            ):
+        limit_printf()  # makes the context
+    _module().get_function("kg_uniform_f32")  # loads the generator's module: nothing on the SMs
+    # The tool instruments each kernel at its first launch (0.2 to 0.8 s in all for the
+    # generator's under racecheck and memcheck on an H100, under the lock): only for the types
+    # every spare warms (graders.run.warmup.AHEAD), one launch per hold, so a timed section
+    # waits for one of them at most. A lab's other types are instrumented in its job.
+    for dtype in AHEAD:
+        scratch = cupy.empty(4, dtype=host_dtype(dtype))
+        for init in (
+            {"dist": "uniform", "low": 0, "high": 1},
+            {"dist": "integers", "low": 0, "high": 1},
+            {"dist": "normal", "mean": 0, "std": 1},
+        ):
+            with lock.shared():
                 device_fill(scratch, init, {}, 1, dtype=dtype)
-            cupy.cuda.Device().synchronize()
+                cupy.cuda.Device().synchronize()
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Launch the job's case once; how it ended, as a verdict and a sentence."""
+def run_job(job: dict[str, Any], held: Path | None = None) -> dict[str, Any]:
+    """Launch the job's case once; how it ended, as a verdict and a sentence. `held` is
+    touched once the GPU's lock is held for the launch."""
+    from graders.gpu import gpu_lock
     from graders.run.buffers import DeviceArrays
     from graders.run.harness import (
         KernelFailure,
@@ -81,9 +98,13 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     try:
         funcs = load_kernels(base64.b64decode(job["cubin_b64"]), lab.kernels)
         arrays = DeviceArrays.allocate(lab, names, guards=False, literals=case.inputs)
-        arrays.generate(seed)
-        plan = LaunchPlan.build(lab, names, arrays, scalar_values(lab.params, names, seed))
-        run_and_wait(funcs, plan, float(job.get("timeout_s", 60)))
+        lock = gpu_lock(job.get("lock_dir") or os.environ.get("KERNELGRADER_LOCK_DIR") or None)
+        with lock.shared():
+            if held is not None:
+                held.touch()
+            arrays.generate(seed)
+            plan = LaunchPlan.build(lab, names, arrays, scalar_values(lab.params, names, seed))
+            run_and_wait(funcs, plan, float(job.get("timeout_s", 60)))
     except KernelFailure as exc:
         return {"verdict": exc.verdict, "message": exc.message}
     except Exception as exc:
@@ -95,14 +116,14 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     die_with_parent()
     lifeline.hold_inherited()
-    fifo, ready, result = (Path(a) for a in argv[1:4])
+    fifo, ready, result, held = (Path(a) for a in argv[1:5])
     _warm()
     ready.touch()
     with fifo.open("rb") as f:
         data = f.read()
     if not data:
         os._exit(0)
-    outcome = run_job(json.loads(data))
+    outcome = run_job(json.loads(data), held)
     result.write_text(json.dumps(outcome), encoding="utf-8")
     # A normal exit, not os._exit: the tools finish their reports as the program ends.
     return 0
