@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 BUILD_TIMEOUT_S = 600.0
 _SOURCES = (
     "generate.py", "normal.py", "warmup.py", "compare.py", "oracles.py", "properties.py",
-    "quick.py",
+    "quick.py", "../timing/repetitions.py",
 )  # fmt: skip
 SHARED_ROOT = Path("/var/cache/kernelgrader")
 COMPLETE = ".complete"

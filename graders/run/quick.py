@@ -77,10 +77,13 @@ def count_far(got: Any, ref: Any, *, atol: float, rtol: float) -> Any:
 
 
 def exercise() -> None:
-    """Compile (or load) the kernels for every dtype they serve, at a size per reduction shape."""
+    """Compile (or load) the kernels for every dtype they serve, at a size per reduction shape,
+    and the sum of counts a repetition's check adds up (graders.run.timed): CuPy compiled that
+    addition in every run child, within its timed section, until it was warmed here."""
     import cupy as cp
 
     for dtype in (cp.float32, cp.float64, cp.float16, cp.int32, cp.uint32, cp.int64, cp.uint8):
         for size in (1, 40, 5000, 1 << 20):
             a = cp.zeros(size, dtype=dtype)
-            int(count_far(a, a, atol=1e-5, rtol=1e-5))
+            far = count_far(a, a, atol=1e-5, rtol=1e-5).astype(cp.int64)
+            int(far + cp.count_nonzero(a))

@@ -131,8 +131,8 @@ def lab_dtypes(lab: LabSpec) -> list[str]:
 
 def steps(dtypes: list[str] | None = None, *, fused: bool = True) -> list[Callable[[], None]]:
     """Every grader kernel's path for the array `dtypes` (default all, and with `fused` the
-    timed repetitions' fused checks, graders.run.quick), in small steps of a few hundredths of
-    a second of GPU work each: see `run_locked`."""
+    timed repetitions' fused checks, graders.run.quick, and their launch gate), in small
+    steps of a few hundredths of a second of GPU work each: see `run_locked`."""
     import cupy as cp
 
     out: list[Callable[[], None]] = []
@@ -143,8 +143,21 @@ def steps(dtypes: list[str] | None = None, *, fused: bool = True) -> list[Callab
         out.append(functools.partial(_comparisons, cp, name))
         out += [functools.partial(_oracle, cp, name, o) for o in oracles.BUILTIN_ORACLES]
     if fused:
-        out.append(quick.exercise)
+        out += [quick.exercise, _launch_gate]
     return out
+
+
+def _launch_gate() -> None:
+    """The timed section's launch gate (graders.timing.repetitions.LaunchGate), opened and
+    closed once."""
+    import cupy as cp
+
+    from graders.timing.repetitions import LaunchGate
+
+    gate = LaunchGate()
+    gate.close()
+    gate.open()
+    cp.cuda.get_current_stream().synchronize()
 
 
 def run_locked(todo: list[Callable[[], None]], lock: GpuLock) -> None:

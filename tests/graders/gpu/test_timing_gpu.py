@@ -101,3 +101,47 @@ def test_kept_figures_far_off_are_timed_again_not_trusted() -> None:
     assert set(again.measured_references) == set(slow)
     assert again.flags == []
     assert again.performance_points == pytest.approx(report.performance_points, abs=2)
+
+
+def _timed_with_a_slow_host(gate: object | None) -> float:
+    """Milliseconds between the events around one tiny launch that the host issues 20 ms after
+    recording the start (a preempted host thread, a slow library call)."""
+    import time
+
+    import cupy as cp
+
+    tiny = cp.RawKernel(r'extern "C" __global__ void k(float* x) { x[threadIdx.x] += 1; }', "k")
+    x = cp.zeros(32, dtype=cp.float32)
+    stream = cp.cuda.get_current_stream()
+    tiny((1,), (32,), (x,))
+    stream.synchronize()  # the kernel is loaded and the stream idle
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    if gate is not None:
+        gate.close()  # type: ignore[attr-defined]
+    start.record(stream)
+    time.sleep(0.02)
+    tiny((1,), (32,), (x,))
+    end.record(stream)
+    if gate is not None:
+        gate.open()  # type: ignore[attr-defined]
+    end.synchronize()
+    return float(cp.cuda.get_elapsed_time(start, end))
+
+
+@pytest.mark.gpu
+def test_the_launch_gate_keeps_the_hosts_delay_out_of_the_events() -> None:
+    from graders.timing.repetitions import LaunchGate
+
+    assert _timed_with_a_slow_host(None) >= 15.0  # without it, the host's wait is timed
+    assert _timed_with_a_slow_host(LaunchGate()) < 5.0
+
+
+@pytest.mark.gpu
+def test_a_launch_gate_never_opened_lets_the_stream_go_by_itself() -> None:
+    import cupy as cp
+
+    from graders.timing.repetitions import LaunchGate
+
+    gate = LaunchGate()
+    gate.close()
+    cp.cuda.get_current_stream().synchronize()  # ends after GATE_MAX_CYCLES, not never
