@@ -29,7 +29,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.throughput import Service, grade_once, stop_services_on_sigterm  # noqa: E402
+from bench.throughput import (  # noqa: E402
+    Service,
+    get_json,
+    grade_once,
+    stop_services_on_sigterm,
+)
 from graders.spec import list_builtin_labs, load_builtin_lab  # noqa: E402
 
 _EXPECT = re.compile(r"^//\s*expect-verdict:\s*(.+)$", re.MULTILINE)
@@ -63,8 +68,10 @@ def _grade_all(service: Service, uploads: list[dict[str, Any]], timeout: float) 
         service.wait_healthy(client)
 
         def one(u: dict[str, Any]) -> dict[str, Any]:
-            row = grade_once(client, u["lab"], u["source"].encode(), timeout)
-            detail = client.get(f"/api/v1/submissions/{row['id']}").json()
+            # Polled every half second: hundreds of threads polling six web processes every
+            # 50 ms overloaded them (connections reset, H100, 6 services x 15 uploads).
+            row = grade_once(client, u["lab"], u["source"].encode(), timeout, poll_s=0.5)
+            detail = get_json(client, f"/api/v1/submissions/{row['id']}")
             row["verdicts"] = [c.get("verdict") for c in detail.get("cases", [])]
             row["messages"] = [c.get("message", "") for c in detail.get("cases", [])]
             return {**u, **row}

@@ -158,8 +158,25 @@ def _when(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def grade_once(client: httpx.Client, lab: str, source: bytes, timeout: float) -> dict[str, Any]:
-    """Upload, then poll until graded; the times of the first verdict and of the last."""
+def get_json(client: httpx.Client, url: str, *, tries: int = 5) -> Any:
+    """GET `url`'s JSON, again (up to `tries` times, a second apart) after a connection error:
+    a web process that many polling threads overload resets a connection now and then, and
+    one reset must not end a bench of hundreds of gradings."""
+    for attempt in range(tries):
+        try:
+            return client.get(url).json()
+        except httpx.TransportError:
+            if attempt + 1 == tries:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
+
+
+def grade_once(
+    client: httpx.Client, lab: str, source: bytes, timeout: float, *, poll_s: float = POLL_S
+) -> dict[str, Any]:
+    """Upload, then poll (every `poll_s`) until graded; the times of the first verdict and of
+    the last."""
     began = time.time()
     r = client.post(
         f"/api/v1/courses/demo/labs/{lab}/submissions",
@@ -171,7 +188,7 @@ def grade_once(client: httpx.Client, lab: str, source: bytes, timeout: float) ->
     seen: list[str] = []
     detail: dict[str, Any] = {}
     while time.time() - began < timeout:
-        detail = client.get(f"/api/v1/submissions/{sid}").json()
+        detail = get_json(client, f"/api/v1/submissions/{sid}")
         now = time.time()
         if not seen or seen[-1] != detail["status"]:
             seen.append(detail["status"])
@@ -179,7 +196,7 @@ def grade_once(client: httpx.Client, lab: str, source: bytes, timeout: float) ->
             first = now
         if detail["status"] in FINAL:
             break
-        time.sleep(POLL_S)
+        time.sleep(poll_s)
     done = time.time()
     history = detail.get("history", [])
     per_status: dict[str, float] = {}
