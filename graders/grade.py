@@ -155,7 +155,8 @@ def _run_stages(
     cached_references: dict[str, dict[str, Any]] | None,
     on_phase: PhaseCallback | None,
 ) -> None:
-    """The cases (and the timed section), then the sanitizer, within the submission's budget."""
+    """The cases (and the timed section), the sanitizer beside them, within the submission's
+    budget."""
     if ticket.waited_s >= 1 or ticket.alone:
         log.info("lab %s: %s after %.1f s", lab.id, memory.describe(ticket), ticket.waited_s)
     began = time.monotonic()
@@ -191,8 +192,10 @@ def _run_stages(
     note = beside.finish(report) if not report.error else beside.abandon()
     if note:
         log.info("sanitizer for lab %s: %s", lab.id, note)
-    # Beside the cases, only what was left of it once they were done holds the grading up.
-    report.stage_seconds["sanitizer"] = round(time.monotonic() - began, 3)
+    # How long the tools ran; beside the cases, only what was left of it once they were done
+    # held the grading up (the "sanitizer" status lasts that long).
+    tools_s = beside.tools_seconds if beside.started else time.monotonic() - began
+    report.stage_seconds["sanitizer"] = round(tools_s, 3)
 
 
 def physics_floor_ms(lab: LabSpec, case: CaseResult, gpu_name: str) -> float | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 from graders.gpu import check_gpu_health, lock_dir
@@ -165,6 +166,8 @@ class Beside:
         self._thread: threading.Thread | None = None
         self._ran: ToolsRun | None = None
         self._error: BaseException | None = None
+        # Wall seconds of the tools' run beside the cases (0 until it ends).
+        self.tools_seconds = 0.0
 
     def on_case(self, case: CaseResult) -> None:
         """A case's verdict from the normal run: the sanitizer's case starts the tools."""
@@ -176,10 +179,13 @@ class Beside:
         self._thread.start()
 
     def _run(self) -> None:
+        began = time.monotonic()
         try:
             self._ran = run_tools(self.lab, self.compiled, self.seeds, self.budget)
         except BaseException as exc:  # re-raised in the grading's own thread by finish()
             self._error = exc
+        finally:
+            self.tools_seconds = time.monotonic() - began
 
     @property
     def started(self) -> bool:

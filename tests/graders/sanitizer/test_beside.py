@@ -187,3 +187,12 @@ def test_a_program_past_its_limit_after_the_lock_is_stopped(tmp_path: Path) -> N
     tools = [_program(tmp_path, "memcheck", 0.1, 30.0)]
     child._collect(tools, 0.6)
     assert tools[0].status == "timeout" and tools[0].proc.returncode != 0
+
+
+def test_the_tools_time_beside_the_cases_is_kept_for_the_page(tools: _Tools) -> None:
+    tools.gate.clear()
+    beside = _beside()
+    beside.on_case(_case())
+    threading.Timer(0.3, tools.gate.set).start()
+    beside.finish(_report(_case()))
+    assert beside.tools_seconds >= 0.25  # the tools' own run, not what was left of it
