@@ -206,8 +206,9 @@ class LaunchGate:
     A start event recorded on an idle stream fires at once; if the host then takes a while to
     launch the kernel (CuPy's Python around a launch, cuBLAS choosing its algorithm, the host
     thread preempted on a busy machine), that wait lands between the events. Measured on an
-    H100 in a worker under load: cuBLAS's 0.36 ms GEMM spread by 5-10 % between gradings while
-    kernels launched straight spread by 0.1 %. So before the start event a one-thread kernel
+    H100 in a worker under load: cuBLAS's 2048 GEMM read 0.347 to 0.419 ms between gradings,
+    and 7 to 15 of every 35 gradings found its kept figure off and timed it again; with the
+    gate, 0.3426 to 0.3448 ms, and none did. So before the start event a one-thread kernel
     spins on a flag in pinned host memory; the host records the start, launches the
     repetition, records the end and only then sets the flag (`open`): the GPU runs the events
     and the kernels back to back. The spin ends by itself after GATE_MAX_CYCLES, so a host
