@@ -255,6 +255,18 @@ def hang_failure(timeout_s: float) -> KernelFailure:
     return KernelFailure("timeout", hang_message(timeout_s), sticky=True)
 
 
+# Exceptions that only a bug in the grader's Python raises; a kernel's doing surfaces as a CUDA
+# error (or is caught where it happens and becomes the case's verdict). The run child lets these
+# through, and the run stage reads them as the grader's failure (graders.run.stage).
+GRADER_BUGS = frozenset(
+    {
+        "AssertionError", "AttributeError", "ImportError", "IndexError", "KeyError",
+        "ModuleNotFoundError", "NameError", "NotImplementedError", "TypeError",
+        "UnboundLocalError", "ZeroDivisionError",
+    }
+)  # fmt: skip
+
+
 def as_failure(exc: BaseException, timeout_s: float) -> KernelFailure:
     """Any exception from running a kernel, as a KernelFailure with a plain message."""
     if isinstance(exc, KernelFailure):

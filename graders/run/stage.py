@@ -26,7 +26,7 @@ from graders.gpu import check_gpu_health, lock_dir
 from graders.results import CaseResult, CompileResult, GradeReport, TimingStats
 from graders.run.budget import GpuBudget
 from graders.run.child import CASE_SLACK_S
-from graders.run.harness import as_printing_hang, hang_message
+from graders.run.harness import GRADER_BUGS, as_printing_hang, hang_message
 from graders.run.kernel_cache import ensure_built
 from graders.run.references import needed_references, reference_payloads
 from graders.run.timed import ATTEMPTS, PAUSE_S, section_limit
@@ -93,6 +93,18 @@ def _limits(lab: LabSpec, wall: float) -> SandboxLimits:
         memory_mb=lab.limits.memory_mb + 2048,
         max_open_files=256,
     )
+
+
+def grader_bug(outcome: SandboxOutcome) -> str:
+    """The child's own exception ("TypeError: ..."), where it ended with one of GRADER_BUGS;
+    "" otherwise (it answered, was killed, or raised a CUDA error)."""
+    if outcome.reason != "internal":
+        return ""
+    for line in outcome.log:
+        if line.startswith("child raised "):
+            detail = line.removeprefix("child raised ")
+            return detail if detail.split(":", 1)[0] in GRADER_BUGS else ""
+    return ""
 
 
 def killed_message(outcome: SandboxOutcome, lab: LabSpec) -> tuple[str, str]:
@@ -348,6 +360,14 @@ def _take_outcome(
         running = next((n for n in follow.order if n not in results), None)
         if running is None:
             return ""
+    bug = grader_bug(outcome)
+    if bug and not budget_message:
+        # The child answered with an exception of the grader's own code (a TypeError, say),
+        # not a CUDA error a kernel can cause: the grader failed, whatever case was running.
+        log.error("lab %s: the run child's grader code failed in %s: %s", lab.id, running, bug)
+        report.error = "internal"
+        report.summary = f"The grader failed (not your fault): {outcome.message}"
+        return ""
     verdict, message = killed_message(outcome, lab)
     if budget_message:
         verdict, message = "timeout", budget_message

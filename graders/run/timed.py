@@ -39,7 +39,7 @@ from graders.run import quick
 from graders.run.buffers import DeviceArrays
 from graders.run.cases import EVERY_LAUNCH_HINT
 from graders.run.context import Context, Kernel
-from graders.run.harness import LaunchPlan, as_failure, launch_all
+from graders.run.harness import GRADER_BUGS, LaunchPlan, as_failure, launch_all
 from graders.run.inputs import scalar_values
 from graders.run.judge import judge, tolerance
 from graders.run.python_oracle import OracleCodeError
@@ -480,6 +480,8 @@ def time_case(
             )
             return out
         except Exception as raw:
+            if type(raw).__name__ in GRADER_BUGS:
+                raise  # the grader's own bug: never the student's verdict (graders.run.stage)
             failure = as_failure(raw, lab.limits.case_seconds)
             out.verdict, out.sticky = failure.verdict, failure.sticky
             out.failure = f"The first launch passed, but a timed launch failed: {failure.message}"
