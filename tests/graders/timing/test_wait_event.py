@@ -130,3 +130,105 @@ def test_each_flush_writes_the_whole_buffer_with_a_new_byte(
     assert all(args[0] == 0xB0 and args[2:] == (100 << 20, 0x57) for args in memsets)
     values = [args[1] for args in memsets]
     assert values[:3] == [1, 2, 3] and values[249:] == [250, 0, 1]
+
+
+# --- the launch gate (graders.timing.repetitions.LaunchGate): what the host does, with CuPy's
+# calls recorded; tests/graders/gpu/test_timing_gpu.py shows it keeps a slow host out of the
+# events on a GPU.
+
+
+class FakePinnedPointer(bytearray):
+    """Eight bytes standing for mapped pinned memory: NumPy reads and writes them in place."""
+
+    ptr = 0xF1A6
+
+
+class FakeGateKernel:
+    """The gate's kernel: records each launch and the flag's value when it was launched."""
+
+    def __init__(self, flag: list[FakePinnedPointer]) -> None:
+        self.flag = flag
+        self.launches: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]] = []
+
+    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple) -> None:
+        value = int.from_bytes(bytes(self.flag[0][:4]), "little", signed=True)
+        self.launches.append((grid, block, tuple(int(a) for a in args), value))
+
+
+def fake_gate(monkeypatch: pytest.MonkeyPatch, *, broken: bool = False) -> dict:
+    """CuPy's pinned memory and RawModule as the gate uses them; returns what they saw."""
+    seen: dict = {"flags": [], "pinned": [], "code": [], "function": []}
+    kernel = FakeGateKernel(seen["flags"])
+    seen["kernel"] = kernel
+
+    def pinned(size: int, flags: int) -> tuple[int, int]:
+        if broken:
+            raise runtime.CUDARuntimeError(100)  # cudaErrorNoDevice
+        seen["pinned"].append((size, flags))
+        return (size, flags)
+
+    def pointer(memory: tuple[int, int], offset: int) -> FakePinnedPointer:
+        assert offset == 0
+        flag = FakePinnedPointer(memory[0])
+        flag[:4] = (7).to_bytes(4, "little")  # whatever the memory held before
+        seen["flags"].append(flag)
+        return flag
+
+    class FakeModule:
+        def __init__(self, code: str) -> None:
+            seen["code"].append(code)
+
+        def get_function(self, name: str) -> FakeGateKernel:
+            seen["function"].append(name)
+            return kernel
+
+    monkeypatch.setattr(cupy.cuda, "PinnedMemory", pinned)
+    monkeypatch.setattr(cupy.cuda, "PinnedMemoryPointer", pointer)
+    monkeypatch.setattr(cupy, "RawModule", FakeModule)
+    return seen
+
+
+def _flag(seen: dict) -> int:
+    return int.from_bytes(bytes(seen["flags"][0][:4]), "little", signed=True)
+
+
+def test_the_gate_spins_on_a_mapped_flag_that_is_clear_at_launch_and_set_by_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from graders.timing.repetitions import GATE_MAX_CYCLES, LaunchGate
+
+    seen = fake_gate(monkeypatch)
+    gate = LaunchGate()
+    assert seen["pinned"] == [(8, runtime.hostAllocMapped)]  # the device reads it in place
+    assert seen["function"] == ["kg_launch_gate"] and "clock64()" in seen["code"][0]
+    gate.close()
+    # One thread, handed the flag's address and the most cycles it may spin; the flag was
+    # cleared before the launch, so the spin holds the stream.
+    assert seen["kernel"].launches == [((1,), (1,), (0xF1A6, GATE_MAX_CYCLES), 0)]
+    assert _flag(seen) == 0
+    gate.open()
+    assert _flag(seen) == 1
+    gate.close()  # every repetition closes it again
+    assert seen["kernel"].launches[-1][3] == 0 and len(seen["kernel"].launches) == 2
+
+
+def test_a_flusher_has_a_gate_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graders.timing.repetitions import LaunchGate
+
+    fake_l2(monkeypatch, {"l2CacheSize": 50 << 20})
+    fake_gate(monkeypatch)
+    flusher = L2Flusher()
+    assert isinstance(flusher.gate, LaunchGate) and flusher.gate_problem == ""
+    bare = L2Flusher(gate=False)
+    assert bare.gate is None and bare.gate_problem == ""
+
+
+def test_a_flusher_whose_gate_cannot_be_made_times_without_it_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake_l2(monkeypatch, {"l2CacheSize": 50 << 20})
+    fake_gate(monkeypatch, broken=True)
+    flusher = L2Flusher()
+    assert flusher.gate is None
+    assert flusher.gate_problem.startswith("no launch gate (CUDARuntimeError: ")
+    assert flusher.nbytes == 100 << 20  # the flush itself is as before
