@@ -109,6 +109,11 @@ MODULES = [
         ),
     ),
     Module(
+        "graders/sanitizer/stage.py",
+        ("graders/sanitizer/stage.py",),
+        ("tests/graders/sanitizer",),
+    ),
+    Module(
         "graders/compile/declarations.py",
         ("graders/compile/declarations.py",),
         (

@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -42,12 +43,14 @@ class _Tools:
 
     def __init__(self, findings: list[dict[str, object]]) -> None:
         self.calls = 0
+        self.args: list[tuple[object, ...]] = []
         self.findings = findings
         self.gate = threading.Event()
         self.gate.set()
 
     def __call__(self, lab, compiled, seeds, budget):  # type: ignore[no-untyped-def]
         self.calls += 1
+        self.args.append((lab, compiled, seeds, budget))
         self.gate.wait(10)
         return stage.ToolsRun(_outcome(self.findings), timeout=45.0, by_budget=False)
 
@@ -65,10 +68,12 @@ def _case(name: str = NAME, verdict: str = "pass") -> CaseResult:
     return CaseResult(name, {"M": 63}, False, passed, verdict, "", 4.0 if passed else 0.0, 4.0)
 
 
+SEEDS = {c.name: 1 for c in LAB.cases}
+COMPILED = CompileResult(ok=True, message="", cubin=b"\0")
+
+
 def _beside(budget: GpuBudget | None = None) -> stage.Beside:
-    seeds = {c.name: 1 for c in LAB.cases}
-    compiled = CompileResult(ok=True, message="", cubin=b"\0")
-    return stage.Beside(LAB, compiled, seeds, budget or GpuBudget(60.0))
+    return stage.Beside(LAB, COMPILED, SEEDS, budget or GpuBudget(60.0))
 
 
 def _report(case: CaseResult) -> GradeReport:
@@ -77,11 +82,14 @@ def _report(case: CaseResult) -> GradeReport:
 
 @pytest.mark.parametrize("verdict", ["pass", "wrong_answer", "unwritten_output"])
 def test_a_case_that_ran_to_a_verdict_starts_the_tools_at_once(tools: _Tools, verdict: str) -> None:
-    beside = _beside()
+    budget = GpuBudget(60.0)
+    beside = stage.Beside(LAB, COMPILED, SEEDS, budget)
     beside.on_case(_case(verdict=verdict))
     assert beside.started
     beside.finish(_report(_case(verdict=verdict)))
     assert tools.calls == 1
+    ((lab, compiled, seeds, spent),) = tools.args
+    assert lab is LAB and compiled is COMPILED and seeds is SEEDS and spent is budget
 
 
 @pytest.mark.parametrize("verdict", sorted(stage.ENDED))
@@ -96,7 +104,7 @@ def test_a_case_that_hung_or_crashed_starts_nothing(tools: _Tools, verdict: str)
 def test_another_case_or_a_spent_budget_starts_nothing(tools: _Tools) -> None:
     beside = _beside()
     beside.on_case(_case(name="square-1"))
-    assert not beside.started
+    assert not beside.started and beside.tools_seconds == 0.0
     spent = GpuBudget(1.0)
     spent.spend(1.0)
     broke = _beside(spent)
@@ -131,21 +139,30 @@ def test_tools_that_did_not_start_beside_run_when_the_stage_ends(tools: _Tools) 
     final = _case()
     beside.finish(_report(final))
     assert tools.calls == 1 and final.verdict == "data_race"
+    assert tools.args[0][1] is COMPILED and tools.args[0][2] is SEEDS
 
 
 def test_a_failed_grading_waits_for_the_tools_and_applies_nothing(tools: _Tools) -> None:
+    assert _beside().abandon() == ""  # nothing started, nothing to say
+    tools.gate.clear()
     beside = _beside()
     beside.on_case(_case())
     final = _case()
-    assert "not applied" in beside.abandon()
+    threading.Timer(0.2, tools.gate.set).start()
+    assert beside.abandon() == "not applied: the grading failed before its ruling"
     assert not beside.running() and final.passed and tools.calls == 1
 
 
 def test_an_error_in_the_tools_thread_reaches_the_grading(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    calls: list[int] = []
+
     def broken(*_: object) -> stage.ToolsRun:
-        raise RuntimeError("the sandbox could not start")
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("the sandbox could not start")
+        return stage.ToolsRun(_outcome([]), timeout=45.0, by_budget=False)
 
     monkeypatch.setattr(stage, "run_tools", broken)
     monkeypatch.setattr(stage, "unavailable_reason", lambda: None)
@@ -153,6 +170,18 @@ def test_an_error_in_the_tools_thread_reaches_the_grading(
     beside.on_case(_case())
     with pytest.raises(RuntimeError, match="could not start"):
         beside.finish(_report(_case()))
+    assert calls == [1]  # raised where it happened, not run again quietly
+
+
+def test_a_worker_without_the_tools_starts_nothing_beside(
+    tools: _Tools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stage, "unavailable_reason", lambda: "compute-sanitizer is not installed")
+    beside = _beside()
+    beside.on_case(_case())
+    assert not beside.started
+    assert beside.finish(_report(_case())) == "compute-sanitizer is not installed"
+    assert tools.calls == 0
 
 
 # --- the tools' clock (graders.sanitizer.child._collect), with real stand-in programs --------
@@ -191,8 +220,10 @@ def test_a_program_past_its_limit_after_the_lock_is_stopped(tmp_path: Path) -> N
 
 def test_the_tools_time_beside_the_cases_is_kept_for_the_page(tools: _Tools) -> None:
     tools.gate.clear()
+    began = time.monotonic()
     beside = _beside()
     beside.on_case(_case())
     threading.Timer(0.3, tools.gate.set).start()
     beside.finish(_report(_case()))
-    assert beside.tools_seconds >= 0.25  # the tools' own run, not what was left of it
+    # The tools' own run (held 0.3 s), not what was left of it, and no more than all of it.
+    assert 0.25 <= beside.tools_seconds <= time.monotonic() - began
