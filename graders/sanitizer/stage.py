@@ -64,6 +64,7 @@ def run_tools(
         "case": name,
         "seed": seeds[name],
         "timeout_s": 2 * lab.limits.case_seconds,
+        # Each tool's program takes the GPU's lock itself (graders.sanitizer.target).
         "lock_dir": str(lock_dir()),
     }
     limits = SandboxLimits(
@@ -73,7 +74,7 @@ def run_tools(
         max_processes=512,
         max_open_files=256,
     )
-    payload = {"job": job, "timeout_s": timeout, "lock_dir": str(lock_dir())}
+    payload = {"job": job, "timeout_s": timeout}
     outcome = run_sandboxed(TARGET, payload, limits=limits, gpu=True, pool="sanitizer")
     budget.spend(float((outcome.value or {}).get("seconds") or outcome.seconds))
     return ToolsRun(outcome, timeout, timeout < own)
