@@ -31,7 +31,7 @@ from graders.run.kernel_cache import ensure_built
 from graders.run.references import needed_references, reference_payloads
 from graders.run.timed import ATTEMPTS, PAUSE_S, section_limit
 from graders.sandbox.limits import SandboxLimits
-from graders.sandbox.runner import SandboxOutcome, run_sandboxed
+from graders.sandbox.runner import RAISED, SandboxOutcome, run_sandboxed
 from graders.spec import LabSpec
 from graders.text import visible_text
 
@@ -101,8 +101,8 @@ def grader_bug(outcome: SandboxOutcome) -> str:
     if outcome.reason != "internal":
         return ""
     for line in outcome.log:
-        if line.startswith("child raised "):
-            detail = line.removeprefix("child raised ")
+        if line.startswith(RAISED):
+            detail = line.removeprefix(RAISED)
             return detail if detail.split(":", 1)[0] in GRADER_BUGS else ""
     return ""
 

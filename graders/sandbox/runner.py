@@ -69,7 +69,11 @@ from graders.sandbox.limits import SandboxLimits
 from graders.sandbox.process import SandboxProcess, SpawnError, spawn
 from graders.sandbox.supervise import ANSWER_LIMIT_BYTES, ProgressCallback, supervise
 
-__all__ = ["SandboxLimits", "SandboxOutcome", "network_isolation", "run_sandboxed"]
+__all__ = ["RAISED", "SandboxLimits", "SandboxOutcome", "network_isolation", "run_sandboxed"]
+
+# How an outcome's log names the exception a child's target raised ("TypeError: ..." after it),
+# for callers that tell the grader's own bugs from what a kernel caused (graders.run.stage).
+RAISED = "child raised "
 
 
 @dataclass
@@ -241,7 +245,7 @@ def _classify_answer(
                 exit_code,
                 signum,
             )
-        log.append(f"child raised {detail}")
+        log.append(RAISED + detail)
         if envelope.get("traceback"):
             log.append(str(envelope["traceback"]))
         return (

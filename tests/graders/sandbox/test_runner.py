@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from graders.sandbox.isolation import CPU_CHILD_NICE, SANDBOX_USER_ENV, unprivileged_user
-from graders.sandbox.runner import SandboxLimits, network_isolation, run_sandboxed
+from graders.sandbox.runner import RAISED, SandboxLimits, network_isolation, run_sandboxed
 from tests.ci import skip_unless_ci
 
 TARGETS = "graders.sandbox.selftest_targets"
@@ -145,6 +145,8 @@ def test_a_bug_in_our_code_is_internal_with_the_traceback_only_in_the_log() -> N
     assert "not your fault" in outcome.message
     assert any("selftest: a bug in the grader" in line for line in outcome.log)
     assert any("Traceback" in line for line in outcome.log)
+    # Named where graders.run.stage.grader_bug reads it: the exception's class first.
+    assert RAISED + "ValueError: selftest: a bug in the grader" in outcome.log
 
 
 def test_a_crash_is_named_by_its_signal() -> None:
