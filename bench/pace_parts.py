@@ -33,8 +33,12 @@ import argparse  # noqa: E402
 import cProfile  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import pstats  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 
 SECRET = "bench-secret"
@@ -114,9 +118,6 @@ def _warm(repeats: int) -> None:
         )
         print(f"  run child warm-up {i + 1}: wall {wall:.2f} s ({said}) {out.stderr[-300:]}")
     for i in range(repeats):
-        import os
-        import tempfile
-
         here = os.getcwd()
         folder = tempfile.mkdtemp(prefix="kg-pace-")
         os.chdir(folder)
@@ -150,23 +151,19 @@ def _compile(lab, source: str, repeats: int) -> None:
 
 
 def _payload(lab, compiled, *, cached):
-    from graders.gpu import lock_dir
-    from graders.run.inputs import case_seed
+    from graders.run.inputs import case_seeds
     from graders.run.references import needed_references, reference_payloads
     from graders.run.stage import _payload as build
     from graders.run.stage import case_order
 
-    seeds = {c.name: case_seed(lab.id, c.name, hidden=c.hidden, secret=SECRET) for c in lab.cases}
+    seeds = case_seeds(lab, SECRET)
     refs = reference_payloads(lab, compiled.arch or None, needed_references(lab, True))
-    del lock_dir
     return build(
         lab, compiled, refs, case_order(lab), seeds, timing=True, nonce=12345, cached=cached
     )
 
 
 def _section(lab, source: str, top: int) -> None:
-    import os
-
     from graders.grade import _compile
     from graders.run import child
 
@@ -203,17 +200,15 @@ def _section(lab, source: str, top: int) -> None:
                 pstats.Stats(prof, stream=text).sort_stats(key).print_stats(top)
                 say(f"  -- by {key}:")
                 say("\n".join(text.getvalue().splitlines()[6:]))
+    # Standard output back where it was, for the parts after this one.
+    sys.stdout.flush()
+    os.dup2(out.fileno(), 1)
 
 
 def _cache(lab_id: str) -> None:
     """The section part in a fresh process on a private copy of the built kernel cache, as a
     run child has it; then the kernels it had to compile (their names, from the sources CuPy
     saves beside them with CUPY_CACHE_SAVE_CUDA_SOURCE)."""
-    import os
-    import re
-    import shutil
-    import tempfile
-
     from graders.run.kernel_cache import ensure_built
 
     state = ensure_built()
@@ -243,7 +238,7 @@ def _sanitizer(lab, source: str, repeats: int) -> None:
     from graders.grade import _compile
     from graders.results import CaseResult, GradeReport
     from graders.run.budget import GpuBudget
-    from graders.run.inputs import case_seed
+    from graders.run.inputs import case_seeds
     from graders.sandbox import prestart
     from graders.sanitizer.stage import run_sanitizer
 
@@ -251,7 +246,7 @@ def _sanitizer(lab, source: str, repeats: int) -> None:
     prestart.configure(
         prestart.PoolSpec("sanitizer", gpu=True, warm="graders.sanitizer.child:warm_up", spares=1)
     )
-    seeds = {c.name: case_seed(lab.id, c.name, hidden=c.hidden, secret=SECRET) for c in lab.cases}
+    seeds = case_seeds(lab, SECRET)
     time.sleep(8)
     for i in range(repeats):
         report = GradeReport(lab=lab.id, cases=[], score=0.0, max_score=lab.max_score)

@@ -29,7 +29,7 @@ from graders.gpu import gpu_key, gpu_unavailable_reason, lock_dir
 from graders.results import CaseResult, CompileResult, Finding, GradeReport
 from graders.run import memory
 from graders.run.budget import GpuBudget
-from graders.run.inputs import case_seed
+from graders.run.inputs import case_seeds
 from graders.run.references import compile_reference, reference_payloads
 from graders.run.stage import run_cases
 from graders.sanitizer.stage import Beside
@@ -97,7 +97,7 @@ def run_submission(
     )
     report.stage_seconds["compile"] = round(compiled.seconds, 3)
     report.findings = _static_findings(compiled)
-    seeds = {c.name: case_seed(lab.id, c.name, hidden=c.hidden, secret=secret) for c in lab.cases}
+    seeds = case_seeds(lab, secret)
     if not compiled.ok or not compiled.cubin:
         report.error = "compile_error"
         why = "Not run: the submission did not compile."

@@ -23,7 +23,7 @@ import numpy as np
 
 from graders.run.generate import host_values, scalar_value, stream_key
 from graders.run.host_dtypes import host_dtype, narrow
-from graders.spec import expr
+from graders.spec import LabSpec, expr
 from graders.spec.dtypes import DTYPE_BYTES, FLOAT_DTYPES
 
 # Changing this changes every visible case's data; keep it fixed for a course's lifetime.
@@ -62,6 +62,11 @@ def case_seed(
     else:
         digest = hashlib.sha256(message.encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def case_seeds(lab: LabSpec, secret: str) -> dict[str, int]:
+    """Every case's seed of the lab, by case name."""
+    return {c.name: case_seed(lab.id, c.name, hidden=c.hidden, secret=secret) for c in lab.cases}
 
 
 def dtype_of(param: Any) -> np.dtype:
