@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from graders.gpu import check_gpu_health, lock_dir
+from graders.gpu import check_gpu_health
 from graders.results import CaseResult, CompileResult, Finding, GradeReport
 from graders.run.budget import GpuBudget
 from graders.sandbox.limits import SandboxLimits
@@ -64,8 +64,6 @@ def run_tools(
         "case": name,
         "seed": seeds[name],
         "timeout_s": 2 * lab.limits.case_seconds,
-        # Each tool's program takes the GPU's lock itself (graders.sanitizer.target).
-        "lock_dir": str(lock_dir()),
     }
     limits = SandboxLimits(
         wall_seconds=timeout + 60,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from graders.sandbox import lifeline
+from graders.timing.lock import GpuLock
 
 _PR_SET_PDEATHSIG = 1
 
@@ -45,17 +46,24 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+def _lock() -> GpuLock:
+    """The GPU's lock, named by the environment every GPU child and its tools get
+    (graders.sandbox.isolation): the warm-up and the job take the same one."""
+    from graders.gpu import gpu_lock
+
+    return gpu_lock(os.environ.get("KERNELGRADER_LOCK_DIR") or None)
+
+
 def _warm() -> None:
     """CuPy, its context and the input generator; only the GPU part waits for a timed section."""
     import cupy
 
-    from graders.gpu import gpu_lock
     from graders.run.generate import _module, device_fill
     from graders.run.host_dtypes import host_dtype
     from graders.run.output import limit_printf
     from graders.run.warmup import AHEAD
 
-    lock = gpu_lock(os.environ.get("KERNELGRADER_LOCK_DIR") or None)
+    lock = _lock()
     with lock.shared():
         cupy.cuda.set_allocator(None)
         limit_printf()  # makes the context
@@ -79,7 +87,6 @@ def _warm() -> None:
 def run_job(job: dict[str, Any], held: Path | None = None) -> dict[str, Any]:
     """Launch the job's case once; how it ended, as a verdict and a sentence. `held` is
     touched once the GPU's lock is held for the launch."""
-    from graders.gpu import gpu_lock
     from graders.run.buffers import DeviceArrays
     from graders.run.harness import (
         KernelFailure,
@@ -98,8 +105,7 @@ def run_job(job: dict[str, Any], held: Path | None = None) -> dict[str, Any]:
     try:
         funcs = load_kernels(base64.b64decode(job["cubin_b64"]), lab.kernels)
         arrays = DeviceArrays.allocate(lab, names, guards=False, literals=case.inputs)
-        lock = gpu_lock(job.get("lock_dir") or os.environ.get("KERNELGRADER_LOCK_DIR") or None)
-        with lock.shared():
+        with _lock().shared():
             if held is not None:
                 held.touch()
             arrays.generate(seed)
