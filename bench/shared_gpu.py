@@ -7,7 +7,10 @@ how long they took, every correct kernel that was not graded as passing (an out-
 launch error under the others' load was the failure this bench was written for), and every
 faulty kernel whose verdict is not the one its header expects.
 
-    python bench/shared_gpu.py --services 6 [--labs matmul-tiled,softmax] [--json OUT.json]
+    python bench/shared_gpu.py --services 6 [--labs matmul-tiled,softmax] [--split] [--json F]
+
+`--split` deals the files out among the services in turn instead (every file graded once, by
+one of the services, all at once): the whole set of labs in a few minutes of GPU time.
 
 Needs a GPU host with the web stack installed. Numbers are printed, never asserted.
 """
@@ -76,7 +79,7 @@ def _grade_all(service: Service, uploads: list[dict[str, Any]], timeout: float) 
             row["messages"] = [c.get("message", "") for c in detail.get("cases", [])]
             return {**u, **row}
 
-        with ThreadPoolExecutor(max_workers=len(uploads)) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, len(uploads))) as pool:
             return list(pool.map(one, uploads))
 
 
@@ -86,6 +89,9 @@ def main() -> int:
     parser.add_argument("--labs", default="", help="comma-separated; default: every built-in lab")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--split", action="store_true", help="each file to one service, dealt in turn"
+    )
     args = parser.parse_args()
     stop_services_on_sigterm()
     labs = [s for s in args.labs.split(",") if s] or list(list_builtin_labs())
@@ -97,7 +103,12 @@ def main() -> int:
     began = time.monotonic()
     try:
         with ThreadPoolExecutor(max_workers=len(services)) as pool:
-            per_service = list(pool.map(lambda s: _grade_all(s, uploads, args.timeout), services))
+            shares = [
+                uploads[i :: len(services)] if args.split else uploads for i in range(len(services))
+            ]
+            per_service = list(
+                pool.map(lambda s, u: _grade_all(s, u, args.timeout), services, shares)
+            )
     finally:
         for s in services:
             s.stop()
@@ -115,7 +126,8 @@ def main() -> int:
     oom = [r for r in bad_correct if any(w in " ".join(r["messages"]) for w in memory_words)]
     gpu = rows[0]["gpu"] if rows else "?"
     p50 = statistics.median(r["graded_s"] for r in rows) if rows else float("nan")
-    print(f"== {len(services)} services, {len(uploads)} files each, on {gpu}")
+    each = f"{len(uploads)} files dealt out" if args.split else f"{len(uploads)} files each"
+    print(f"== {len(services)} services, {each}, on {gpu}")
     print(f"   {len(rows)} gradings in {took:.0f} s; upload -> graded p50 {p50:.1f} s")
     print(
         f"   correct kernels not passing: {len(bad_correct)} (out of memory: {len(oom)}, "
