@@ -193,6 +193,18 @@ def gpu_info() -> GpuInfo:
     return info
 
 
+def sm_clock_mhz() -> int | None:
+    """The GPU's SM clock now, from NVML alone (None without it): cheap enough to ask inside a
+    timed section, where nvidia-smi's process is not."""
+    nvml, handle = visible_handle()
+    if nvml is None:
+        return None
+    try:
+        return int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+    except Exception:
+        return None
+
+
 def gpu_process_ids() -> set[int] | None:
     """The pids running compute work on this worker's GPU, as NVML (or nvidia-smi) lists them;
     None where neither can tell. In a container they may be the host's pids."""

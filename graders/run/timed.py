@@ -1,9 +1,11 @@
 """The timed case, inside the run child: the submission and its references in one timed section.
 
-Each arm first runs once untimed under the lock held shared (what a fresh process does the
-first time stays out of the section), then the section holds the GPU's lock alone
-(graders.timing.lock) and times several arms together,
-their repetitions interleaved (graders.timing.repetitions.interleave): the submission; each
+Each arm first runs untimed under the lock held shared, until the GPU has been busy long enough
+to bring its clock up from idle (graders.timing.repetitions.warm_rounds; what a fresh process
+does the first time stays out of the section too). Then the section holds the GPU's lock alone
+(graders.timing.lock), warms up for a few rounds drawn at random (more only if the SM clock fell
+meanwhile), and times several arms together, their repetitions interleaved
+(graders.timing.repetitions.interleave): the submission; each
 reference with no kept figure, or one taken under unlike conditions (graders.timing.references),
 timed anew; and a few repetitions of each reference whose kept figure is reused, so that a kept
 figure that no longer matches the GPU is noticed in the same run and timed again there.
@@ -33,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from graders.gpu import gpu_info
+from graders.gpu import gpu_info, sm_clock_mhz
 from graders.results import TimingStats
 from graders.run import quick
 from graders.run.buffers import DeviceArrays
@@ -49,7 +51,6 @@ from graders.timing import contention
 from graders.timing.lock import GpuLock
 from graders.timing.references import remeasure_reason
 from graders.timing.repetitions import (
-    CHEAP,
     CHECKED,
     FULL,
     NO_CHECK,
@@ -63,6 +64,7 @@ from graders.timing.repetitions import (
     ratio_spread,
     stats_from_samples,
     wait_event,
+    warm_rounds,
 )
 
 # Attempts at a section that work outside the lock overlapped, and the pause between them.
@@ -70,6 +72,9 @@ ATTEMPTS = 2
 PAUSE_S = 0.5
 # Seconds beyond a section's own budget before the parent kills the child (graders.sandbox).
 SECTION_SLACK_S = 10.0
+# The section's warm-up stops at its drawn rounds while the SM clock is at least this share of
+# the clock the warm-up under the shared lock brought it to.
+AT_SPEED_SHARE = 0.97
 
 
 @dataclass
@@ -329,16 +334,14 @@ class _Attempt:
     section: float  # seconds it was held alone
 
 
-def _prime(arms: list[Arm], rep: int) -> int:
-    """One untimed repetition of every arm (the submission's checked cheaply), under the lock
-    held shared: what a process does the first time (loading modules, cuBLAS's handle and
-    kernels, the memory pool's first allocations of these sizes) happens here, not in the
-    section the lock is held alone for (on an H100, a process's first section warmed up in
-    0.23 s, its later ones in 0.10 s). Returns the next repetition's number."""
-    for arm in arms:
-        arm.measure(rep, CHEAP if arm.role == SUBMISSION else NO_CHECK)
-        rep += 1
-    return rep
+def at_speed_since(primed_mhz: int | None, read: Callable[[], int | None]) -> bool:
+    """Whether the GPU's SM clock now (`read()`) is still within AT_SPEED_SHARE of the clock
+    it ran at when the arms were warmed under the shared lock; False where either is unknown
+    (then the section warms up by the GPU's busy time, as it would without)."""
+    if not primed_mhz:
+        return False
+    now = read()
+    return now is not None and now >= AT_SPEED_SHARE * primed_mhz
 
 
 def _one_attempt(
@@ -394,12 +397,22 @@ def _one_attempt(
             prepared.append(refs[name])
             arms.append(Arm(name, TIMED, _reference_measure(refs[name], flusher, nonce, timeout)))
         with lock.shared(*progress.lock_callbacks("timing")):
-            rep = _prime(arms, 0)
+            primed = time.monotonic()
+            rep = warm_rounds(arms, plan=plan)
             _sync()
+            primed_mhz = sm_clock_mhz()
+            marks["primed"] = time.monotonic() - primed
         with lock.exclusive(*progress.lock_callbacks("timing")) as waited:
             began = time.monotonic()
             window = contention.Window.open(users=lock.users)
-            rep = interleave(arms, plan=plan, rng=rng, first_rep=rep, after_warm_up=judge_kept)
+            rep = interleave(
+                arms,
+                plan=plan,
+                rng=rng,
+                first_rep=rep,
+                after_warm_up=judge_kept,
+                at_speed=lambda: at_speed_since(primed_mhz, sm_clock_mhz),
+            )
             ended = time.monotonic()
             by_name = {a.name: a for a in arms}
             disagree = [
@@ -418,8 +431,9 @@ def _one_attempt(
             section = time.monotonic() - began
         warm = marks.get("warm", began)
         ctx.log.append(
-            f"timing: warm-up {warm - began:.3f} s, then {ended - warm:.3f} s for "
-            + ", ".join(f"{len(a.samples)} of {a.name}" for a in arms)
+            f"timing: warmed {marks['primed']:.3f} s sharing the GPU (clock "
+            f"{primed_mhz or '?'} MHz), then alone: warm-up {warm - began:.3f} s, then "
+            f"{ended - warm:.3f} s for " + ", ".join(f"{len(a.samples)} of {a.name}" for a in arms)
         )
         if window.note:
             ctx.log.append(f"timing: {window.note}")

@@ -88,16 +88,20 @@ class TimingPlan:
     # drawn after each launch; one drawn repetition is always checked in full.
     full_check_fraction: float = 0.25
 
-    def warmed_up(self, done: int, drawn: int, busy_ms: float, wall_s: float) -> bool:
+    def warmed_up(
+        self, done: int, drawn: int, busy_ms: float, wall_s: float, *, at_speed: bool = False
+    ) -> bool:
         """Whether warming up is over after `done` rounds of warm-ups (`drawn` at least, unless
-        their wall time is up: a slow kernel keeps the GPU busy from its first launch)."""
+        their wall time is up: a slow kernel keeps the GPU busy from its first launch).
+        `at_speed`: the GPU's clock is known to be up already (warmed before the section), so
+        the drawn rounds are enough."""
         if done < 1:
             return False
         if wall_s >= self.warmup_wall_seconds:
             return True
         if done < drawn:
             return False
-        return busy_ms >= self.warmup_seconds * 1000 or done >= drawn + 50
+        return at_speed or busy_ms >= self.warmup_seconds * 1000 or done >= drawn + 50
 
     def done(self, samples: list[float], elapsed_s: float) -> bool:
         """Stop at max_reps, or once min_reps are in and the mean is tight or time is up."""
@@ -291,6 +295,7 @@ def interleave(
     first_rep: int = 0,
     warm_up: bool = True,
     after_warm_up: Callable[[list[Arm]], None] | None = None,
+    at_speed: Callable[[], bool] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Time the arms together, a repetition of each active arm per round in an order drawn
@@ -301,6 +306,8 @@ def interleave(
     every arm has a sample. The submission's timed repetitions are checked in full on a random
     share of them, one of the first `min_reps` always. `after_warm_up(arms)` may change the
     arms' roles once the GPU is warm (a kept figure is judged against the clock then).
+    `at_speed()`, asked once the drawn warm-ups are done, says whether the GPU's clock is
+    already up (see `warm_rounds`): then those are enough.
     """
     rep = first_rep
     began = clock()
@@ -322,7 +329,10 @@ def interleave(
     if warm_up:
         drawn = plan.warmup_reps + rng.randint(0, plan.extra_warmups)
         busy, done = 0.0, 0
-        while not plan.warmed_up(done, drawn, busy, clock() - began):
+        while True:
+            fast = done >= drawn and at_speed is not None and at_speed()
+            if plan.warmed_up(done, drawn, busy, clock() - began, at_speed=fast):
+                break
             for arm in rng.sample(arms, len(arms)):
                 busy += once(arm, CHEAP if arm.role == SUBMISSION else NO_CHECK)
             done += 1
@@ -355,3 +365,26 @@ def interleave(
             arm.samples.append(once(arm, check_of(arm, len(arm.samples), forced)))
             arm.seconds += clock() - t0
     return rep
+
+
+def warm_rounds(
+    arms: list[Arm],
+    *,
+    plan: TimingPlan,
+    first_rep: int = 0,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Rounds of every arm, untimed (the submission checked cheaply), until the GPU has been
+    busy `plan.warmup_seconds` or `plan.warmup_wall_seconds` have passed, one round at least:
+    the clocks' ramp from idle, and what a process does the first time it launches (loading
+    modules, a library's handle), done before a timed section. Returns the next repetition's
+    number."""
+    rep = first_rep
+    began = clock()
+    busy = 0.0
+    while True:
+        for arm in arms:
+            busy += arm.measure(rep, CHEAP if arm.role == SUBMISSION else NO_CHECK)
+            rep += 1
+        if busy >= plan.warmup_seconds * 1000 or clock() - began >= plan.warmup_wall_seconds:
+            return rep

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -350,3 +351,71 @@ def test_the_section_ends_exactly_at_its_time_with_checked_arms_counted_a_tenth(
     assert clock.now == 3.0
     assert [len(a.samples) for a in (s, naive, tiled)] == [4, 4, 4]
     assert after == 12
+
+
+def test_a_gpu_already_at_speed_ends_the_warm_up_at_the_drawn_rounds() -> None:
+    # The GPU was warmed before the section (warm_rounds): a fast kernel's drawn warm-ups are
+    # enough while at_speed says so, and it is asked only once they are done.
+    asked: list[int] = []
+
+    def run(at: bool | None) -> int:
+        clock, log = Clock(), []
+
+        def measure(rep: int, check: str) -> float:
+            log.append(rep)
+            clock.now += 0.001
+            return 0.01  # far from 50 ms of busy time
+
+        def at_speed() -> bool:
+            asked.append(len(log))
+            return bool(at)
+
+        plan = timing.TimingPlan(target_rse=0.0, min_reps=2, max_reps=2, extra_reps=0)
+        plan.warmup_reps, plan.extra_warmups = 3, 0
+        timing.interleave(
+            [Arm("s", SUBMISSION, measure)],
+            plan=plan,
+            rng=random.Random(0),
+            clock=clock,
+            at_speed=None if at is None else at_speed,
+        )
+        return len(log) - 2  # the warm-ups
+
+    assert run(True) == 3 and asked == [3]
+    asked.clear()
+    # Not at speed (the clock fell while the section waited): the busy-time rule, as without.
+    assert run(False) == 53 and asked[0] == 3 and len(asked) == 51
+    assert run(None) == 53
+
+
+def test_warm_rounds_run_every_arm_until_the_gpu_was_busy_or_the_wall_time_is_up() -> None:
+    plan = timing.TimingPlan()  # 50 ms busy, 1 s wall
+
+    def rounds(ms: float, wall: float) -> tuple[list[tuple[str, int, str]], int]:
+        clock, log = Clock(), []
+
+        def measure(name: str) -> Callable[[int, str], float]:
+            def m(rep: int, check: str) -> float:
+                log.append((name, rep, check))
+                clock.now += wall
+                return ms
+
+            return m
+
+        arms = [Arm("s", SUBMISSION, measure("s")), Arm("ref", TIMED, measure("ref"))]
+        after = timing.warm_rounds(arms, plan=plan, first_rep=7, clock=clock)
+        return log, after
+
+    # 12.5 ms a launch: two rounds make exactly 50 ms.
+    log, after = rounds(12.5, 0.001)
+    assert [r for _, r, _ in log] == [7, 8, 9, 10] and after == 11
+    assert {(n, c) for n, _, c in log} == {("s", "cheap"), ("ref", "none")}
+    # Just under: a third round.
+    log, _ = rounds(12.49, 0.001)
+    assert len(log) == 6
+    # A slow check: the wall time ends it (0.25 s a launch: two rounds make 1 s).
+    log, _ = rounds(0.001, 0.25)
+    assert len(log) == 4
+    # One round always, however busy.
+    log, _ = rounds(1000.0, 0.0)
+    assert len(log) == 2
