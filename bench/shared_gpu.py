@@ -62,6 +62,22 @@ def _uploads(labs: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+# Verdicts of the compile stage: the submission has no cases, only its status compile_error.
+_COMPILE_VERDICTS = {"compile_error", "missing_kernel", "wrong_signature", "bad_declaration"}
+
+
+def _breaks_rule(row: dict[str, Any]) -> bool:
+    lab = load_builtin_lab(row["lab"])
+    return bool(lab.requires) and row["summary"].startswith("This lab requires")
+
+
+def _as_expected(row: dict[str, Any]) -> bool:
+    """Whether a faulty kernel got a verdict its header expects."""
+    if row["status"] == "compile_error":
+        return bool(row["expect"] & _COMPILE_VERDICTS)
+    return bool(set(row["verdicts"]) & row["expect"])
+
+
 def _grade_all(service: Service, uploads: list[dict[str, Any]], timeout: float) -> list[dict]:
     with httpx.Client(
         base_url=service.base,
@@ -92,6 +108,7 @@ def main() -> int:
     parser.add_argument(
         "--split", action="store_true", help="each file to one service, dealt in turn"
     )
+    parser.add_argument("--logs", type=Path, default=None, help="a folder for each serve's log")
     args = parser.parse_args()
     stop_services_on_sigterm()
     labs = [s for s in args.labs.split(",") if s] or list(list_builtin_labs())
@@ -99,7 +116,9 @@ def main() -> int:
     services = []
     for i in range(args.services):
         folder = Path(tempfile.mkdtemp(prefix=f"kernelgrader-shared{i}-"))
-        services.append(Service(folder, folder / "serve.log", {}))
+        logs = args.logs or folder
+        logs.mkdir(parents=True, exist_ok=True)
+        services.append(Service(folder, logs / f"serve{i}.log", {}))
     began = time.monotonic()
     try:
         with ThreadPoolExecutor(max_workers=len(services)) as pool:
@@ -116,12 +135,16 @@ def main() -> int:
     took = time.monotonic() - began
     correct = [r for r in rows if r["expect"] is None]
     faulty = [r for r in rows if r["expect"] is not None]
+    # A lab's rule for submissions that its naive baseline rightly breaks (`requires`): that
+    # reference is refused at compile time, as it should be.
+    refused = [r for r in correct if r["status"] == "compile_error" and _breaks_rule(r)]
     bad_correct = [
         r
         for r in correct
-        if r["status"] != "graded" or r["failed_cases"] or "pending" in (r["summary"] or "")
+        if r not in refused
+        and (r["status"] != "graded" or r["failed_cases"] or "pending" in (r["summary"] or ""))
     ]
-    bad_faulty = [r for r in faulty if not (set(r["verdicts"]) & r["expect"])]
+    bad_faulty = [r for r in faulty if not _as_expected(r)]
     memory_words = ("out of memory", "more memory than the GPU has")
     oom = [r for r in bad_correct if any(w in " ".join(r["messages"]) for w in memory_words)]
     gpu = rows[0]["gpu"] if rows else "?"
@@ -135,10 +158,15 @@ def main() -> int:
     )
     for r in bad_correct[:10]:
         print(f"     {r['lab']}/{r['name']}: {r['status']} {r['verdicts']} {r['summary'][:200]}")
+    if refused:
+        names = ", ".join(f"{r['lab']}/{r['name']}" for r in refused)
+        print(f"   references refused by their lab's rule for submissions, as they should: {names}")
     print(f"   faulty kernels without their expected verdict: {len(bad_faulty)}")
     for r in bad_faulty[:10]:
         print(f"     {r['lab']}/{r['name']}: expected {sorted(r['expect'])}, got {r['verdicts']}")
     if args.json:
+        for r in rows:
+            r["expect"] = sorted(r["expect"]) if r["expect"] is not None else None
         args.json.write_text(json.dumps(rows, indent=2, default=str))
     return 0
 
