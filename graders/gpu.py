@@ -193,14 +193,15 @@ def gpu_info() -> GpuInfo:
     return info
 
 
-def sm_clock_mhz() -> int | None:
-    """The GPU's SM clock now, from NVML alone (None without it): cheap enough to ask inside a
-    timed section, where nvidia-smi's process is not."""
+def sm_clock_mhz(*, most: bool = False) -> int | None:
+    """The GPU's SM clock now (`most`: the most it may run at), from NVML alone (None without
+    it): cheap enough to ask inside a timed section, where nvidia-smi's process is not."""
     nvml, handle = visible_handle()
     if nvml is None:
         return None
     try:
-        return int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+        ask = nvml.nvmlDeviceGetMaxClockInfo if most else nvml.nvmlDeviceGetClockInfo
+        return int(ask(handle, nvml.NVML_CLOCK_SM))
     except Exception:
         return None
 

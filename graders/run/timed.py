@@ -1,8 +1,9 @@
 """The timed case, inside the run child: the submission and its references in one timed section.
 
 Each arm first runs untimed under the lock held shared, until the GPU has been busy long enough
-to bring its clock up from idle (graders.timing.repetitions.warm_rounds; what a fresh process
-does the first time stays out of the section too). Then the section holds the GPU's lock alone
+to bring its clock up from idle, or NVML shows the clock up already after a round
+(graders.timing.repetitions.warm_rounds; what a fresh process does the first time stays out of
+the section too). Then the section holds the GPU's lock alone
 (graders.timing.lock), warms up for a few rounds drawn at random (more only if the SM clock fell
 meanwhile), and times several arms together, their repetitions interleaved
 (graders.timing.repetitions.interleave): the submission; each
@@ -72,8 +73,9 @@ ATTEMPTS = 2
 PAUSE_S = 0.5
 # Seconds beyond a section's own budget before the parent kills the child (graders.sandbox).
 SECTION_SLACK_S = 10.0
-# The section's warm-up stops at its drawn rounds while the SM clock is at least this share of
-# the clock the warm-up under the shared lock brought it to.
+# Warming under the shared lock stops after a round once the SM clock is at least this share
+# of the most it may run at; the section's own warm-up stops at its drawn rounds while the
+# clock is at least this share of the one that warming left it at.
 AT_SPEED_SHARE = 0.97
 
 
@@ -334,14 +336,15 @@ class _Attempt:
     section: float  # seconds it was held alone
 
 
-def at_speed_since(primed_mhz: int | None, read: Callable[[], int | None]) -> bool:
-    """Whether the GPU's SM clock now (`read()`) is still within AT_SPEED_SHARE of the clock
-    it ran at when the arms were warmed under the shared lock; False where either is unknown
-    (then the section warms up by the GPU's busy time, as it would without)."""
-    if not primed_mhz:
+def at_speed_since(mhz: int | None, read: Callable[[], int | None]) -> bool:
+    """Whether the GPU's SM clock now (`read()`) is within AT_SPEED_SHARE of `mhz`: the most
+    it may run at (the warm-up under the shared lock), or the clock that warm-up left it at
+    (the section's own); False where either is unknown (then warming goes by the GPU's busy
+    time, as it would without)."""
+    if not mhz:
         return False
     now = read()
-    return now is not None and now >= AT_SPEED_SHARE * primed_mhz
+    return now is not None and now >= AT_SPEED_SHARE * mhz
 
 
 def _one_attempt(
@@ -398,7 +401,8 @@ def _one_attempt(
             arms.append(Arm(name, TIMED, _reference_measure(refs[name], flusher, nonce, timeout)))
         with lock.shared(*progress.lock_callbacks("timing")):
             primed = time.monotonic()
-            rep = warm_rounds(arms, plan=plan)
+            top = sm_clock_mhz(most=True)
+            rep = warm_rounds(arms, plan=plan, at_speed=lambda: at_speed_since(top, sm_clock_mhz))
             _sync()
             primed_mhz = sm_clock_mhz()
             marks["primed"] = time.monotonic() - primed

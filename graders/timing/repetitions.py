@@ -372,13 +372,15 @@ def warm_rounds(
     *,
     plan: TimingPlan,
     first_rep: int = 0,
+    at_speed: Callable[[], bool] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Rounds of every arm, untimed (the submission checked cheaply), until the GPU has been
     busy `plan.warmup_seconds` or `plan.warmup_wall_seconds` have passed, one round at least:
     the clocks' ramp from idle, and what a process does the first time it launches (loading
-    modules, a library's handle), done before a timed section. Returns the next repetition's
-    number."""
+    modules, a library's handle), done before a timed section. `at_speed()`, asked after each
+    round, may end it sooner: the clock is up already (a GPU busy with other work).
+    Returns the next repetition's number."""
     rep = first_rep
     began = clock()
     busy = 0.0
@@ -387,4 +389,6 @@ def warm_rounds(
             busy += arm.measure(rep, CHEAP if arm.role == SUBMISSION else NO_CHECK)
             rep += 1
         if busy >= plan.warmup_seconds * 1000 or clock() - began >= plan.warmup_wall_seconds:
+            return rep
+        if at_speed is not None and at_speed():
             return rep

@@ -419,3 +419,24 @@ def test_warm_rounds_run_every_arm_until_the_gpu_was_busy_or_the_wall_time_is_up
     # One round always, however busy.
     log, _ = rounds(1000.0, 0.0)
     assert len(log) == 2
+
+
+def test_warm_rounds_end_after_a_round_once_the_clock_is_up() -> None:
+    plan = timing.TimingPlan()
+    clock, log, asked = Clock(), [], []
+
+    def measure(rep: int, check: str) -> float:
+        log.append(rep)
+        clock.now += 0.001
+        return 0.5  # 100 rounds before 50 ms of busy time
+
+    def at_speed() -> bool:
+        asked.append(len(log))
+        return len(log) >= 6  # the clock is up after the third round
+
+    arms = [Arm("s", SUBMISSION, measure), Arm("ref", TIMED, measure)]
+    after = timing.warm_rounds(arms, plan=plan, at_speed=at_speed, clock=clock)
+    assert after == 6 and asked == [2, 4, 6]  # asked after each whole round, never mid-round
+    # Up from the start: still one round.
+    log.clear()
+    assert timing.warm_rounds(arms, plan=plan, at_speed=lambda: True, clock=clock) == 2
