@@ -81,12 +81,14 @@ def run_submission(
     cached_references: dict[str, dict[str, Any]] | None = None,
     on_phase: PhaseCallback | None = None,
     memory_reserve_mb: int | None = None,
+    gpu_jobs: int | None = None,
 ) -> GradeReport:
     """The stages after compiling; never raises for anything the student did.
 
     `timing=False` skips the timed repetitions (and so performance points): for tests that
     only check correctness. The GPU stages start once the grading fits in the GPU's memory
-    beside the others (graders.run.memory; `memory_reserve_mb` is the worker's reserve).
+    beside the others and its turn has come (graders.run.memory; `memory_reserve_mb` is the
+    worker's reserve, `gpu_jobs` its cap on gradings at once on the GPU).
     """
     report = GradeReport(
         lab=lab.id,
@@ -121,7 +123,10 @@ def run_submission(
         sanitizer=with_sanitizer,
     )
     ticket = memory.Ledger(lock_dir(), gpu_key()).admit(
-        need, reserve=memory.reserve_bytes(memory_reserve_mb), on_wait=log.info
+        need,
+        reserve=memory.reserve_bytes(memory_reserve_mb),
+        jobs=gpu_jobs,
+        on_wait=log.info,
     )
     try:
         _run_stages(

@@ -105,6 +105,9 @@ class Settings(BaseSettings):
     reference_timing_max_age_seconds: float = Field(default=7 * 24 * 3600, ge=0)
     # GPU memory a worker leaves free when it admits gradings (graders.run.memory).
     gpu_memory_reserve_mb: int = Field(default=2048, ge=0)
+    # Gradings at once on one GPU, across every worker and service of the host (0: no cap);
+    # waiters go in the order they came (graders.run.memory).
+    gpu_jobs: int = Field(default=3, ge=0, le=64)
     # Gradings whose timed section other work overlapped are timed again at most this often.
     contended_retimes: int = Field(default=3, ge=0, le=20)
     # Profile every fully correct grading with Nsight Compute afterwards (at a lower priority

@@ -287,6 +287,7 @@ def _run(
         cached_references=cached,
         on_phase=on_phase,
         memory_reserve_mb=settings.gpu_memory_reserve_mb,
+        gpu_jobs=settings.gpu_jobs,
     )
     with session_scope() as session:
         if not _hold(session, job_id, me):

@@ -1,4 +1,4 @@
-"""Room in the GPU's memory for a grading: gradings start only where they fit beside the others.
+"""Room on the GPU for a grading: gradings start only where they fit beside the others.
 
 Every grading on a host takes a ticket before its children touch the GPU. A ticket reserves what
 the grading will need (`need_bytes`: its largest case's arrays, guards and spacers, the oracle's
@@ -11,6 +11,13 @@ shares, beside the GPU's lock files (graders.timing.lock). A grading is admitted
 and the contexts of idle children included; the second counts gradings admitted but not yet
 allocated. A grading that could never fit beside others waits until it is the only one, and then
 runs its cases alone. Waiting does not count against the submission's GPU time.
+
+The ledger also caps how many gradings run on the GPU at once, across every worker of the host
+(`jobs`: KERNELGRADER_GPU_JOBS, 3 by default, 0 for no cap). Six services of three jobs each on
+one H100 ran 18 gradings at once and finished 70 files in 284 s; a grading's children then
+waited tens of seconds for the lock and warmed up for 45 s. Waiters are admitted in the order
+they came, whichever worker they belong to: a waiting grading is in the ledger too, and one
+that came later never overtakes it.
 
 Each ticket holds an flock on a file of its own while it lives, so a ticket whose worker died
 (any PID namespace) is noticed, and dropped, by the next grading that looks at the ledger.
@@ -41,6 +48,18 @@ from graders.timing.lock import file_key, flocked
 MIB = 1 << 20
 # The worker's reserve, where it passes none: KERNELGRADER_GPU_MEMORY_RESERVE_MB, else this.
 DEFAULT_RESERVE_MB = 2048
+
+
+# Gradings at once on one GPU, where the worker passes no cap: KERNELGRADER_GPU_JOBS, else this.
+DEFAULT_JOBS = 3
+
+
+def jobs_cap(jobs: int | None = None) -> int:
+    """The host's cap on gradings at once per GPU; 0 means none."""
+    if jobs is None:
+        text = os.environ.get("KERNELGRADER_GPU_JOBS", "")
+        jobs = int(text) if text.strip().isdigit() else DEFAULT_JOBS
+    return max(0, jobs)
 
 
 def reserve_bytes(reserve_mb: int | None = None) -> int:
@@ -172,7 +191,12 @@ class Ledger:
 
     def reserved(self) -> int:
         with self._locked() as state:
-            return sum(int(v["need"]) for v in state["entries"].values())
+            return sum(int(v["need"]) for v in _admitted(state["entries"]).values())
+
+    def running(self) -> int:
+        """Gradings admitted and not yet done."""
+        with self._locked() as state:
+            return len(_admitted(state["entries"]))
 
     def drop(self, key: str) -> None:
         with self._locked() as state:
@@ -183,44 +207,93 @@ class Ledger:
         need: int,
         *,
         reserve: int,
+        jobs: int | None = None,
         wait_s: float = 600.0,
         on_wait: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Ticket:
-        """Wait for room (see the module docstring) and take it; past `wait_s`, take it alone."""
+        """Wait for room and a turn (see the module docstring) and take them; past `wait_s`,
+        take them alone. `jobs` caps the gradings at once (None: `jobs_cap()`; 0: no cap)."""
+        cap = jobs_cap(jobs)
         key = uuid.uuid4().hex
         path = self._ticket_path(key)
         self.folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            return self._wait(key, need, reserve, cap, wait_s, fd, path, on_wait, clock, sleep)
+        except BaseException:
+            # Stopped while waiting (the worker shuts down): leave the queue, or every grading
+            # after this one would wait for it until this process ends.
+            with contextlib.suppress(OSError):
+                self.drop(key)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
+
+    def _wait(
+        self,
+        key: str,
+        need: int,
+        reserve: int,
+        cap: int,
+        wait_s: float,
+        fd: int,
+        path: Path,
+        on_wait: Callable[[str], None] | None,
+        clock: Callable[[], float],
+        sleep: Callable[[float], None],
+    ) -> Ticket:
         began = clock()
+        came = time.time()
         told = False
         while True:
             with self._locked() as state:
                 entries = state["entries"]
-                reserved = sum(int(v["need"]) for v in entries.values())
+                admitted = _admitted(entries)
+                reserved = sum(int(v["need"]) for v in admitted.values())
+                ahead = [
+                    k for k, v in entries.items() if k not in admitted and _before(k, v, key, came)
+                ]
                 known = self.memory()
                 alone = False
-                if known is None:
-                    fits = True  # nothing to go by: no admission, as before
-                else:
+                why = ""
+                if cap and len(admitted) >= cap:
+                    why = f"{len(admitted)} gradings on the GPU already (at most {cap})"
+                elif known is not None:  # without NVML, nothing to go by: no memory admission
                     free, total = known
-                    room = min(free, total - reserved) - reserve
-                    fits = need <= room
-                    if not fits and not entries and need > total - reserve:
-                        fits, alone = True, True  # never fits beside others: alone
+                    if need > min(free, total - reserved) - reserve:
+                        why = (
+                            f"{need / (1 << 30):.1f} GiB of GPU memory "
+                            f"({reserved / (1 << 30):.1f} GiB reserved by other gradings)"
+                        )
+                        if not admitted and need > total - reserve:
+                            why, alone = "", True  # never fits beside others: alone
+                if not why and ahead:
+                    why = f"{len(ahead)} gradings that came earlier"
+                fits = not why
                 overdue = clock() - began >= wait_s
                 if fits or overdue:
-                    entries[key] = {"need": need, "at": time.time(), "pid": os.getpid()}
+                    entries[key] = {"need": need, "at": came, "pid": os.getpid()}
                     return Ticket(key, need, alone or overdue, clock() - began, fd, path, self)
+                entries[key] = {"need": need, "at": came, "pid": os.getpid(), "waiting": True}
             if on_wait is not None and not told:
                 told = True
-                on_wait(
-                    f"waiting for {need / (1 << 30):.1f} GiB of GPU memory "
-                    f"({reserved / (1 << 30):.1f} GiB reserved by other gradings)"
-                )
+                on_wait(f"waiting for {why}")
             sleep(POLL_S)
+
+
+def _admitted(entries: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entries.items() if not v.get("waiting")}
+
+
+def _before(key: str, entry: dict[str, Any], mine: str, came: float) -> bool:
+    """Whether the waiting `entry` came before the grading `mine` that came at `came` (a tie
+    goes by key, so two never wait for each other)."""
+    return (float(entry.get("at", 0.0)), key) < (came, mine)
 
 
 def describe(ticket: Ticket) -> str:

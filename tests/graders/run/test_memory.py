@@ -113,3 +113,125 @@ def test_the_reserve_comes_from_the_environment_where_the_worker_gives_none(
     assert memory.reserve_bytes(100) == 100 << 20
     monkeypatch.delenv("KERNELGRADER_GPU_MEMORY_RESERVE_MB")
     assert memory.reserve_bytes() == memory.DEFAULT_RESERVE_MB << 20
+
+
+class FakeTime:
+    """A clock and a sleep for `admit`: each sleep moves the clock on and may run a hook."""
+
+    def __init__(self, hook: object = None) -> None:
+        self.now = 0.0
+        self.hook = hook
+        self.sleeps = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+        self.sleeps += 1
+        if callable(self.hook):
+            self.hook(self)
+
+
+def test_at_most_jobs_gradings_run_at_once_and_the_next_starts_when_one_ends(
+    tmp_path: Path,
+) -> None:
+    roomy = 1000 * GIB
+    first = ledger(tmp_path, free=roomy, total=roomy).admit(GIB, reserve=0, jobs=2)
+    second = ledger(tmp_path, free=roomy, total=roomy).admit(GIB, reserve=0, jobs=2)
+    assert ledger(tmp_path, free=roomy).running() == 2
+
+    def end_first(t: FakeTime) -> None:
+        if t.sleeps == 3:
+            first.release()
+
+    fake, told = FakeTime(end_first), []
+    third = ledger(tmp_path, free=roomy, total=roomy).admit(
+        GIB, reserve=0, jobs=2, on_wait=told.append, clock=fake.clock, sleep=fake.sleep
+    )
+    assert fake.sleeps == 3 and not third.alone  # admitted right after the first ended
+    assert told == ["waiting for 2 gradings on the GPU already (at most 2)"]
+    # No cap: a third and a fourth beside the two.
+    fourth = ledger(tmp_path, free=roomy, total=roomy).admit(GIB, reserve=0, jobs=0)
+    assert ledger(tmp_path, free=roomy).running() == 3
+    for t in (second, third, fourth):
+        t.release()
+    assert ledger(tmp_path, free=roomy).running() == 0
+
+
+def _waiting_entry(tmp_path: Path, key: str, at: float) -> int:
+    """A grading of another worker that waits in the ledger: its ticket file held, its entry
+    marked waiting. Returns the fd that keeps it alive."""
+    lg = ledger(tmp_path, free=GIB)
+    fd = os.open(lg._ticket_path(key), os.O_RDWR | os.O_CREAT, 0o666)
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    with lg._locked() as state:
+        state["entries"][key] = {"need": GIB, "at": at, "pid": 1, "waiting": True}
+    return fd
+
+
+def test_a_grading_never_overtakes_one_that_came_earlier(tmp_path: Path) -> None:
+    fd = _waiting_entry(tmp_path, "older", time.time() - 5)
+    fake, told = FakeTime(), []
+    late = ledger(tmp_path, free=100 * GIB, total=100 * GIB).admit(
+        GIB,
+        reserve=0,
+        jobs=3,
+        wait_s=2.0,
+        on_wait=told.append,
+        clock=fake.clock,
+        sleep=fake.sleep,
+    )
+    # Room and a free slot, but the older waiter goes first: this one waited until overdue.
+    assert told == ["waiting for 1 gradings that came earlier"]
+    assert late.alone and late.waited_s >= 2.0
+    late.release()
+    # The older waiter's worker dies: nobody holds its ticket, and it blocks nothing.
+    os.close(fd)
+    t = ledger(tmp_path, free=100 * GIB, total=100 * GIB).admit(GIB, reserve=0, jobs=3)
+    assert not t.alone and t.waited_s < 1
+    t.release()
+
+
+def test_a_waiter_that_came_later_does_not_hold_up_an_earlier_one(tmp_path: Path) -> None:
+    fd = _waiting_entry(tmp_path, "younger", time.time() + 60)
+    t = ledger(tmp_path, free=100 * GIB, total=100 * GIB).admit(GIB, reserve=0, jobs=3)
+    assert not t.alone and t.waited_s < 1
+    t.release()
+    os.close(fd)
+
+
+def test_a_wait_cut_short_leaves_the_queue(tmp_path: Path) -> None:
+    roomy = 100 * GIB
+    first = ledger(tmp_path, free=roomy, total=roomy).admit(GIB, reserve=0, jobs=1)
+
+    def stop(t: FakeTime) -> None:
+        raise KeyboardInterrupt
+
+    fake = FakeTime(stop)
+    with pytest.raises(KeyboardInterrupt):
+        ledger(tmp_path, free=roomy, total=roomy).admit(
+            GIB, reserve=0, jobs=1, clock=fake.clock, sleep=fake.sleep
+        )
+    assert sorted(p.name.split(".ticket-")[0] for p in tmp_path.glob("*.ticket-*")) == [
+        "kernelgrader-gpu-GPU-test"
+    ]  # only the first's ticket file is left
+    first.release()
+    # Nothing waits in front of the next one.
+    t = ledger(tmp_path, free=roomy, total=roomy).admit(GIB, reserve=0, jobs=1)
+    assert t.waited_s < 1
+    t.release()
+
+
+def test_the_jobs_cap_comes_from_the_environment_where_the_worker_gives_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KERNELGRADER_GPU_JOBS", raising=False)
+    assert memory.jobs_cap() == memory.DEFAULT_JOBS == 3
+    monkeypatch.setenv("KERNELGRADER_GPU_JOBS", "5")
+    assert memory.jobs_cap() == 5
+    monkeypatch.setenv("KERNELGRADER_GPU_JOBS", "0")
+    assert memory.jobs_cap() == 0
+    assert memory.jobs_cap(2) == 2
