@@ -430,9 +430,11 @@ def _one_attempt(
                 again += [Arm(n, TIMED, by_name[n].measure) for n in disagree]
                 interleave(again, plan=plan, rng=rng, first_rep=rep, warm_up=False)
                 retimed = {a.name: a for a in again[1:]}
-            busy = window.others()
             _sync()
+            window.close()
             section = time.monotonic() - began
+        # After the lock is let go: NVML's sample that covers a short section may come later.
+        busy = window.others()
         warm = marks.get("warm", began)
         ctx.log.append(
             f"timing: warmed {marks['primed']:.3f} s sharing the GPU (clock "

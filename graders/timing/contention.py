@@ -7,6 +7,11 @@ around a timed section the run child asks which processes used the GPU during it
 those that never took the lock (the lock's users cannot have run while it was held alone; one
 that stopped just before the section began may still show a sample stamped just after).
 
+NVML samples a process's use every so often, not continuously: a section shorter than that (a
+small timed case's, 30 ms) may have no sample of its own. So once the section is closed, and
+after the lock is let go, `others()` waits (at most SAMPLE_WAIT_S) for a sample stamped after
+the section's end; that sample covers the section's time too.
+
 Where NVML does not list this process (a container without the host's PID namespace, or NVML
 missing), nothing can be told apart: `Window.note` says so and nothing is counted.
 """
@@ -26,14 +31,21 @@ def _now_us() -> int:
     return int(time.time() * 1_000_000)
 
 
+# The longest `others()` waits for NVML's first sample after a closed section.
+SAMPLE_WAIT_S = 1.0
+
+
+def _samples(nvml: Any, handle: Any, since_us: int) -> list[Any]:
+    try:
+        return list(nvml.nvmlDeviceGetProcessUtilization(handle, since_us))
+    except Exception:  # NVML_ERROR_NOT_FOUND: no sample since; others: nothing to say
+        return []
+
+
 def _busy_since(nvml: Any, handle: Any, since_us: int) -> dict[int, tuple[int, int]]:
     """pid -> (latest sample's time, its SM %) for processes with SM use in samples after."""
-    try:
-        samples = nvml.nvmlDeviceGetProcessUtilization(handle, since_us)
-    except Exception:  # NVML_ERROR_NOT_FOUND: no sample since; others: nothing to say
-        return {}
     out: dict[int, tuple[int, int]] = {}
-    for s in samples:
+    for s in _samples(nvml, handle, since_us):
         if int(s.smUtil) <= 0:
             continue
         pid, stamp = int(s.pid), int(s.timeStamp)
@@ -47,6 +59,7 @@ class Window:
     """Opened as a timed section starts; `others()` once it ends."""
 
     began_us: int = field(default_factory=_now_us)
+    ended_us: int | None = None  # set by `close`
     me: int = field(default_factory=os.getpid)
     note: str = ""
     # The pids of the processes that take the GPU's lock: never counted (see the docstring).
@@ -74,10 +87,28 @@ class Window:
             window._nvml = None
         return window
 
-    def others(self) -> dict[int, int]:
-        """pid -> SM % of each other process that used the GPU since the window opened."""
+    def close(self) -> None:
+        """The section has ended (called before the lock is let go)."""
+        self.ended_us = _now_us()
+
+    def others(
+        self,
+        *,
+        wait_s: float = SAMPLE_WAIT_S,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> dict[int, int]:
+        """pid -> SM % of each other process that used the GPU since the window opened; for a
+        closed window, once NVML has a sample from after its end (or `wait_s` has passed)."""
         if self._nvml is None:
             return {}
+        if self.ended_us is not None:
+            until = clock() + wait_s
+            while clock() < until and not any(
+                int(s.timeStamp) >= self.ended_us
+                for s in _samples(self._nvml, self._handle, self.began_us)
+            ):
+                sleep(0.02)
         busy = _busy_since(self._nvml, self._handle, self.began_us)
         lock_users = self.users() if busy else set()
         return {

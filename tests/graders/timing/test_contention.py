@@ -198,3 +198,44 @@ def test_the_sentence_lists_every_process_by_pid() -> None:
         "other processes used the GPU during the timed section: "
         "pid 12 (40 % of the SMs), pid 77 (5 % of the SMs)"
     )
+
+
+def test_a_closed_window_waits_for_the_sample_that_covers_a_short_section(
+    fake: FakeNvml,
+) -> None:
+    # A 30 ms section: NVML's next sample comes after it ends, and that one shows the spinner.
+    window = contention.Window.open()
+    window.close()
+    assert window.ended_us is not None
+    later = window.ended_us + 150_000
+    now, sleeps = [0.0], []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        now[0] += s
+        if len(sleeps) == 5:  # the sample lands 0.1 s later
+            fake.samples = [Sample(4242, later, 80), Sample(os.getpid(), later, 95)]
+
+    assert window.others(sleep=sleep, clock=lambda: now[0]) == {4242: 80}
+    assert len(sleeps) == 5
+
+
+def test_the_wait_for_a_late_sample_is_bounded_and_an_open_window_does_not_wait(
+    fake: FakeNvml,
+) -> None:
+    window = contention.Window.open()
+    # A sample from inside the section is not the one after it: keep waiting, up to wait_s.
+    fake.samples = [Sample(os.getpid(), window.began_us + 1, 90)]
+    window.close()
+    now, sleeps = [0.0], []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        now[0] += s
+
+    assert window.others(wait_s=0.5, sleep=sleep, clock=lambda: now[0]) == {}
+    assert 0.5 <= now[0] < 0.6
+    # Not closed (the old use): asks once, no waiting.
+    sleeps.clear()
+    assert contention.Window.open().others(sleep=sleep) == {}
+    assert sleeps == []
