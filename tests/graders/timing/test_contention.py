@@ -40,6 +40,8 @@ class FakeNvml:
         return [Proc(p) for p in self.procs]
 
     def nvmlDeviceGetProcessUtilization(self, handle: Any, since: int) -> list[Sample]:  # noqa: N802
+        if handle is None:
+            raise RuntimeError("NVML_ERROR_INVALID_ARGUMENT")
         return [s for s in self.samples if s.timeStamp > since]
 
 
@@ -239,3 +241,22 @@ def test_the_wait_for_a_late_sample_is_bounded_and_an_open_window_does_not_wait(
     sleeps.clear()
     assert contention.Window.open().others(sleep=sleep) == {}
     assert sleeps == []
+
+
+def test_a_sample_stamped_at_the_sections_very_end_is_the_one_waited_for(fake: FakeNvml) -> None:
+    window = contention.Window.open()
+    window.close()
+    assert window.ended_us is not None
+    fake.samples = [Sample(4242, window.ended_us, 40)]
+    sleeps: list[float] = []
+    assert window.others(sleep=sleeps.append) == {4242: 40}
+    assert sleeps == []
+
+
+def test_the_wait_ends_exactly_at_its_bound(fake: FakeNvml) -> None:
+    window = contention.Window.open()
+    window.close()
+    ticks = iter([0.0, 0.25, 0.5, 0.75, 1.0])  # the bound, 0.5 s, is reached exactly
+    sleeps: list[float] = []
+    assert window.others(wait_s=0.5, sleep=sleeps.append, clock=lambda: next(ticks)) == {}
+    assert len(sleeps) == 1  # at 0.25 s; at 0.5 s the wait is over
