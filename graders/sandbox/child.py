@@ -33,7 +33,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from graders.sandbox import lifeline, progress
+from graders.sandbox import lifeline, progress, spare_slots
 from graders.sandbox.limits import apply_request_limits
 
 # Built before any work starts: after a MemoryError there may be no memory left to build it.
@@ -102,6 +102,26 @@ def _warm_up(target: str) -> None:
     )
 
 
+def _take_spare_slot(in_fd: int) -> int | None:
+    """A GPU spare waits for one of its GPU's spare slots before it warms up, or until it is
+    handed a request (graders.sandbox.spare_slots); the slot's fd, held until the request."""
+    lock = spare_slots.lock_of_child()
+    if lock is None:
+        return None
+    began = time.monotonic()
+    try:
+        slot = spare_slots.take(
+            lock, spare_slots.slot_count(), skip=spare_slots.request_waiting(in_fd)
+        )
+    except OSError as exc:  # the lock folder cannot be used: warm up anyway, as before
+        print(f"no spare slot: {exc}", file=sys.stderr)
+        return None
+    waited = time.monotonic() - began
+    if waited >= 0.5:
+        progress.report({"spare_slot": slot is not None, "waited_s": round(waited, 3)})
+    return slot
+
+
 def main(argv: list[str]) -> int:
     in_fd, out_fd, progress_fd, lifeline_fd = (int(a) for a in argv[1:5])
     # Anything the target starts (compute-sanitizer, say) must not inherit these channels.
@@ -110,12 +130,16 @@ def main(argv: list[str]) -> int:
     lifeline.hold(lifeline_fd)
     progress.attach(progress_fd)
     warmed = len(argv) > 5 and argv[5] != "-"
+    slot = None
     if warmed:
+        slot = _take_spare_slot(in_fd)
         _warm_up(argv[5])
     else:
         progress.report({"ready": True, "warm_s": 0.0, "cpu_s": round(_cpu_seconds(), 3)})
     with os.fdopen(in_fd, "rb") as request_pipe:
         request_bytes = request_pipe.read()
+    if slot is not None:
+        os.close(slot)  # at work now: the slot is for a spare at rest
     if not request_bytes:  # the pool was closed, or the worker went away: nothing to do
         os._exit(0)
     try:

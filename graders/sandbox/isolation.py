@@ -30,6 +30,8 @@ _GPU_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "CUPY_", "NCCL_")
 _LIBRARY_ENV = ("LD_LIBRARY_PATH", "CUDA_PATH", "CUDA_HOME")
 # Who a CPU-only child (the compiler) runs as when the worker is root; "" turns this off.
 SANDBOX_USER_ENV = "KERNELGRADER_SANDBOX_USER"
+SPARE_SLOTS_ENV = "KERNELGRADER_GPU_SPARES"
+SPARE_OWNER_ENV = "KERNELGRADER_SPARE_OWNER"
 _THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 BLAS_THREADS_GPU = 4
 CPU_CHILD_NICE = 10  # added to a CPU-only child's nice value
@@ -155,6 +157,9 @@ def child_env(workdir: str, gpu: bool) -> dict[str, str]:
         # name, which NVML in the worker knows), so a child takes the very same lock.
         env["KERNELGRADER_LOCK_DIR"] = str(lock_dir())
         env["KERNELGRADER_GPU_KEY"] = gpu_key()
+        if SPARE_SLOTS_ENV in os.environ:  # the host's cap on GPU spares (spare_slots)
+            env[SPARE_SLOTS_ENV] = os.environ[SPARE_SLOTS_ENV]
+        env[SPARE_OWNER_ENV] = str(os.getpid())
     # The child's compile cache must stay inside its private directory, not in a shared HOME.
     env["CUPY_CACHE_DIR"] = os.path.join(workdir, ".cupy")
     # NumPy's BLAS starts a thread per core when imported (32 on a 32-core host). A CPU-only

@@ -7,6 +7,10 @@ replacement at once, so the next submission finds one ready too. A child serves 
 request and exits (graders.sandbox.child); a taken child is never given out again, and a spare
 that died while waiting is thrown away, not handed out.
 
+GPU spares share a cap per GPU with every other worker of the host (graders.sandbox.spare_slots):
+a spare waits for a slot before it warms up, and a pool stops a spare idle for long when another
+worker's spare waits for one (`give_way`).
+
 Spares are spawned with generous limits, since a warm-up under instrumentation can be slow; the
 request carries the real limits, which the child applies to itself before the target runs.
 """
@@ -15,7 +19,10 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from graders.sandbox.limits import SandboxLimits
@@ -92,6 +99,26 @@ class Prestarter:
         threading.Thread(target=self.fill, name=f"prestart-{self.spec.name}", daemon=True).start()
         return child
 
+    def give_way(self, wanted: Callable[[], bool], idle_s: float) -> bool:
+        """Stop the oldest spare that has waited `idle_s` for a request, if a spare of another
+        pool waits for a GPU slot (`wanted()`, graders.sandbox.spare_slots); True if one was
+        stopped. Taken out of the pool under its lock first, so it is never handed out."""
+        now = time.monotonic()
+        with self._lock:
+            idle = [c for c in self._spares if now - c.spawned_at >= idle_s]
+        if not idle or not wanted():
+            return False
+        child = min(idle, key=lambda c: c.spawned_at)
+        with self._lock:
+            if child not in self._spares:
+                return False  # handed out meanwhile
+            self._spares.remove(child)
+        log.info(
+            "stopped an idle %s spare: another worker's spare waits for a GPU slot", self.spec.name
+        )
+        child.discard()
+        return True
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -102,6 +129,31 @@ class Prestarter:
 
 _POOLS: dict[str, Prestarter] = {}
 _POOLS_LOCK = threading.Lock()
+_giving_way: list[threading.Thread] = []
+# How often the worker looks for another worker's spare waiting for a GPU slot.
+GIVE_WAY_POLL_S = 5.0
+
+
+def _give_way_loop() -> None:
+    """While this process has GPU pools: every GIVE_WAY_POLL_S, one idle spare of them makes
+    room for another worker's waiting one (Prestarter.give_way, graders.sandbox.spare_slots)."""
+    from graders.gpu import gpu_lock
+    from graders.sandbox import spare_slots
+
+    try:
+        lock = gpu_lock()
+        me = os.getpid()
+        while True:
+            time.sleep(GIVE_WAY_POLL_S)
+            with _POOLS_LOCK:
+                pools = [p for p in _POOLS.values() if p.spec.gpu]
+            for p in pools:
+                if p.give_way(
+                    lambda: spare_slots.wanted_by_others(lock, me), spare_slots.IDLE_YIELD_S
+                ):
+                    break
+    except Exception:  # the spares stay as they are; only the giving way stops
+        log.exception("giving idle spares' GPU slots to other workers stopped")
 
 
 def configure(spec: PoolSpec, *, fill: bool = True) -> Prestarter:
@@ -113,6 +165,14 @@ def configure(spec: PoolSpec, *, fill: bool = True) -> Prestarter:
         old.close()
     if fill:
         threading.Thread(target=pool.fill, name=f"prestart-{spec.name}", daemon=True).start()
+    if spec.gpu:
+        with _POOLS_LOCK:
+            if not _giving_way:
+                thread = threading.Thread(
+                    target=_give_way_loop, name="prestart-give-way", daemon=True
+                )
+                _giving_way.append(thread)
+                thread.start()
     return pool
 
 

@@ -165,6 +165,9 @@ class _Progress:
             self.log.append(f"ready: warm-up took {record.get('warm_s')} s")
             if record.get("warm_failed"):
                 self.log.append(f"warm-up failed: {record['warm_failed']}")
+        if "spare_slot" in record:
+            got = "took" if record.get("spare_slot") else "was handed its request before"
+            self.log.append(f"waited {record.get('waited_s')} s for a spare slot, then {got} one")
         if record.get("lock") == "wait":
             self.clock.pause(now)
         elif record.get("lock") == "held":
