@@ -114,6 +114,11 @@ MODULES = [
         ("tests/graders/sanitizer",),
     ),
     Module(
+        "graders/run/memory.py",
+        ("graders/run/memory.py",),
+        ("tests/graders/run/test_memory.py",),
+    ),
+    Module(
         "graders/compile/declarations.py",
         ("graders/compile/declarations.py",),
         (
