@@ -32,6 +32,19 @@ _LIBRARY_ENV = ("LD_LIBRARY_PATH", "CUDA_PATH", "CUDA_HOME")
 SANDBOX_USER_ENV = "KERNELGRADER_SANDBOX_USER"
 SPARE_SLOTS_ENV = "KERNELGRADER_GPU_SPARES"
 SPARE_OWNER_ENV = "KERNELGRADER_SPARE_OWNER"
+_owners: dict[int, str] = {}
+
+
+def spare_owner() -> str:
+    """This worker process's name among the GPU's spare owners (graders.sandbox.spare_slots):
+    its pid and a random number, digits only. Worker containers share the lock folder but not
+    their pid namespaces, so a pid alone could be another container's too."""
+    pid = os.getpid()  # a forked worker gets a name of its own
+    if pid not in _owners:
+        _owners[pid] = f"{pid}{int.from_bytes(os.urandom(4), 'big'):010d}"
+    return _owners[pid]
+
+
 _THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 BLAS_THREADS_GPU = 4
 CPU_CHILD_NICE = 10  # added to a CPU-only child's nice value
@@ -159,7 +172,7 @@ def child_env(workdir: str, gpu: bool) -> dict[str, str]:
         env["KERNELGRADER_GPU_KEY"] = gpu_key()
         if SPARE_SLOTS_ENV in os.environ:  # the host's cap on GPU spares (spare_slots)
             env[SPARE_SLOTS_ENV] = os.environ[SPARE_SLOTS_ENV]
-        env[SPARE_OWNER_ENV] = str(os.getpid())
+        env[SPARE_OWNER_ENV] = spare_owner()
     # The child's compile cache must stay inside its private directory, not in a shared HOME.
     env["CUPY_CACHE_DIR"] = os.path.join(workdir, ".cupy")
     # NumPy's BLAS starts a thread per core when imported (32 on a 32-core host). A CPU-only

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -139,10 +138,11 @@ def _give_way_loop() -> None:
     room for another worker's waiting one (Prestarter.give_way, graders.sandbox.spare_slots)."""
     from graders.gpu import gpu_lock
     from graders.sandbox import spare_slots
+    from graders.sandbox.isolation import spare_owner
 
     try:
         lock = gpu_lock()
-        me = os.getpid()
+        me = spare_owner()
         while True:
             time.sleep(GIVE_WAY_POLL_S)
             with _POOLS_LOCK:

@@ -60,9 +60,10 @@ def _wanted_name(owner: str) -> str:
     return f"spare-wanted-{''.join(c for c in owner if c.isdigit()) or '0'}"
 
 
-def wanted_by_others(lock: GpuLock, owner: int) -> bool:
-    """Whether a spare of another worker than `owner` waits for a slot of this GPU now."""
-    mine = lock.path(_wanted_name(str(owner))).name
+def wanted_by_others(lock: GpuLock, owner: str) -> bool:
+    """Whether a spare of another worker than `owner` (isolation.spare_owner) waits for a slot
+    of this GPU now."""
+    mine = lock.path(_wanted_name(owner)).name
     prefix = lock.path("spare-wanted-").name
     try:
         names = [p for p in lock.folder.iterdir() if p.name.startswith(prefix)]

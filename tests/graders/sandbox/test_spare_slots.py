@@ -79,7 +79,7 @@ def test_a_waiting_spare_is_seen_by_other_workers_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lock = _lock(tmp_path)
-    assert not spare_slots.wanted_by_others(lock, 111)
+    assert not spare_slots.wanted_by_others(lock, "111")
     held = spare_slots.take(lock, 1, skip=lambda: False)
     seen: list[tuple[bool, bool]] = []
     monkeypatch.setenv("KERNELGRADER_SPARE_OWNER", "111")
@@ -87,13 +87,13 @@ def test_a_waiting_spare_is_seen_by_other_workers_only(
     def skip() -> bool:
         # While this spare of worker 111 waits: worker 222 sees it, worker 111 does not.
         seen.append(
-            (spare_slots.wanted_by_others(lock, 111), spare_slots.wanted_by_others(lock, 222))
+            (spare_slots.wanted_by_others(lock, "111"), spare_slots.wanted_by_others(lock, "222"))
         )
         return True
 
     assert spare_slots.take(lock, 1, skip=skip) is None
     assert seen == [(False, True)]
-    assert not spare_slots.wanted_by_others(lock, 222)  # it stopped waiting
+    assert not spare_slots.wanted_by_others(lock, "222")  # it stopped waiting
     os.close(held)  # type: ignore[arg-type]
 
 
@@ -142,3 +142,20 @@ def test_an_idle_pool_stops_its_oldest_idle_spare_only_for_another_workers_waiti
     assert old.discarded and pool._spares == [young]
     assert not pool.give_way(lambda: True, idle_s=30)  # 5 s old: not idle long enough
     assert not young.discarded
+
+
+def test_each_worker_process_has_an_owner_name_of_its_own() -> None:
+    from graders.sandbox.isolation import spare_owner
+
+    mine = spare_owner()
+    assert mine == spare_owner() and mine.isdigit() and mine.startswith(str(os.getpid()))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a forked worker (Celery's prefork pool)
+        os.write(write, spare_owner().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    theirs = os.read(read, 64).decode()
+    os.close(read)
+    os.close(write)
+    assert theirs != mine and theirs.startswith(str(pid))
