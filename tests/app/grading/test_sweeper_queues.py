@@ -49,10 +49,11 @@ def job_ids_on(queue: str) -> list[int]:
 @pytest.fixture
 def quiet(session: Session) -> Iterator[World]:
     """A world whose jobs are the only ones waiting or running: every sweep reads all jobs,
-    and those earlier tests left queued would count as students' jobs waiting."""
+    and those earlier tests left queued, started or compiled (waiting for a GPU) would count
+    as students' jobs waiting, or be sent to a queue these tests read."""
     session.execute(
         update(GradingJob)
-        .where(GradingJob.state.in_([JobState.queued.value, JobState.started.value]))
+        .where(~GradingJob.state.in_([JobState.done.value, JobState.failed.value]))
         .values(state=JobState.failed.value, error="parked by a test")
     )
     session.commit()
