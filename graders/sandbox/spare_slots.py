@@ -50,10 +50,13 @@ def slot_count() -> int:
 
 
 def lock_of_child() -> GpuLock | None:
-    """The GPU's lock as a GPU child's environment names it (graders.sandbox.isolation); None
-    in a child without a GPU."""
-    folder, key = os.environ.get("KERNELGRADER_LOCK_DIR"), os.environ.get("KERNELGRADER_GPU_KEY")
-    return GpuLock(folder, key) if folder and key else None
+    """The GPU's lock as a GPU child's environment names it (graders.sandbox.isolation gives
+    it the GPU's key; graders.gpu reads it); None in a child without a GPU."""
+    if not os.environ.get("KERNELGRADER_GPU_KEY"):
+        return None
+    from graders.gpu import gpu_lock
+
+    return gpu_lock()
 
 
 def _wanted_name(owner: str) -> str:

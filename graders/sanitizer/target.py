@@ -48,10 +48,11 @@ def die_with_parent() -> None:
 
 def _lock() -> GpuLock:
     """The GPU's lock, named by the environment every GPU child and its tools get
-    (graders.sandbox.isolation): the warm-up and the job take the same one."""
+    (graders.sandbox.isolation; graders.gpu reads it): the warm-up and the job take the same
+    one."""
     from graders.gpu import gpu_lock
 
-    return gpu_lock(os.environ.get("KERNELGRADER_LOCK_DIR") or None)
+    return gpu_lock()
 
 
 def _warm() -> None:
