@@ -42,10 +42,10 @@ def _samples(nvml: Any, handle: Any, since_us: int) -> list[Any]:
         return []
 
 
-def _busy_since(nvml: Any, handle: Any, since_us: int) -> dict[int, tuple[int, int]]:
-    """pid -> (latest sample's time, its SM %) for processes with SM use in samples after."""
+def _busy(samples: list[Any]) -> dict[int, tuple[int, int]]:
+    """pid -> (latest sample's time, its SM %) for processes with SM use in `samples`."""
     out: dict[int, tuple[int, int]] = {}
-    for s in _samples(nvml, handle, since_us):
+    for s in samples:
         if int(s.smUtil) <= 0:
             continue
         pid, stamp = int(s.pid), int(s.timeStamp)
@@ -102,14 +102,14 @@ class Window:
         closed window, once NVML has a sample from after its end (or `wait_s` has passed)."""
         if self._nvml is None:
             return {}
+        samples = _samples(self._nvml, self._handle, self.began_us)
         if self.ended_us is not None:
             until = clock() + wait_s
-            while clock() < until and not any(
-                int(s.timeStamp) >= self.ended_us
-                for s in _samples(self._nvml, self._handle, self.began_us)
-            ):
+            ended = self.ended_us
+            while clock() < until and not any(int(s.timeStamp) >= ended for s in samples):
                 sleep(0.02)
-        busy = _busy_since(self._nvml, self._handle, self.began_us)
+                samples = _samples(self._nvml, self._handle, self.began_us)
+        busy = _busy(samples)
         lock_users = self.users() if busy else set()
         return {
             pid: util for pid, (_, util) in busy.items() if pid != self.me and pid not in lock_users
