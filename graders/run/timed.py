@@ -405,7 +405,7 @@ def _one_attempt(
             rep = warm_rounds(arms, plan=plan, at_speed=lambda: at_speed_since(top, sm_clock_mhz))
             _sync()
             primed_mhz = sm_clock_mhz()
-            marks["primed"] = time.monotonic() - primed
+            primed_s = time.monotonic() - primed
         with lock.exclusive(*progress.lock_callbacks("timing")) as waited:
             began = time.monotonic()
             window = contention.Window.open(users=lock.users)
@@ -437,7 +437,7 @@ def _one_attempt(
         busy = window.others()
         warm = marks.get("warm", began)
         ctx.log.append(
-            f"timing: warmed {marks['primed']:.3f} s sharing the GPU (clock "
+            f"timing: warmed {primed_s:.3f} s sharing the GPU (clock "
             f"{primed_mhz or '?'} MHz), then alone: warm-up {warm - began:.3f} s, then "
             f"{ended - warm:.3f} s for " + ", ".join(f"{len(a.samples)} of {a.name}" for a in arms)
         )

@@ -287,6 +287,12 @@ class Arm:
         return plan.done(self.samples, self.seconds)
 
 
+def warm_up_check(arm: Arm) -> str:
+    """How an untimed warm-up repetition is checked: the submission's cheaply, a trusted
+    reference's not at all."""
+    return CHEAP if arm.role == SUBMISSION else NO_CHECK
+
+
 def interleave(
     arms: list[Arm],
     *,
@@ -334,7 +340,7 @@ def interleave(
             if plan.warmed_up(done, drawn, busy, clock() - began, at_speed=fast):
                 break
             for arm in rng.sample(arms, len(arms)):
-                busy += once(arm, CHEAP if arm.role == SUBMISSION else NO_CHECK)
+                busy += once(arm, warm_up_check(arm))
             done += 1
     if after_warm_up is not None:
         after_warm_up(arms)
@@ -386,7 +392,7 @@ def warm_rounds(
     busy = 0.0
     while True:
         for arm in arms:
-            busy += arm.measure(rep, CHEAP if arm.role == SUBMISSION else NO_CHECK)
+            busy += arm.measure(rep, warm_up_check(arm))
             rep += 1
         if busy >= plan.warmup_seconds * 1000 or clock() - began >= plan.warmup_wall_seconds:
             return rep
