@@ -38,6 +38,7 @@ from bench.throughput import (  # noqa: E402
     grade_once,
     stop_services_on_sigterm,
 )
+from graders.compile.compiler import REASONS  # noqa: E402
 from graders.spec import list_builtin_labs, load_builtin_lab  # noqa: E402
 
 _EXPECT = re.compile(r"^//\s*expect-verdict:\s*(.+)$", re.MULTILINE)
@@ -62,8 +63,9 @@ def _uploads(labs: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-# Verdicts of the compile stage: the submission has no cases, only its status compile_error.
-_COMPILE_VERDICTS = {"compile_error", "missing_kernel", "wrong_signature", "bad_declaration"}
+# Verdicts of the compile stage (the grader's own failure aside): the submission has no cases,
+# only its status compile_error.
+_COMPILE_VERDICTS = REASONS - {"internal"}
 
 
 def _breaks_rule(row: dict[str, Any]) -> bool:

@@ -57,7 +57,8 @@ MAX_CUBIN_BYTES = 16 << 20
 # A compiler that crashes on a file is tried once more (a crash can be the machine's); twice
 # is the file's verdict.
 COMPILE_ATTEMPTS = 2
-_REASONS = frozenset(
+# The reasons a compile can fail with (the rest are read as the grader's own, "internal").
+REASONS = frozenset(
     {"compile_error", "missing_kernel", "wrong_signature", "bad_declaration",
      "forbidden_include", "resource_limit", "internal"}
 )  # fmt: skip
@@ -219,7 +220,7 @@ def result_from_outcome(
     if not value.get("ok"):
         if reason == "resource_limit" and not value.get("message"):
             return _sandbox_failure(reason, "", limits, seconds, common)
-        if reason not in _REASONS:
+        if reason not in REASONS:
             reason = "internal"
         return _failed(reason, str(value.get("message", "")), log=text, seconds=seconds,
                        **common)  # fmt: skip
