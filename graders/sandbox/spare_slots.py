@@ -86,7 +86,7 @@ def take(
     None when there is no cap or `skip()` said to go on without one first."""
     if slots <= 0:
         return None
-    fds = [lock._open(f"spare-{i}") for i in range(slots)]
+    fds = [lock.open_file(f"spare-{i}") for i in range(slots)]
     held: int | None = None
     want: int | None = None
     try:
@@ -97,7 +97,7 @@ def take(
                     held = fd
                     return fd
             if want is None:
-                want = lock._open(_wanted_name(os.environ.get(OWNER_ENV, "")))
+                want = lock.open_file(_wanted_name(os.environ.get(OWNER_ENV, "")))
                 fcntl.flock(want, fcntl.LOCK_SH)  # blocks only across a probe's instant
             if skip():
                 return None

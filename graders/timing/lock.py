@@ -111,8 +111,9 @@ class GpuLock:
     def path(self, suffix: str) -> Path:
         return self.folder / f"kernelgrader-gpu-{self.key}.{suffix}"
 
-    def _open(self, suffix: str) -> int:
-        """The lock file, made readable and writable by all (workers may be different users).
+    def open_file(self, suffix: str) -> int:
+        """One of this GPU's files beside the lock (`suffix` names it), made readable and writable
+        by all (workers may be different users).
 
         An existing file is opened without O_CREAT: in a sticky world-writable folder the
         kernel refuses O_CREAT on another user's file (fs.protected_regular). flock needs no
@@ -144,8 +145,8 @@ class GpuLock:
         waited = [False]
         # Fresh open files each time: flock belongs to the open file, so two threads of one
         # process take turns like two processes do.
-        wanted = self._open("wanted") if mode == fcntl.LOCK_EX else None
-        gate, lock = self._open("gate"), self._open("lock")
+        wanted = self.open_file("wanted") if mode == fcntl.LOCK_EX else None
+        gate, lock = self.open_file("gate"), self.open_file("lock")
         try:
             if wanted is not None:
                 fcntl.flock(wanted, fcntl.LOCK_SH)  # blocks only across a probe's instant
@@ -189,7 +190,7 @@ class GpuLock:
     def profiler(self, until: float, give_up: Callable[[], bool] | None = None) -> Iterator[bool]:
         """The GPU's profiler, for one session at a time; yields whether it is held, False once
         `until` (time.monotonic) passed or `give_up()` said so first."""
-        fd = self._open("profiler")
+        fd = self.open_file("profiler")
         try:
             while True:
                 try:
