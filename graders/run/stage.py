@@ -332,7 +332,8 @@ def _take_outcome(
             report.measured_references[name] = TimingStats(**stats)
         if value.get("contended"):
             report.timing_contended = str(value["contended"])
-        notes = [line for line in outcome.log if line.startswith("ready:")] + value.get("log", [])
+        notes = [line for line in outcome.log if line.startswith(("ready:", "exited:"))]
+        notes += value.get("log", [])
         log.info("run child for lab %s: %s", lab.id, "\n".join(notes)[-4000:])
         if value.get("lab_fault"):
             # The lab's own oracle.py failed: the grader's failure, never a verdict on the

@@ -347,6 +347,25 @@ def at_speed_since(mhz: int | None, read: Callable[[], int | None]) -> bool:
     return now is not None and now >= AT_SPEED_SHARE * mhz
 
 
+def _first_calls(arms: list[Arm]) -> dict[str, float]:
+    """Wall seconds of each arm's first repetition (what a process does the first time it
+    launches a kernel or calls a library shows there), filled in as they run."""
+    firsts: dict[str, float] = {}
+    for arm in arms:
+
+        def measure(rep: int, check: str, *, _arm: Arm = arm, _inner=arm.measure) -> float:
+            if _arm.name in firsts:
+                return _inner(rep, check)
+            began = time.monotonic()
+            try:
+                return _inner(rep, check)
+            finally:
+                firsts[_arm.name] = time.monotonic() - began
+
+        arm.measure = measure
+    return firsts
+
+
 def _one_attempt(
     ctx: Context,
     case: CaseSpec,
@@ -383,6 +402,7 @@ def _one_attempt(
             elif arm.role == TIMED:
                 ctx.log.append(f"timing reference {arm.name}: {why}")
 
+    start = time.monotonic()
     try:
         sub = _Prepared(ctx, ctx.submission, case, seed, guards=True)
         prepared.append(sub)
@@ -399,7 +419,9 @@ def _one_attempt(
             refs[name] = _Prepared(ctx, kernel, case, seed, guards=False)
             prepared.append(refs[name])
             arms.append(Arm(name, TIMED, _reference_measure(refs[name], flusher, nonce, timeout)))
-        with lock.shared(*progress.lock_callbacks("timing")):
+        prepared_s = time.monotonic() - start
+        firsts = _first_calls(arms)
+        with lock.shared(*progress.lock_callbacks("timing")) as shared_wait:
             primed = time.monotonic()
             top = sm_clock_mhz(most=True)
             rep = warm_rounds(arms, plan=plan, at_speed=lambda: at_speed_since(top, sm_clock_mhz))
@@ -437,9 +459,14 @@ def _one_attempt(
         busy = window.others()
         warm = marks.get("warm", began)
         ctx.log.append(
-            f"timing: warmed {primed_s:.3f} s sharing the GPU (clock "
+            f"timing: arms prepared in {prepared_s:.3f} s, {shared_wait:.3f} s waiting to share "
+            f"the GPU, warmed {primed_s:.3f} s sharing it (clock "
             f"{primed_mhz or '?'} MHz), then alone: warm-up {warm - began:.3f} s, then "
             f"{ended - warm:.3f} s for " + ", ".join(f"{len(a.samples)} of {a.name}" for a in arms)
+        )
+        ctx.log.append(
+            "timing: first repetitions "
+            + ", ".join(f"{name} {seconds:.3f} s" for name, seconds in firsts.items())
         )
         if window.note:
             ctx.log.append(f"timing: {window.note}")

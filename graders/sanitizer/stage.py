@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from graders.gpu import check_gpu_health
 from graders.results import CaseResult, CompileResult, Finding, GradeReport
@@ -142,8 +143,22 @@ def run_sanitizer(
         _check_health(report, "the kernel hung or crashed under the sanitizer")
     if ruling.penalty:
         report.sanitizer_penalty = ruling.penalty
-    notes = [f"{k}: {v.get('status')}" for k, v in tools.items()]
+    exited = [line for line in outcome.log if line.startswith("exited:")]
+    notes = [_tool_note(k, v) for k, v in tools.items()] + exited
     return value.get("note", "") or ", ".join(notes)
+
+
+def _tool_note(name: str, tool: dict[str, Any]) -> str:
+    """One tool's line for the worker's log: how it ended, and where its program's time went
+    (graders.sanitizer.target.Marks) where it says."""
+    target = tool.get("target") or {}
+    note = f"{name}: {tool.get('status')}"
+    if "held_s" in target:
+        note += (
+            f" (loading {target.get('load_s', 0):.3f} s, waiting for the lock "
+            f"{target.get('wait_s', 0):.3f} s, holding it {target['held_s']:.3f} s)"
+        )
+    return note
 
 
 class Beside:

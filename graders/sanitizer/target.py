@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from graders.run.marks import Marks
 from graders.sandbox import lifeline
 from graders.timing.lock import GpuLock
 
@@ -99,6 +100,7 @@ def run_job(job: dict[str, Any], held: Path | None = None) -> dict[str, Any]:
     from graders.run.inputs import scalar_values
     from graders.spec import load_lab
 
+    marks = Marks()
     lab = load_lab(job["lab_folder"])
     case = lab.case(job["case"])
     names = lab.sizes_for(case, job.get("declarations", {}))
@@ -106,18 +108,21 @@ def run_job(job: dict[str, Any], held: Path | None = None) -> dict[str, Any]:
     try:
         funcs = load_kernels(base64.b64decode(job["cubin_b64"]), lab.kernels)
         arrays = DeviceArrays.allocate(lab, names, guards=False, literals=case.inputs)
+        marks.mark("load_s")
         with _lock().shared():
+            marks.mark("wait_s")
             if held is not None:
                 held.touch()
             arrays.generate(seed)
             plan = LaunchPlan.build(lab, names, arrays, scalar_values(lab.params, names, seed))
             run_and_wait(funcs, plan, float(job.get("timeout_s", 60)))
+            marks.mark("held_s")
     except KernelFailure as exc:
-        return {"verdict": exc.verdict, "message": exc.message}
+        return {"verdict": exc.verdict, "message": exc.message, **marks.seconds}
     except Exception as exc:
         failure = as_failure(exc, float(job.get("timeout_s", 60)))
-        return {"verdict": failure.verdict, "message": failure.message}
-    return {"verdict": "ok", "message": ""}
+        return {"verdict": failure.verdict, "message": failure.message, **marks.seconds}
+    return {"verdict": "ok", "message": "", **marks.seconds}
 
 
 def main(argv: list[str]) -> int:
