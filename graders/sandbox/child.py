@@ -149,10 +149,12 @@ def main(argv: list[str]) -> int:
         answer = _internal_error(exc)
     else:
         answer = _run(request)
-    with os.fdopen(out_fd, "wb") as answer_pipe:
-        answer_pipe.write(answer)
+    # Output first: once the answer pipe closes, the worker reads what is left in the other
+    # pipes and may stop there (graders.sandbox.supervise).
     sys.stdout.flush()
     sys.stderr.flush()
+    with os.fdopen(out_fd, "wb") as answer_pipe:
+        answer_pipe.write(answer)
     # Skip interpreter teardown: a CUDA context left broken by a kernel can crash in its
     # destructors, and the answer is already delivered.
     os._exit(0)

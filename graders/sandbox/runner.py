@@ -113,7 +113,7 @@ def _classify(
     *,
     limits: SandboxLimits,
     timed_out: bool,
-    status: int,
+    status: int | None,
     rusage: resource.struct_rusage | None,
     answer: bytes,
     answer_overflow: bool,
@@ -128,8 +128,8 @@ def _classify(
 
     `inherited_rss_kb` is the worker's peak memory when it forked the child: a child's
     ru_maxrss never reads below it, so only a figure above it is the child's own peak."""
-    exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-    signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    exit_code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None
+    signum = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
     cpu_used = (rusage.ru_utime + rusage.ru_stime if rusage else 0.0) - warm_cpu_s
     max_rss_mb = rusage.ru_maxrss / 1024 if rusage else 0.0
     own = rusage is not None and rusage.ru_maxrss > inherited_rss_kb

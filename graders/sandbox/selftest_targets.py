@@ -64,6 +64,13 @@ def print_flood(payload: dict[str, Any]) -> dict[str, Any]:
     return {"real": True}
 
 
+def print_unflushed(payload: dict[str, Any]) -> dict[str, Any]:
+    """Print `lines` lines of 100 bytes into Python's buffer, flush nothing, answer at once."""
+    for i in range(int(payload.get("lines", 1000))):
+        print(f"{i:09d}" + "u" * 90)
+    return {"printed": True}
+
+
 def print_steadily(payload: dict[str, Any]) -> dict[str, Any]:
     """Print `size` bytes every `every_s` seconds for `seconds`, then answer."""
     line = "p" * (int(payload.get("size", 100)) - 1)

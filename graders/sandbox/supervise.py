@@ -14,6 +14,12 @@ passed means SIGKILL to the child's whole process group.
 Printing has limits of its own (SandboxLimits.print_limit_bytes and print_limit_seconds): a
 child that printed more, or kept printing longer, is killed the same way and said to have been
 stopped for printing, whatever its clocks say.
+
+A GPU child is not waited for once it has answered: its output is flushed before its answer
+(graders.sandbox.child), so when the answer pipe closes and the other pipes have nothing more
+to read, what it had to say is here. Its end (the driver tearing down its CUDA context: 0.1 s
+for a run child, measured on an H100) is reaped by a thread of its own, and the grading goes
+on meanwhile.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import json
 import os
 import resource
 import selectors
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,7 +55,7 @@ PRINT_GAP_S = 0.1
 class Finished:
     """How the child's one request went, before anyone judged it."""
 
-    status: int
+    status: int | None  # None: an answered GPU child, reaped later (its status not known)
     rusage: resource.struct_rusage | None
     answer: bytes
     answer_overflow: bool
@@ -213,6 +220,7 @@ def supervise(
     stopped_step = ""
     stopped_printing = ""
     never_ready = False
+    answered: float | None = None  # when the answer pipe closed: the answer is whole
     try:
         while sel.get_map():
             now = time.monotonic()
@@ -234,7 +242,10 @@ def supervise(
             if drain_deadline is not None and now >= drain_deadline:
                 log.append("pipes still open after the child ended; stopped reading them")
                 break
-            for key, _ in sel.select(timeout=0.02):
+            events = sel.select(timeout=0.02)
+            if not events and answered is not None and child.gpu and drain_deadline is None:
+                break  # answered, and nothing more to read: its exit is not waited for
+            for key, _ in events:
                 fd = key.fd
                 if fd == in_w:
                     try:
@@ -255,6 +266,8 @@ def supervise(
                     continue
                 if not chunk:
                     sel.unregister(fd)
+                    if fd == child.out_r:
+                        answered = time.monotonic()
                     continue
                 if fd == child.out_r:
                     if len(answer) + len(chunk) > ANSWER_LIMIT_BYTES:
@@ -284,13 +297,7 @@ def supervise(
             if fd >= 0:
                 os.close(fd)
         child.in_w = child.out_r = child.progress_r = -1
-        # The child is gone or was sent SIGKILL; either way this returns promptly.
-        child.kill_group("cleanup")
-        _, status, rusage = os.wait4(child.pid, 0)
-        child.proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
-        child.cut_lifeline()
-        child.proc.stdout.close()
-        child.proc.stderr.close()
+        status, rusage = _end(child, log, answered)
     log.extend(progress.log)
     return Finished(
         status=status,
@@ -309,6 +316,45 @@ def supervise(
         warm_cpu_s=progress.warm_cpu_s,
         log=log,
     )
+
+
+def _end(
+    child: SandboxProcess, log: list[str], answered: float | None
+) -> tuple[int | None, resource.struct_rusage | None]:
+    """SIGKILL to the child's group, then its status and usage; an answered GPU child that has
+    not exited yet is reaped by a thread instead, and (None, None) returned at once."""
+    child.kill_group("cleanup")
+    if answered is not None and child.gpu:
+        try:
+            pid, status, rusage = os.wait4(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid = 0
+        if pid == 0:
+            log.append("exited: not waited for after its answer (reaped in the background)")
+            threading.Thread(target=_reap, args=(child,), name="reap", daemon=True).start()
+            return None, None
+    else:
+        _, status, rusage = os.wait4(child.pid, 0)
+    _close(child, status)
+    if answered is not None:
+        log.append(f"exited: {time.monotonic() - answered:.3f} s after its answer")
+    return status, rusage
+
+
+def _reap(child: SandboxProcess) -> None:
+    try:
+        _, status, _ = os.wait4(child.pid, 0)
+    except ChildProcessError:
+        status = 0
+    _close(child, status)
+
+
+def _close(child: SandboxProcess, status: int) -> None:
+    child.proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+    child.cut_lifeline()
+    for stream in (child.proc.stdout, child.proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def _print_limit(limits: SandboxLimits, which: str) -> str:
