@@ -307,14 +307,19 @@ def bench_lab(
     seq = [grade_once(client, lab, source, timeout) for _ in range(sequential)]
     burst_rows: list[dict[str, Any]] = []
     rate = None
+    cpu_per_graded = None
     if burst:
-        began = time.time()
+        began, cpu_before = time.time(), host_cpu_busy_s()
         with ThreadPoolExecutor(max_workers=burst) as pool:
             burst_rows = list(
                 pool.map(lambda _: grade_once(client, lab, source, timeout), range(burst))
             )
         span = max(r["finished_at"] for r in burst_rows) - began
-        rate = 60.0 * sum(r["status"] == "graded" for r in burst_rows) / span
+        graded = sum(r["status"] == "graded" for r in burst_rows)
+        rate = 60.0 * graded / span
+        if cpu_before is not None and graded:
+            cpu_per_graded = (host_cpu_busy_s() or cpu_before) - cpu_before
+            cpu_per_graded /= graded
     every = seq + burst_rows
     medians = [r["timed_median_ms"] for r in every if r["timed_median_ms"]]
     return {
@@ -334,6 +339,10 @@ def bench_lab(
             "first_verdict_p50": _pct([r["first_verdict_s"] for r in burst_rows], 0.5),
             "graded_p50": _pct([r["graded_s"] for r in burst_rows], 0.5),
             "graded_p95": _pct([r["graded_s"] for r in burst_rows], 0.95),
+            # The whole host's busy CPU time over the burst (the service, its children, the
+            # bench's own pollers), per graded submission, and the host's cores.
+            "host_cpu_s_per_graded": cpu_per_graded,
+            "host_cores": os.cpu_count(),
         },
         "timed_median_ms": medians,
         "timed_median_max_over_min": max(medians) / min(medians) if medians else None,
@@ -342,6 +351,18 @@ def bench_lab(
         "gpu": next((r["gpu"] for r in every if r["gpu"]), None),
         "rows": every,
     }
+
+
+def host_cpu_busy_s() -> float | None:
+    """Seconds of CPU time the host's cores have spent busy since boot (/proc/stat: every
+    state but idle and iowait); None where that file is missing."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 _SECTION = re.compile(r"timing: section ([0-9.]+) s, ([0-9.]+) s waiting for the lock")
@@ -400,6 +421,12 @@ def _print(result: dict[str, Any]) -> None:
             f"first verdict p50 {b['first_verdict_p50']:.2f} s; graded p50 {b['graded_p50']:.2f} s "
             f"p95 {b['graded_p95']:.2f} s"
         )
+        if b.get("host_cpu_s_per_graded"):
+            per, cores = b["host_cpu_s_per_graded"], b["host_cores"] or 1
+            print(
+                f"   host CPU over the burst: {per:.1f} core-s busy per graded submission; "
+                f"{cores} cores at that cost grade at most {60 * cores / per:.0f} per minute"
+            )
     m = result["timed_median_ms"]
     if m:
         print(
