@@ -28,7 +28,7 @@ from typing import Any
 
 from kombu.transport import sqlalchemy as kombu_sqlalchemy
 from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,18 @@ class Channel(kombu_sqlalchemy.Channel):  # type: ignore[misc]
                 options["polling_interval"] = saved
             if forget is not None:
                 options["forget_taken_after_seconds"] = forget
+
+    def _get_or_create(self, queue: str) -> Any:
+        """kombu's, where another process adding the same queue at the same moment is no
+        error: kombu guards the insert with a lock of one process only, and a web process
+        sending the first upload while its worker started declared `grading` with it, so the
+        worker died of the unique constraint and the upload waited for ever (seen in a test
+        run of `serve`). The row the other process added is the queue."""
+        try:
+            return super()._get_or_create(queue)
+        except IntegrityError:
+            self.session.rollback()
+            return self.session.query(self.queue_cls).filter(self.queue_cls.name == queue).one()
 
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
         self._housekeeping()

@@ -113,3 +113,33 @@ def test_a_threaded_worker_acknowledges_from_job_threads_while_the_consumer_poll
         celery.close()
     assert failures == []
     assert _rows(broker) == []
+
+
+def test_a_queue_another_process_adds_at_the_same_moment_is_the_queue(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    broker = tmp_path / "broker.sqlite"
+    with settings_from(broker_url=f"sqla+sqlite:///{broker}"):
+        celery = make_celery()
+        with celery.connection_for_write() as connection:
+            channel = connection.default_channel
+            channel.queue_declare(queue=QUEUE, durable=True, auto_delete=False)  # the tables
+            session = channel.session
+            add = session.add
+
+            def another_process_first(obj: Any) -> None:
+                # Between this channel's look-up (no such queue) and its insert, another
+                # process (a separate connection here) inserts the same queue.
+                with sqlite3.connect(broker) as db:
+                    db.execute("INSERT INTO kombu_queue (name) VALUES (?)", (obj.name,))
+                add(obj)
+
+            monkeypatch.setattr(session, "add", another_process_first)
+            channel.queue_declare(queue="raced", durable=True, auto_delete=False)
+            monkeypatch.undo()
+            celery.send_task(GRADE_TASK, args=[1, 1], queue="raced")
+            assert channel.basic_get("raced") is not None  # the queue works
+            with sqlite3.connect(broker) as db:
+                names = [n for (n,) in db.execute("SELECT name FROM kombu_queue")]
+            assert names.count("raced") == 1
+        celery.close()
