@@ -171,16 +171,24 @@ class DeviceArrays:
         )
         self.fill_from(sources)
 
-    def fill_from(self, sources: Mapping[str, Source]) -> None:
+    def fill_from(self, sources: Mapping[str, Source], *, copies_only: bool = False) -> None:
         """Before a launch: every input (and scratch array with an init) gets its data from its
-        source, outputs and the other scratch arrays the sentinel."""
+        source, outputs and the other scratch arrays the sentinel. `copies_only`: the sentinel
+        is made on the host and copied too, so that with sources made on the host (from
+        graders.run.inputs.generate_arrays) no kernel runs before the launch (the sanitizer's
+        program, graders.sanitizer.target, where every kernel is instrumented)."""
         self.sources = dict(sources)
         for arr in self.arrays.values():
             source = self.sources.get(arr.name)
             if source is not None:
                 self._write(arr.view, arr.param, source)
             elif arr.kind in ("out", "scratch"):
-                arr.view.view(_unsigned(arr.dtype)).fill(_sentinel_bits(arr.dtype))
+                unsigned = _unsigned(arr.dtype)
+                if copies_only:
+                    bits = np.full(arr.view.shape, _sentinel_bits(arr.dtype), dtype=unsigned)
+                    arr.view.view(unsigned).set(bits)
+                else:
+                    arr.view.view(unsigned).fill(_sentinel_bits(arr.dtype))
 
     def _write(self, target: Any, param: ParamSpec, source: Source) -> None:
         if isinstance(source, np.ndarray):

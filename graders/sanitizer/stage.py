@@ -150,7 +150,7 @@ def run_sanitizer(
 
 def _tool_note(name: str, tool: dict[str, Any]) -> str:
     """One tool's line for the worker's log: how it ended, and where its program's time went
-    (graders.sanitizer.target.Marks) where it says."""
+    (graders.run.marks.Marks, from graders.sanitizer.target) where it says."""
     target = tool.get("target") or {}
     note = f"{name}: {tool.get('status')}"
     if "held_s" in target:

@@ -1,17 +1,21 @@
 """The program compute-sanitizer watches: ready ahead of need, then one case of one submission.
 
 `python -m graders.sanitizer.target FIFO READY RESULT HELD`, started under compute-sanitizer by
-graders.sanitizer.child. It imports CuPy, makes the context and loads the input generator, then
-says it is ready (the file READY) and blocks on FIFO until the job comes: the submission's cubin
-and the case.
+graders.sanitizer.child. It imports CuPy and makes the context, then says it is ready (the file
+READY) and blocks on FIFO until the job comes: the submission's cubin and the case.
 
 The steps that show on the GPU hold the GPU's lock (shared, so a timed section never overlaps
 them): making the context (NVML counts a new context's process among those using the SMs for
-about two seconds, measured on an H100), the generator's launches in the warm-up, and the job's
-inputs and launch. Loading a module (the generator's, or the submission's under the tool's
-instrumentation) and the program's end (its context torn down, the tool's report written) show
-nothing in NVML's per-process SM samples (graders.timing.contention) and hold nothing, so a
-timed section elsewhere does not wait for them, as it does not wait for a run child's end.
+about two seconds, and a timed kernel beside it was lengthened by up to 21 %, both measured on
+an H100), and the job's copies and launch. No kernel of the grader's runs under the tool: the
+job's inputs are made on the host by the generator's NumPy twin (graders.run.inputs.
+generate_arrays, the same bits the device makes) and copied, and the outputs' sentinel too, so
+the tool instruments the student's kernels alone (it instruments a kernel at its first launch,
+under the lock; the generator's took 0.2 to 0.8 s of holds in every spare before). Loading a
+module and the program's end (its context torn down, the tool's report written) show nothing in
+NVML's per-process SM samples (graders.timing.contention) and hold nothing, as a run child's end
+holds nothing; a context torn down beside a timed kernel lengthened 19 of 4540 repetitions by
+more than 1 % on the H100, which the median of a timed section absorbs.
 Once the job's program holds the lock it says so (the file HELD): the child's clock for the
 tools starts then, not while it waited.
 
@@ -57,33 +61,19 @@ def _lock() -> GpuLock:
 
 
 def _warm() -> None:
-    """CuPy, its context and the input generator; only the GPU part waits for a timed section."""
+    """CuPy and its context (under the lock: making a context shows on the GPU), and the
+    modules the job uses, imported. No kernel of the grader's runs here or in the job: the
+    job's data is made on the host and copied (`run_job`), so the tool instruments the
+    student's kernels alone."""
     import cupy
 
-    from graders.run.generate import _module, device_fill
-    from graders.run.host_dtypes import host_dtype
+    from graders.run import buffers, harness, inputs  # noqa: F401
     from graders.run.output import limit_printf
-    from graders.run.warmup import AHEAD
+    from graders.spec import load_lab  # noqa: F401
 
-    lock = _lock()
-    with lock.shared():
+    with _lock().shared():
         cupy.cuda.set_allocator(None)
         limit_printf()  # makes the context
-    _module().get_function("kg_uniform_f32")  # loads the generator's module: nothing on the SMs
-    # The tool instruments each kernel at its first launch (0.2 to 0.8 s in all for the
-    # generator's under racecheck and memcheck on an H100, under the lock): only for the types
-    # every spare warms (graders.run.warmup.AHEAD), one launch per hold, so a timed section
-    # waits for one of them at most. A lab's other types are instrumented in its job.
-    for dtype in AHEAD:
-        scratch = cupy.empty(4, dtype=host_dtype(dtype))
-        for init in (
-            {"dist": "uniform", "low": 0, "high": 1},
-            {"dist": "integers", "low": 0, "high": 1},
-            {"dist": "normal", "mean": 0, "std": 1},
-        ):
-            with lock.shared():
-                device_fill(scratch, init, {}, 1, dtype=dtype)
-                cupy.cuda.Device().synchronize()
 
 
 def run_job(job: dict[str, Any], held: Path | None = None) -> dict[str, Any]:
@@ -97,7 +87,7 @@ def run_job(job: dict[str, Any], held: Path | None = None) -> dict[str, Any]:
         load_kernels,
         run_and_wait,
     )
-    from graders.run.inputs import scalar_values
+    from graders.run.inputs import generate_arrays, scalar_values
     from graders.spec import load_lab
 
     marks = Marks()
@@ -108,12 +98,13 @@ def run_job(job: dict[str, Any], held: Path | None = None) -> dict[str, Any]:
     try:
         funcs = load_kernels(base64.b64decode(job["cubin_b64"]), lab.kernels)
         arrays = DeviceArrays.allocate(lab, names, guards=False, literals=case.inputs)
+        data = generate_arrays(lab.params, names, seed, literals=case.inputs)
         marks.mark("load_s")
         with _lock().shared():
             marks.mark("wait_s")
             if held is not None:
                 held.touch()
-            arrays.generate(seed)
+            arrays.fill_from(data, copies_only=True)
             plan = LaunchPlan.build(lab, names, arrays, scalar_values(lab.params, names, seed))
             run_and_wait(funcs, plan, float(job.get("timeout_s", 60)))
             marks.mark("held_s")
