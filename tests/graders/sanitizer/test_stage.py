@@ -310,3 +310,18 @@ def test_a_lab_without_a_sanitizer_case_uses_its_smallest_case() -> None:
     smallest = min(LAB.cases, key=lambda c: sum(c.sizes.values()))
     assert smallest.name == "square-1" and stage.sanitizer_case(unnamed) == "square-1"
     assert stage.sanitizer_case(LAB) == "rect-63x65x70"
+
+
+def test_the_note_says_where_each_programs_time_went_and_when_the_child_ended(
+    monkeypatch: pytest.MonkeyPatch, health: _Health
+) -> None:
+    marks = {"verdict": "ok", "load_s": 0.012, "wait_s": 0.5, "held_s": 0.25}
+    tools = {**CLEAN, "racecheck": {**CLEAN["racecheck"], "target": marks}}
+    outcome = _outcome({"findings": [], "tools": tools})
+    outcome.log.append("exited: 0.004 s after its answer")
+    note, case, _, _, _ = _run(monkeypatch, outcome)
+    assert case.passed
+    assert note == (
+        "memcheck: ok, racecheck: ok (loading 0.012 s, waiting for the lock 0.500 s, holding "
+        "it 0.250 s), synccheck: ok, exited: 0.004 s after its answer"
+    )
