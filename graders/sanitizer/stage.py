@@ -153,10 +153,10 @@ def _tool_note(name: str, tool: dict[str, Any]) -> str:
     (graders.run.marks.Marks, from graders.sanitizer.target) where it says."""
     target = tool.get("target") or {}
     note = f"{name}: {tool.get('status')}"
-    if "held_s" in target:
+    if "held_s" in target:  # marked last: loading and waiting were marked before it
         note += (
-            f" (loading {target.get('load_s', 0):.3f} s, waiting for the lock "
-            f"{target.get('wait_s', 0):.3f} s, holding it {target['held_s']:.3f} s)"
+            f" (loading {target['load_s']:.3f} s, waiting for the lock "
+            f"{target['wait_s']:.3f} s, holding it {target['held_s']:.3f} s)"
         )
     return note
 
