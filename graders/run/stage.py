@@ -32,6 +32,7 @@ from graders.run.references import needed_references, reference_payloads
 from graders.run.timed import ATTEMPTS, PAUSE_S, section_limit
 from graders.sandbox.limits import SandboxLimits
 from graders.sandbox.runner import RAISED, SandboxOutcome, run_sandboxed
+from graders.sandbox.supervise import EXITED, READY
 from graders.spec import LabSpec
 from graders.text import visible_text
 
@@ -332,7 +333,7 @@ def _take_outcome(
             report.measured_references[name] = TimingStats(**stats)
         if value.get("contended"):
             report.timing_contended = str(value["contended"])
-        notes = [line for line in outcome.log if line.startswith(("ready:", "exited:"))]
+        notes = [line for line in outcome.log if line.startswith((READY, EXITED))]
         notes += value.get("log", [])
         log.info("run child for lab %s: %s", lab.id, "\n".join(notes)[-4000:])
         if value.get("lab_fault"):

@@ -43,6 +43,10 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 ANSWER_LIMIT_BYTES = 64 * 1024 * 1024
 STDERR_LIMIT_BYTES = 64 * 1024
 PROGRESS_LINE_LIMIT = 16 * 1024 * 1024
+# How the lines of a child's log about its warm-up and its end begin: the run and sanitizer
+# stages pass those lines on to the worker's log.
+READY = "ready:"
+EXITED = "exited:"
 # After the child exits, how long we wait for its pipes to close before giving up on them.
 DRAIN_SECONDS = 1.0
 # A prestarted child that is still not ready this long after its request is broken.
@@ -169,7 +173,7 @@ class _Progress:
             self.warm_cpu_s = float(record.get("cpu_s") or 0.0)
             if self.deadline_on_ready:
                 self.clock.deadline = now + self.limits.wall_seconds
-            self.log.append(f"ready: warm-up took {record.get('warm_s')} s")
+            self.log.append(f"{READY} warm-up took {record.get('warm_s')} s")
             if record.get("warm_failed"):
                 self.log.append(f"warm-up failed: {record['warm_failed']}")
         if "spare_slot" in record:
@@ -330,14 +334,14 @@ def _end(
         except ChildProcessError:
             pid = 0
         if pid == 0:
-            log.append("exited: not waited for after its answer (reaped in the background)")
+            log.append(f"{EXITED} not waited for after its answer (reaped in the background)")
             threading.Thread(target=_reap, args=(child,), name="reap", daemon=True).start()
             return None, None
     else:
         _, status, rusage = os.wait4(child.pid, 0)
     _close(child, status)
     if answered is not None:
-        log.append(f"exited: {time.monotonic() - answered:.3f} s after its answer")
+        log.append(f"{EXITED} {time.monotonic() - answered:.3f} s after its answer")
     return status, rusage
 
 

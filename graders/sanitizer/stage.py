@@ -22,6 +22,7 @@ from graders.results import CaseResult, CompileResult, Finding, GradeReport
 from graders.run.budget import GpuBudget
 from graders.sandbox.limits import SandboxLimits
 from graders.sandbox.runner import SandboxOutcome, run_sandboxed
+from graders.sandbox.supervise import EXITED
 from graders.sanitizer import verdicts
 from graders.sanitizer.tool import unavailable_reason
 from graders.spec import LabSpec
@@ -143,7 +144,7 @@ def run_sanitizer(
         _check_health(report, "the kernel hung or crashed under the sanitizer")
     if ruling.penalty:
         report.sanitizer_penalty = ruling.penalty
-    exited = [line for line in outcome.log if line.startswith("exited:")]
+    exited = [line for line in outcome.log if line.startswith(EXITED)]
     notes = [_tool_note(k, v) for k, v in tools.items()] + exited
     return value.get("note", "") or ", ".join(notes)
 
