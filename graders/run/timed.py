@@ -97,6 +97,10 @@ class TimedCase:
     notes: list[str] = field(default_factory=list)
 
 
+# An arm's repetition: (repetition, how it is checked) -> milliseconds between its events.
+Measure = Callable[[int, str], float]
+
+
 def timing_plan(lab: LabSpec) -> TimingPlan:
     t = lab.timing
     assert t is not None
@@ -287,7 +291,7 @@ def _timed_run(
 
 def _submission_measure(
     sub: _Prepared, checker: _Checker, flusher: L2Flusher, nonce: int, timeout_s: float
-) -> Callable[[int, str], float]:
+) -> Measure:
     timed = _timed_run(sub, flusher, nonce, timeout_s)
     count = [0]
 
@@ -302,9 +306,7 @@ def _submission_measure(
     return measure
 
 
-def _reference_measure(
-    ref: _Prepared, flusher: L2Flusher, nonce: int, timeout_s: float
-) -> Callable[[int, str], float]:
+def _reference_measure(ref: _Prepared, flusher: L2Flusher, nonce: int, timeout_s: float) -> Measure:
     timed = _timed_run(ref, flusher, nonce, timeout_s)
 
     def measure(rep: int, check: str) -> float:
@@ -353,7 +355,9 @@ def _first_calls(arms: list[Arm]) -> dict[str, float]:
     firsts: dict[str, float] = {}
     for arm in arms:
 
-        def measure(rep: int, check: str, *, _arm: Arm = arm, _inner=arm.measure) -> float:
+        def measure(
+            rep: int, check: str, *, _arm: Arm = arm, _inner: Measure = arm.measure
+        ) -> float:
             if _arm.name in firsts:
                 return _inner(rep, check)
             began = time.monotonic()
