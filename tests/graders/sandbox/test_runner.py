@@ -213,6 +213,7 @@ def test_environment_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert env["HOME"] != os.environ.get("HOME")
     # No BLAS thread per core: the sandbox user's process limit counts every child's threads.
     assert env["OPENBLAS_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1"
+    assert env["OPENBLAS_THREAD_TIMEOUT"] == "4"  # idle BLAS threads sleep at once
 
 
 def test_a_cpu_child_importing_numpy_starts_no_blas_threads(
@@ -232,6 +233,8 @@ def test_gpu_children_see_the_cuda_settings_but_no_secrets(monkeypatch: pytest.M
     env = outcome.value["env"]
     assert env["CUDA_VISIBLE_DEVICES"] == "0"
     assert "do-not-leak-this" not in str(env)
+    # A few BLAS threads for a Python oracle, which sleep when idle rather than spin.
+    assert env["OPENBLAS_THREAD_TIMEOUT"] == "4"
 
 
 def test_gpu_children_take_the_workers_gpu_lock(
