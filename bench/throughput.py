@@ -60,6 +60,7 @@ POLL_S = 0.05
 # 30 pollers every 0.05 s put 600 requests a second on the web process, whose CPU the
 # grading then shares.
 BURST_POLL_S = 0.3
+RUN_QUEUE_POLL_S = 0.1
 
 
 def _free_port() -> int:
@@ -313,9 +314,10 @@ def bench_lab(
     burst_rows: list[dict[str, Any]] = []
     rate = None
     cpu_per_graded = None
+    run_queue = None
     if burst:
         began, cpu_before = time.time(), host_cpu_busy_s()
-        with ThreadPoolExecutor(max_workers=burst) as pool:
+        with RunQueue() as runnable, ThreadPoolExecutor(max_workers=burst) as pool:
             burst_rows = list(
                 pool.map(
                     lambda _: grade_once(client, lab, source, timeout, poll_s=BURST_POLL_S),
@@ -328,6 +330,7 @@ def bench_lab(
         if cpu_before is not None and graded:
             cpu_per_graded = (host_cpu_busy_s() or cpu_before) - cpu_before
             cpu_per_graded /= graded
+        run_queue = runnable.figures(os.cpu_count() or 1)
     every = seq + burst_rows
     medians = [r["timed_median_ms"] for r in every if r["timed_median_ms"]]
     return {
@@ -351,6 +354,7 @@ def bench_lab(
             # bench's own pollers), per graded submission, and the host's cores.
             "host_cpu_s_per_graded": cpu_per_graded,
             "host_cores": os.cpu_count(),
+            "runnable_threads": run_queue,
         },
         "timed_median_ms": medians,
         "timed_median_max_over_min": max(medians) / min(medians) if medians else None,
@@ -359,6 +363,43 @@ def bench_lab(
         "gpu": next((r["gpu"] for r in every if r["gpu"]), None),
         "rows": every,
     }
+
+
+class RunQueue:
+    """The host's runnable threads (/proc/stat `procs_running`), sampled every
+    `RUN_QUEUE_POLL_S` while the block runs: more of them than cores means the CPU, not the
+    GPU, held gradings up then."""
+
+    def __init__(self) -> None:
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(RUN_QUEUE_POLL_S):
+            try:
+                with open("/proc/stat", encoding="ascii") as f:
+                    line = next(x for x in f if x.startswith("procs_running "))
+            except (OSError, StopIteration):
+                return
+            self.samples.append(int(line.split()[1]) - 1)  # less this sampler
+
+    def __enter__(self) -> RunQueue:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def figures(self, cores: int) -> dict[str, Any] | None:
+        if not self.samples:
+            return None
+        return {
+            "p50": _pct([float(x) for x in self.samples], 0.5),
+            "p95": _pct([float(x) for x in self.samples], 0.95),
+            "over_cores": sum(x > cores for x in self.samples) / len(self.samples),
+        }
 
 
 def host_cpu_busy_s() -> float | None:
@@ -434,6 +475,12 @@ def _print(result: dict[str, Any]) -> None:
             print(
                 f"   host CPU over the burst: {per:.1f} core-s busy per graded submission; "
                 f"{cores} cores at that cost grade at most {60 * cores / per:.0f} per minute"
+            )
+        if b.get("runnable_threads"):
+            q = b["runnable_threads"]
+            print(
+                f"   runnable threads over the burst: p50 {q['p50']:.0f}, p95 {q['p95']:.0f}; "
+                f"more than the cores in {100 * q['over_cores']:.0f} % of samples"
             )
     m = result["timed_median_ms"]
     if m:
