@@ -216,14 +216,46 @@ class DeviceArrays:
         finally:
             fresh.fill(0)
 
+    def untouched(self, *, inputs: bool = True) -> bool:
+        """Whether no guard band was written and (with `inputs`) no input changed: every
+        check of `guard_violations` and `modified_inputs` counted on the device, and the
+        counts fetched in one copy. Each fetch waits for the GPU, and where another process
+        has work on the GPU, the wait lasts until the GPU's time slice comes round to this
+        process (2.4 ms a wait beside another process's kernel, 0.012 ms alone, measured on
+        an H100); those two check one array at a time, two or three fetches an array. The
+        sentences come from them, asked only when this finds something touched."""
+        counts = []
+        for arr in self.arrays.values():
+            if not arr.guard:
+                continue
+            unsigned = _unsigned(arr.dtype)
+            xp = compare.array_module(arr.raw)
+            counts.append(
+                xp.count_nonzero(_unpoisoned(arr.raw[arr.nbytes :], unsigned, arr.guard_bits))
+            )
+            before = _unpoisoned(arr.spacer, unsigned, arr.guard_bits)
+            if before is not None:
+                counts.append(xp.count_nonzero(before))
+        for arr in self.arrays.values():
+            if not inputs or arr.kind != "in" or arr.name not in self.sources:
+                continue
+            fresh = self.fresh_input(arr.name)
+            unsigned = _unsigned(arr.dtype)
+            xp = compare.array_module(fresh)
+            counts.append(xp.count_nonzero(arr.view.view(unsigned) != fresh.view(unsigned)))
+            del fresh
+        if not counts:
+            return True
+        xp = compare.array_module(counts[0])
+        return int(xp.stack([xp.asarray(c, dtype=xp.int64) for c in counts]).sum()) == 0
+
     def guard_violations(self) -> list[str]:
         """Sentences naming each array whose guard bands were written."""
-        import cupy as cp
-
         found = []
         for arr in self.arrays.values():
             if not arr.guard:
                 continue
+            cp = compare.array_module(arr.raw)
             unsigned = _unsigned(arr.dtype)
             after = _unpoisoned(arr.raw[arr.nbytes :], unsigned, arr.guard_bits)
             before = _unpoisoned(arr.spacer, unsigned, arr.guard_bits)

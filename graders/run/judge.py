@@ -219,6 +219,25 @@ def _property(lab: LabSpec, p: ParamSpec, name: str, arrays: DeviceArrays) -> st
     return None if result.ok else result.message
 
 
+def _touched(arrays: DeviceArrays, *, check_inputs: bool) -> Judgement | None:
+    """A write outside an array, else (with `check_inputs`) a changed input; counted in one
+    fetch first (DeviceArrays.untouched), and named only where one was found."""
+    if arrays.untouched(inputs=check_inputs):
+        return None
+    guards = arrays.guard_violations()
+    if guards:
+        return Judgement(False, "out_of_bounds_write", " ".join(guards))
+    modified = arrays.modified_inputs() if check_inputs else []
+    if modified:
+        return Judgement(
+            False,
+            "input_modified",
+            f"The kernel changed its input {', '.join(modified)}; inputs are read-only "
+            "(the grader checks them after the run).",
+        )
+    return None
+
+
 def judge(
     ctx: Context,
     case: CaseSpec,
@@ -229,18 +248,9 @@ def judge(
 ) -> Judgement:
     """The verdict on one run (see the module docstring for the order)."""
     lab = ctx.lab
-    guards = arrays.guard_violations()
-    if guards:
-        return Judgement(False, "out_of_bounds_write", " ".join(guards))
-    if check_inputs:
-        modified = arrays.modified_inputs()
-        if modified:
-            return Judgement(
-                False,
-                "input_modified",
-                f"The kernel changed its input {', '.join(modified)}; inputs are read-only "
-                "(the grader checks them after the run).",
-            )
+    touched = _touched(arrays, check_inputs=check_inputs)
+    if touched is not None:
+        return touched
     unwritten = _never_written(lab, arrays)
     if unwritten is not None:
         return unwritten

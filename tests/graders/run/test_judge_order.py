@@ -38,6 +38,8 @@ class Run:
         arrays: Any = self.arrays
         arrays.guard_violations = lambda: list(self.guards)
         arrays.modified_inputs = lambda: list(self.modified)
+        # The one-fetch count before them (tests/graders/run/test_untouched.py tests it).
+        arrays.untouched = lambda inputs=True: not self.guards and not (inputs and self.modified)
         arrays.fresh_input = self.fresh_input
         self.case = next(c for c in self.arrays.lab.cases if c.name == "n-1000")
 
