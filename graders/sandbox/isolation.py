@@ -49,7 +49,8 @@ _THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 BLAS_THREADS_GPU = 4
 # OpenBLAS's idle threads spin 2**N CPU cycles before they sleep (OPENBLAS_THREAD_TIMEOUT, N
 # from 4 to 30, 28 by default): 0.1 s each at NumPy's import in every GPU child, 0.45 CPU-s
-# per child with 4 threads on the H100 host (4 such children per grading). The least.
+# per child with 4 threads on the H100 host (4 such children per grading). 4 is the least it
+# takes: they sleep at once, and a Python oracle's NumPy wakes them when it calls BLAS.
 BLAS_SPIN_EXPONENT = "4"
 CPU_CHILD_NICE = 10  # added to a CPU-only child's nice value
 AUTOGROUP_TRIES = 10  # 25 ms apart: one autogroup change per 0.1 s (_lower_autogroup)
