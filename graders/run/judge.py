@@ -227,7 +227,8 @@ def _touched(arrays: DeviceArrays, *, check_inputs: bool) -> Judgement | None:
     guards = arrays.guard_violations()
     if guards:
         return Judgement(False, "out_of_bounds_write", " ".join(guards))
-    modified = arrays.modified_inputs() if check_inputs else []
+    # No guard was written, so untouched() counted a changed input: `check_inputs` was on.
+    modified = arrays.modified_inputs()
     if modified:
         return Judgement(
             False,
