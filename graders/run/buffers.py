@@ -27,7 +27,7 @@ and scratch arrays without one, get the sentinel.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,6 +216,24 @@ class DeviceArrays:
         finally:
             fresh.fill(0)
 
+    def _guard_masks(self) -> Iterator[tuple[DeviceArray, Any, Any]]:
+        """Each guarded array, with where its tail guard and its spacer (None: it has none)
+        no longer hold the poison."""
+        for arr in self.arrays.values():
+            if arr.guard:
+                unsigned = _unsigned(arr.dtype)
+                after = _unpoisoned(arr.raw[arr.nbytes :], unsigned, arr.guard_bits)
+                yield arr, after, _unpoisoned(arr.spacer, unsigned, arr.guard_bits)
+
+    def _input_changes(self) -> Iterator[tuple[DeviceArray, Any]]:
+        """Each read-only input, with where it differs, bit by bit, from its data made again."""
+        for arr in self.arrays.values():
+            if arr.kind == "in" and arr.name in self.sources:
+                fresh = self.fresh_input(arr.name)
+                unsigned = _unsigned(arr.dtype)
+                yield arr, arr.view.view(unsigned) != fresh.view(unsigned)
+                del fresh
+
     def untouched(self, *, inputs: bool = True) -> bool:
         """Whether no guard band was written and (with `inputs`) no input changed: every
         check of `guard_violations` and `modified_inputs` counted on the device, and the
@@ -224,26 +242,11 @@ class DeviceArrays:
         process (2.4 ms a wait beside another process's kernel, 0.012 ms alone, measured on
         an H100); those two check one array at a time, two or three fetches an array. The
         sentences come from them, asked only when this finds something touched."""
-        counts = []
-        for arr in self.arrays.values():
-            if not arr.guard:
-                continue
-            unsigned = _unsigned(arr.dtype)
-            xp = compare.array_module(arr.raw)
-            counts.append(
-                xp.count_nonzero(_unpoisoned(arr.raw[arr.nbytes :], unsigned, arr.guard_bits))
-            )
-            before = _unpoisoned(arr.spacer, unsigned, arr.guard_bits)
-            if before is not None:
-                counts.append(xp.count_nonzero(before))
-        for arr in self.arrays.values():
-            if not inputs or arr.kind != "in" or arr.name not in self.sources:
-                continue
-            fresh = self.fresh_input(arr.name)
-            unsigned = _unsigned(arr.dtype)
-            xp = compare.array_module(fresh)
-            counts.append(xp.count_nonzero(arr.view.view(unsigned) != fresh.view(unsigned)))
-            del fresh
+        # Counted as each mask is made, so no more than one input's mask is held at a time.
+        counts = [_count(m) for _, after, before in self._guard_masks() for m in (after, before)]
+        if inputs:
+            counts += [_count(changed) for _, changed in self._input_changes()]
+        counts = [c for c in counts if c is not None]
         if not counts:
             return True
         xp = compare.array_module(counts[0])
@@ -252,22 +255,17 @@ class DeviceArrays:
     def guard_violations(self) -> list[str]:
         """Sentences naming each array whose guard bands were written."""
         found = []
-        for arr in self.arrays.values():
-            if not arr.guard:
-                continue
-            cp = compare.array_module(arr.raw)
-            unsigned = _unsigned(arr.dtype)
-            after = _unpoisoned(arr.raw[arr.nbytes :], unsigned, arr.guard_bits)
-            before = _unpoisoned(arr.spacer, unsigned, arr.guard_bits)
+        for arr, after, before in self._guard_masks():
+            xp = compare.array_module(after)
             if bool(after.any()):
-                elem = arr.view.size + int(cp.flatnonzero(after)[0])
+                elem = arr.view.size + int(xp.flatnonzero(after)[0])
                 found.append(
                     f"The kernel wrote past the end of {arr.name}: {arr.name} has "
                     f"{arr.view.size} elements, and element {elem} was written. Check the bounds "
                     "before every store."
                 )
             elif before is not None and bool(before.any()):
-                back = before.size - int(cp.flatnonzero(before)[-1])
+                back = before.size - int(xp.flatnonzero(before)[-1])
                 found.append(
                     f"The kernel wrote before the start of {arr.name} (about {back} elements "
                     "before index 0): a negative index."
@@ -276,16 +274,7 @@ class DeviceArrays:
 
     def modified_inputs(self) -> list[str]:
         """Names of the read-only inputs whose data differs from what they were given."""
-        changed = []
-        for arr in self.arrays.values():
-            if arr.kind != "in" or arr.name not in self.sources:
-                continue
-            fresh = self.fresh_input(arr.name)
-            unsigned = _unsigned(arr.dtype)
-            if bool((arr.view.view(unsigned) != fresh.view(unsigned)).any()):
-                changed.append(arr.name)
-            del fresh
-        return changed
+        return [arr.name for arr, changed in self._input_changes() if bool(changed.any())]
 
     def host(self, name: str) -> np.ndarray:
         return np.asarray(self.arrays[name].view.get())
@@ -322,6 +311,11 @@ def _poison(region: Any, unsigned: np.dtype, bits: Any) -> None:
         region[:whole].view(unsigned).fill(bits)
     if whole < region.size:
         region[whole:].fill(0xA5)
+
+
+def _count(mask: Any) -> Any:
+    """How many of `mask` are set, left on the device (None for no mask)."""
+    return None if mask is None else compare.array_module(mask).count_nonzero(mask)
 
 
 def _unpoisoned(region: Any, unsigned: np.dtype, bits: Any) -> Any:

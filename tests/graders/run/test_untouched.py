@@ -87,3 +87,12 @@ def test_arrays_without_guards_and_no_inputs_are_untouched() -> None:
     lab = load_builtin_lab("vector-scale")
     bare = DeviceArrays(lab, lab.sizes_for("n-1000"))
     assert bare.untouched()
+
+
+def test_only_inputs_are_compared_with_their_data_made_again(arrays: DeviceArrays) -> None:
+    """A scratch array with an `init` has a source too, and the kernel may write it; here the
+    output stands in for one."""
+    arrays.sources["dst"] = arrays.arrays["dst"].view.copy()
+    arrays.arrays["dst"].view[0] = 99.0
+    assert arrays.untouched()
+    assert arrays.modified_inputs() == []
