@@ -4,11 +4,11 @@ Starts `kernelgrader serve` (SQLite and the local worker, the embedded default) 
 folder, then, per lab, uploads the lab's scoring-target reference over the REST API: N times one
 after another (polled every 0.05 s), then M at once (polled every 0.3 s). Printed per lab:
 upload -> first verdict and upload -> graded (p50, p95), seconds per status (from the
-submission's own history) and per engine stage, graded per GPU-minute for the burst and the
-host's busy CPU time per graded submission over it, the spread (max/min) of the timed case's
-median over every grading of the same file, and the GPU's name; and, read from the worker's log
-(graders.run.child), the timed sections' seconds and their waits for the GPU's lock, the cases'
-waits and the prestarted children's warm-ups (p50, max).
+submission's own history) and per engine stage, graded per GPU-minute for the burst, the
+host's busy CPU time per graded submission over it and its runnable threads, the spread
+(max/min) of the timed case's median over every grading of the same file, and the GPU's name;
+and, read from the worker's log (graders.run.child), the timed sections' seconds and their
+waits for the GPU's lock, the cases' waits and the prestarted children's warm-ups (p50, max).
 
     python bench/throughput.py [--labs matmul-tiled,vector-scale] [--sequential 5] [--burst 30]
                                [--json OUT.json] [--log serve.log]
