@@ -55,7 +55,11 @@ def user_invite(
     email: str,
     days: Annotated[float, typer.Option(help="how long the link works")] = 7,
 ) -> None:
-    """Print a one-time link with which the user sets a password (also a reset link)."""
+    """Print a one-time link with which the user sets a password (also a reset link).
+
+    The operator's own tool, for any account: whoever runs this holds the database anyway.
+    Setting a password through it signs the account out everywhere and revokes its API tokens.
+    """
     from app.core.database import session_scope, utcnow
     from app.users.invites import issue_invite
     from app.users.service import get_user
@@ -80,14 +84,21 @@ def roster_import(
     file: Path,
     invites: Annotated[
         Path | None,
-        typer.Option(help="write a one-time password link for each user without a password"),
+        typer.Option(
+            help="write a one-time password link for each account made for this course that "
+            "nobody has used yet"
+        ),
     ] = None,
     days: Annotated[float, typer.Option(help="how long the links work")] = 7,
 ) -> None:
-    """Enrol everyone in a CSV file with columns email, name and (optional) role."""
+    """Enrol everyone in a CSV file with columns email, name and (optional) role.
+
+    The links file goes to the course's staff, so it follows the People page's rule
+    (app.courses.links): links only for accounts nobody has used yet.
+    """
     from app.core.database import session_scope, utcnow
+    from app.courses.links import hand_out
     from app.courses.service import get_course, import_roster
-    from app.users.invites import issue_invite
 
     try:
         text = file.read_text(encoding="utf-8-sig")
@@ -96,12 +107,16 @@ def roster_import(
     links = []
     try:
         with session_scope() as session:
-            users = import_roster(session, course=get_course(session, slug=course), text=text)
+            found = get_course(session, slug=course)
+            users = import_roster(session, course=found, text=text)
             if invites is not None:
                 now = utcnow()
                 for user in users:
-                    if user.password_hash is None:
-                        links.append(issue_invite(session, user=user, now=now, days=days))
+                    handout = hand_out(
+                        session, course=found, person=user, now=now, mail=False, days=days
+                    )
+                    if handout.issued is not None:
+                        links.append(handout.issued)
             if invites is not None:
                 _write_invites(invites, links)
             typer.echo(f"Enrolled {len(users)} users in {course}.")
@@ -110,7 +125,7 @@ def roster_import(
     if invites is not None:
         typer.echo(
             f"Wrote {len(links)} invite link{'s' if len(links) != 1 else ''} to {invites} "
-            "(users who already had a password got none)."
+            "(accounts already in use got none: they log in as they do now)."
         )
 
 

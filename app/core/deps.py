@@ -10,6 +10,10 @@ held its connection while the request queued for the next).
 
 What the dependencies below read (headers, the login cookie) needs no database, so they run on
 the event loop.
+
+A login session is a signed cookie that names the account and when the session began; a
+session that began before the account's `sessions_ended_at` (a new password, "sign out
+everywhere") is over, checked on every request that reads it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import asyncio
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, TypeVar
 
 import anyio
@@ -110,12 +115,37 @@ class PublicRequest:
         return await in_request_thread(lambda: _unit_of_work(work))
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _microseconds(at: datetime) -> int:
+    # Exact, unlike a float timestamp: a session begun in the same microsecond as the end of
+    # the sessions before it (the owner's own, at a password change) must compare equal.
+    return (at - _EPOCH) // timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class CookieLogin:
+    """Who the login cookie names, and when that session began (0: a cookie from before
+    sessions carried it, which counts until the account's sessions are first ended)."""
+
+    user_id: int
+    since: int
+
+    def user(self, session: Session) -> User | None:
+        user = session.get(User, self.user_id)
+        if user is None:
+            return None
+        ended = user.sessions_ended_at
+        return user if ended is None or self.since >= _microseconds(ended) else None
+
+
 @dataclass(frozen=True)
 class ApiRequest:
     """An API request: a bearer token, or for reads only the web login cookie (the pages poll)."""
 
     bearer: str | None
-    cookie_user_id: int | None
+    login: CookieLogin | None
     read_only: bool
 
     def user(self, session: Session) -> User:
@@ -128,8 +158,8 @@ class ApiRequest:
                 )
             token_uses.note(holder.token_id, last_used_at=holder.last_used_at, now=utcnow())
             return holder.user
-        if self.read_only and self.cookie_user_id is not None:
-            user = session.get(User, self.cookie_user_id)
+        if self.read_only and self.login is not None:
+            user = self.login.user(session)
             if user is not None:
                 return user
         raise NotAuthenticated(
@@ -145,10 +175,10 @@ class WebRequest:
     """A page request from someone logged in with the web login cookie."""
 
     request: Request
-    user_id: int | None
+    login: CookieLogin | None
 
     def user(self, session: Session) -> User:
-        user = session.get(User, self.user_id) if self.user_id is not None else None
+        user = self.login.user(session) if self.login is not None else None
         if user is None:
             raise NotAuthenticated("Log in to see this page.")
         # A plain copy for the page header: error pages render after the session has closed.
@@ -161,9 +191,18 @@ class WebRequest:
         return await in_request_thread(lambda: _unit_of_work(lambda s: work(s, self.user(s))))
 
 
-def cookie_user_id(request: Request) -> int | None:
-    user_id = request.session.get("user_id")
-    return user_id if isinstance(user_id, int) else None
+def start_session(request: Request, user_id: int) -> None:
+    """A fresh login session (and CSRF token) for the account, at every way of signing in."""
+    request.session.clear()
+    request.session["user_id"] = user_id
+    request.session["since"] = _microseconds(utcnow())
+
+
+def cookie_login(request: Request) -> CookieLogin | None:
+    user_id, since = request.session.get("user_id"), request.session.get("since", 0)
+    if not isinstance(user_id, int) or not isinstance(since, int):
+        return None
+    return CookieLogin(user_id=user_id, since=since)
 
 
 async def public_request() -> PublicRequest:
@@ -187,13 +226,13 @@ async def api_request(
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return ApiRequest(
         bearer=token.strip() if scheme.lower() == "bearer" and token.strip() else None,
-        cookie_user_id=cookie_user_id(request),
+        login=cookie_login(request),
         read_only=request.method in ("GET", "HEAD"),
     )
 
 
 async def web_request(request: Request) -> WebRequest:
-    return WebRequest(request=request, user_id=cookie_user_id(request))
+    return WebRequest(request=request, login=cookie_login(request))
 
 
 PublicDb = Annotated[PublicRequest, Depends(public_request)]

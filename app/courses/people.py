@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import Conflict, Invalid, NotFound
 from app.courses.models import Course, Enrollment, Role
 from app.courses.service import enroll
-from app.users.models import Invite, User
+from app.users.models import Invite, InviteKind, User
 from app.users.service import ensure_user, normalize_email
 
 # A roster file larger than this is refused: a class of thousands is a few hundred KiB.
@@ -31,7 +31,7 @@ class Member:
     user: User
     role: Role
     can_log_in: bool  # has a web password
-    invited: bool  # holds a set-password link not used yet (it may have expired)
+    invited: bool  # holds an invite from staff not used yet (it may have expired)
 
 
 def members_of(session: Session, *, course: Course) -> list[Member]:
@@ -46,7 +46,11 @@ def members_of(session: Session, *, course: Course) -> list[Member]:
     invited = (
         set(
             session.scalars(
-                select(Invite.user_id).where(Invite.user_id.in_(ids), Invite.used_at.is_(None))
+                select(Invite.user_id).where(
+                    Invite.user_id.in_(ids),
+                    Invite.used_at.is_(None),
+                    Invite.kind == InviteKind.invite.value,
+                )
             )
         )
         if ids

@@ -21,7 +21,7 @@ from app.auth import states
 from app.auth.problems import SignInRefused
 from app.auth.routes import refused_page
 from app.core.database import utcnow
-from app.core.deps import PublicDb, WebDb
+from app.core.deps import PublicDb, WebDb, start_session
 from app.core.errors import DomainError, Forbidden, NotFound
 from app.courses.models import Course, Role
 from app.courses.service import get_course, labs_of, require_instructor, require_staff
@@ -141,8 +141,7 @@ async def launch(request: Request, db: PublicDb) -> Response:
         return await refused_page(request, db, refused)
     response = RedirectResponse(landing.target, status_code=303)
     if landing.user_id is not None:
-        request.session.clear()  # a fresh session (and CSRF token), as at a password login
-        request.session["user_id"] = landing.user_id
+        start_session(request, landing.user_id)  # as at a password login
     cookies.apply(response)
     return response
 

@@ -1,7 +1,9 @@
 """Invite links: a one-time link that lets a person set their password (also a reset link).
 
 Only the sha256 of the link's token is stored, like API tokens: a leaked table opens nothing.
-Issuing a new link retires the person's older unused ones.
+Issuing a new link retires the person's older unused ones of the same kind, so a stranger's
+"forgot password" (a reset link, mailed to the owner) never retires the invite their course
+staff made; setting a password by any way retires every unused one (app.users.passwords).
 """
 
 from __future__ import annotations
@@ -14,19 +16,20 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Invalid, NotFound
-from app.core.security import hash_api_token, hash_password, verify_password
+from app.core.security import hash_api_token, verify_password
 from app.core.settings import get_settings
 from app.core.timefmt import when_text
-from app.users.models import Invite, User
+from app.users.models import Invite, InviteKind, User
+from app.users.passwords import set_password
 
 MIN_PASSWORD = 8
 EXPIRED = (
-    "This link expired on {when}; ask your instructor for a new one "
-    "(`kernelgrader user invite EMAIL`)."
+    'This link expired on {when}; ask for a new one with "Forgot your password?" on the '
+    "login page, or ask your course staff."
 )
 UNKNOWN = (
-    "This link is not valid, or it was already used; ask your instructor for a new one "
-    "(`kernelgrader user invite EMAIL`)."
+    "This link is not valid, or it was already used (or the account's password was set since); "
+    'log in, or ask for a new link with "Forgot your password?" on the login page.'
 )
 
 
@@ -41,19 +44,40 @@ def invite_url(token: str) -> str:
     return f"{get_settings().public_url.rstrip('/')}/invite/{token}"
 
 
-def issue_invite(session: Session, *, user: User, now: datetime, days: float = 7) -> IssuedInvite:
+def issue_invite(
+    session: Session,
+    *,
+    user: User,
+    now: datetime,
+    days: float = 7,
+    kind: InviteKind = InviteKind.invite,
+    shown_in_course_id: int | None = None,
+) -> IssuedInvite:
+    """A new link of this kind, retiring the user's older unused ones of the same kind.
+
+    `shown_in_course_id`: the link is shown to that course's staff rather than mailed to the
+    owner; app.courses.links decides when that may be, and lets it work only while it may.
+    """
     if days <= 0 or days > 90:
         raise Invalid(
             "An invite link lasts between a moment and 90 days; give --days in that range."
         )
     session.execute(
         update(Invite)
-        .where(Invite.user_id == user.id, Invite.used_at.is_(None))
+        .where(Invite.user_id == user.id, Invite.used_at.is_(None), Invite.kind == kind.value)
         .values(used_at=now)
     )
     token = secrets.token_urlsafe(32)
     expires_at = now + timedelta(days=days)
-    session.add(Invite(user_id=user.id, token_hash=hash_api_token(token), expires_at=expires_at))
+    session.add(
+        Invite(
+            user_id=user.id,
+            token_hash=hash_api_token(token),
+            expires_at=expires_at,
+            kind=kind.value,
+            shown_in_course_id=shown_in_course_id,
+        )
+    )
     session.flush()
     return IssuedInvite(user=user, url=invite_url(token), expires_at=expires_at)
 
@@ -82,7 +106,8 @@ def check_new_password(password: str, confirm: str) -> None:
 def accept_invite(
     session: Session, *, token: str, password: str, confirm: str, now: datetime
 ) -> User:
-    """Set the password through a live link, and use the link up."""
+    """Set the password through a live link, and use the link up (with every other unused link,
+    the account's sessions and API tokens: app.users.passwords)."""
     invite, user = find_invite(session, token=token, now=now)
     check_new_password(password, confirm)
     # Conditional, so two tabs posting the same link cannot both use it.
@@ -94,16 +119,15 @@ def accept_invite(
     )
     if used.rowcount != 1:  # type: ignore[attr-defined]
         raise NotFound(UNKNOWN)
-    user.password_hash = hash_password(password)
-    session.flush()
+    set_password(session, user=user, password=password, now=now)
     return user
 
 
 def change_password(
-    session: Session, *, user: User, current: str, password: str, confirm: str
-) -> None:
+    session: Session, *, user: User, current: str, password: str, confirm: str, now: datetime
+) -> int:
+    """The owner's new password; returns how many API tokens it revoked (app.users.passwords)."""
     if not verify_password(user.password_hash, current):
         raise Invalid("The current password is not right; type it again.")
     check_new_password(password, confirm)
-    user.password_hash = hash_password(password)
-    session.flush()
+    return set_password(session, user=user, password=password, now=now)

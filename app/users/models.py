@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime
 
 from sqlalchemy import ForeignKey, String
@@ -19,10 +20,20 @@ class User(Base):
     # None: the account cannot log in on the web (API token only, or not yet activated).
     password_hash: Mapped[str | None] = mapped_column(String(200), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Login sessions begun before this are over (a new password, "sign out everywhere"): the
+    # session cookie carries when it began, and each request compares (app.core.deps).
+    sessions_ended_at: Mapped[datetime | None] = mapped_column(default=None)
 
     @property
     def display_name(self) -> str:
         return self.name or self.email
+
+
+class InviteKind(enum.StrEnum):
+    # Made by a course's staff or the operator (`kernelgrader user invite`).
+    invite = "invite"
+    # Asked for through "forgot password", mailed to the account's own address.
+    reset = "reset"
 
 
 class Invite(Base):
@@ -35,8 +46,15 @@ class Invite(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime]
-    # Set when the link was used, or when a newer link for the same user replaced it.
+    # Set when the link was used, or when a newer link of the same kind replaced it, or when
+    # the account's password was set another way.
     used_at: Mapped[datetime | None] = mapped_column(default=None)
+    kind: Mapped[str] = mapped_column(String(10), default=InviteKind.invite.value)
+    # The course whose staff were shown the link (no mail): it works only while the account
+    # is still unused and enrolled in no other course (app.courses.links).
+    shown_in_course_id: Mapped[int | None] = mapped_column(
+        ForeignKey("courses.id", ondelete="CASCADE"), default=None
+    )
 
 
 class ApiToken(Base):

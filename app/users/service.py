@@ -12,6 +12,7 @@ from app.core.database import utcnow
 from app.core.errors import Invalid, NotFound
 from app.core.security import hash_api_token, hash_password, new_api_token, verify_password
 from app.users.models import ApiToken, User
+from app.users.passwords import set_password
 
 
 def normalize_email(email: str) -> str:
@@ -35,20 +36,24 @@ def get_user(session: Session, *, email: str) -> User:
 def ensure_user(
     session: Session, *, email: str, name: str = "", password: str | None = None
 ) -> User:
-    """Return the user with this email, creating it if needed; a given password is (re)set."""
+    """Return the user with this email, creating it if needed; a given password is (re)set,
+    which for an existing account ends its sessions and API tokens (app.users.passwords)."""
     email = normalize_email(email)
     if len(name.strip()) > 200:
         raise Invalid(f"The name for {email} is longer than 200 characters; shorten it.")
+    if password is not None and len(password) < 8:
+        raise Invalid("The password is shorter than 8 characters; choose a longer one.")
     user = find_user(session, email=email)
     if user is None:
         user = User(email=email, name=name.strip())
+        if password is not None:
+            user.password_hash = hash_password(password)
         session.add(user)
-    elif name and not user.name:
-        user.name = name.strip()
-    if password is not None:
-        if len(password) < 8:
-            raise Invalid("The password is shorter than 8 characters; choose a longer one.")
-        user.password_hash = hash_password(password)
+    else:
+        if name and not user.name:
+            user.name = name.strip()
+        if password is not None:
+            set_password(session, user=user, password=password, now=utcnow())
     session.flush()
     return user
 

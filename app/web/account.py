@@ -1,5 +1,8 @@
-"""Accounts on the web: one's password and API tokens, the invite links that set a password,
-and "forgot password", which mails such a link where the server sends mail.
+"""Accounts on the web: one's password, sessions and API tokens, the invite links that set a
+password, and "forgot password", which mails such a link where the server sends mail.
+
+A new password (changed here, or set through a link) signs the account out everywhere else and
+revokes its API tokens (app.users.passwords); "sign out everywhere" ends every session.
 
 As every page, a handler's database work (rendering included) is one function handed to
 `web.run` or, before anyone is logged in, `db.run` (app.core.deps).
@@ -8,22 +11,23 @@ As every page, a handler's database work (rendering included) is one function ha
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import PublicDb, RowId, WebDb
+from app.core.deps import PublicDb, RowId, WebDb, start_session
 from app.core.errors import DomainError, Invalid
-from app.core.mail import outbox
 from app.core.settings import get_settings
-from app.core.timefmt import when_text
-from app.users.invites import accept_invite, change_password, find_invite, issue_invite
+from app.courses.links import accept_link, live_invite
+from app.users.invites import change_password
 from app.users.models import User
+from app.users.passwords import end_sessions
+from app.users.resets import reset_requests
 from app.users.service import (
     create_api_token,
-    find_user,
     normalize_email,
     revoke_own_token,
     tokens_of,
@@ -62,17 +66,53 @@ async def change_password_form(
     confirm: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    def work(session: Session, user: User) -> Response:
+    def work(session: Session, user: User) -> tuple[Response, int | None]:
         check_csrf(request, csrf_token)
         try:
-            change_password(session, user=user, current=current, password=password, confirm=confirm)
+            revoked = change_password(
+                session,
+                user=user,
+                current=current,
+                password=password,
+                confirm=confirm,
+                now=utcnow(),
+            )
         except DomainError as exc:
             session.rollback()
             page = _account(session, user, error=exc.message)
-            return render(request, "account.html", page, status_code=exc.status_code)
-        return RedirectResponse("/account?message=Your+password+was+changed.", status_code=303)
+            return render(request, "account.html", page, status_code=exc.status_code), None
+        text = (
+            "Your password was changed: every other browser logged in to your account is signed "
+            f"out, and {_tokens(revoked)} revoked."
+        )
+        return RedirectResponse(f"/account?message={quote(text)}", status_code=303), user.id
 
-    return await web.run(work)
+    page, changed = await web.run(work)
+    if changed is not None:
+        # Once committed: the sessions before the change are over, this browser's begins anew.
+        start_session(request, changed)
+    return page
+
+
+def _tokens(count: int) -> str:
+    if count == 0:
+        return "you had no API tokens to revoke"
+    return f"your {count} API token{'s were' if count != 1 else ' was'}"
+
+
+@router.post("/account/sessions/end")
+async def sign_out_everywhere(
+    request: Request, web: WebDb, csrf_token: Annotated[str, Form()] = ""
+) -> Response:
+    """End every login session of the account, this browser's too; API tokens stay."""
+
+    def work(session: Session, user: User) -> None:
+        check_csrf(request, csrf_token)
+        end_sessions(session, user=user, now=utcnow())
+
+    await web.run(work)
+    request.session.clear()
+    return RedirectResponse("/login?signed_out=1", status_code=303)
 
 
 @router.post("/account/tokens", response_class=HTMLResponse)
@@ -126,7 +166,7 @@ async def revoke_token_form(
 async def invite_page(request: Request, token: str, db: PublicDb) -> Response:
     def page(session: Session) -> Response:
         try:
-            invite, who = find_invite(session, token=token, now=utcnow())
+            invite, who = live_invite(session, token=token, now=utcnow())
         except DomainError as exc:
             context = {"who": None, "error": exc.message}
             return render(request, "invite.html", context, status_code=404)
@@ -151,11 +191,11 @@ async def accept_invite_form(
     def work(session: Session) -> int | Response:
         now = utcnow()
         try:
-            user = accept_invite(session, token=token, password=password, confirm=confirm, now=now)
+            user = accept_link(session, token=token, password=password, confirm=confirm, now=now)
         except DomainError as exc:
             session.rollback()
             try:
-                invite, who = find_invite(session, token=token, now=now)
+                invite, who = live_invite(session, token=token, now=now)
                 context = {"who": who, "expires_at": invite.expires_at, "error": exc.message}
             except DomainError:
                 context = {"who": None, "error": exc.message}
@@ -166,17 +206,17 @@ async def accept_invite_form(
     if isinstance(outcome, Response):
         return outcome
     # Only once the password is committed: a fresh session, as at every login.
-    request.session.clear()
-    request.session["user_id"] = outcome
+    start_session(request, outcome)
     return RedirectResponse("/", status_code=303)
 
 
 # --- forgot password -----------------------------------------------------------------------
 
 ASK_THE_STAFF = (
-    "This server sends no e-mail, so it cannot mail you a link: ask your course staff (your "
-    "instructor or a TA) for a link to set a new password. They make one on the course's "
-    "People page, or with `kernelgrader user invite EMAIL`."
+    "This server sends no e-mail, so it cannot mail you a link. If you sign in through your "
+    "university or your LMS, do that instead. Otherwise ask whoever runs this kernelgrader "
+    "server (your course staff know who) for a link to set a new password: they make one with "
+    "`kernelgrader user invite EMAIL`."
 )
 
 
@@ -184,8 +224,8 @@ def _sent_sentence(minutes: int) -> str:
     # The same whether or not the address has an account: the page tells nobody who has one.
     return (
         "If an account uses that address, a link to set a new password is on its way to it. "
-        f"It works once, for {minutes} minutes; look in your spam folder too. No mail within a "
-        "few minutes? Ask your course staff for a link."
+        f"It works once, for {minutes} minutes; look in your spam folder too. Setting a new "
+        "password signs you out everywhere else and revokes your API tokens."
     )
 
 
@@ -202,10 +242,10 @@ async def forgot_page(request: Request) -> Response:
 @router.post("/password/forgot", response_class=HTMLResponse)
 async def forgot_form(
     request: Request,
-    db: PublicDb,
     email: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
+    """The same steps whatever the address: no table is read here (app.users.resets)."""
     check_csrf(request, csrf_token)
     settings = get_settings()
     context: dict[str, Any] = {
@@ -237,23 +277,6 @@ async def forgot_form(
         return page
     for throttle, key in checks:
         throttle.failed(key)
-    minutes = settings.password_reset_minutes
-
-    def work(session: Session) -> tuple[str, str] | None:
-        user = find_user(session, email=address)
-        if user is None:
-            return None
-        issued = issue_invite(session, user=user, now=utcnow(), days=minutes / (24 * 60))
-        return user.email, (
-            f"Someone, probably you, asked for a new password for the kernelgrader account "
-            f"{user.email}.\n\nChoose one with this link; it works once, until "
-            f"{when_text(issued.expires_at)}:\n\n{issued.url}\n\nIf it was not you, ignore this "
-            "mail: your password stays as it is.\n"
-        )
-
-    mail = await db.run(work)
-    if mail is not None:
-        # Sent by the mail thread once the link is committed; the answer does not wait for it.
-        outbox.send(to=mail[0], subject="Set a new kernelgrader password", body=mail[1])
-    context["sent"] = _sent_sentence(minutes)
+    reset_requests.ask(address)
+    context["sent"] = _sent_sentence(settings.password_reset_minutes)
     return render(request, "forgot.html", context)

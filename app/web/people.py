@@ -2,9 +2,11 @@
 a student or TA, changing a role, sending a set-password link, and a roster CSV that is
 previewed before it is applied.
 
-Links go out by mail where KERNELGRADER_SMTP_HOST is set, after the request commits; without
-mail the page shows them once, for the instructor to pass on. As every page, a handler's
-database work is one function handed to `web.run` (app.core.deps).
+Links go out by mail where KERNELGRADER_SMTP_HOST is set, after the request commits, to the
+person's own address; without mail the page shows a link once, for the instructor to pass on,
+only for an account nobody has used yet, and for any other says how that person signs in
+(app.courses.links). As every page, a handler's database work is one function handed to
+`web.run` (app.core.deps).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from app.core.errors import DomainError, Invalid
 from app.core.mail import outbox
 from app.core.settings import get_settings
 from app.core.timefmt import when_text
+from app.courses.links import Handout, hand_out
 from app.courses.models import Course, Role
 from app.courses.people import (
     MAX_ROSTER_BYTES,
@@ -35,7 +38,6 @@ from app.courses.people import (
     remove_member,
 )
 from app.courses.service import get_course, require_instructor, require_staff
-from app.users.invites import IssuedInvite, issue_invite
 from app.users.models import User
 from app.users.service import get_user
 from app.web.templating import check_csrf, render
@@ -52,18 +54,28 @@ class Mail:
     body: str
 
 
-def invite_mail(course: Course, issued: IssuedInvite) -> Mail:
-    return Mail(
-        to=issued.user.email,
-        subject=f"Your kernelgrader account for {course.title}",
-        body=(
+def invite_mail(course: Course, handout: Handout) -> Mail:
+    issued = handout.issued
+    assert issued is not None
+    until = when_text(issued.expires_at)
+    if handout.in_use:
+        body = (
+            f"You are enrolled in {course.title} on kernelgrader. Log in as you do now, as "
+            f"{issued.user.email}.\n\nIf you have no password, or lost it, this link sets a "
+            f"new one (it works once, until {until}; a new password signs you out everywhere "
+            f"else and revokes your API tokens):\n\n{issued.url}\n\n"
+            "If you did not expect this, ignore the link and ask the course staff.\n"
+        )
+    else:
+        body = (
             f"You are enrolled in {course.title} on kernelgrader, where you upload your CUDA "
             "kernels and read how they did.\n\n"
-            f"Set your password with this link (it works once, until "
-            f"{when_text(issued.expires_at)}):\n\n{issued.url}\n\n"
-            f"Then log in as {issued.user.email}. If you did not expect this, ask the course "
-            "staff.\n"
-        ),
+            f"Set your password with this link (it works once, until {until}):\n\n"
+            f"{issued.url}\n\nThen log in as {issued.user.email}. If you did not expect this, "
+            "ask the course staff.\n"
+        )
+    return Mail(
+        to=issued.user.email, subject=f"Your kernelgrader account for {course.title}", body=body
     )
 
 
@@ -91,6 +103,7 @@ def _context(session: Session, course: Course, role: Role, **extra: Any) -> dict
         "roles": [r.value for r in Role],
         "mail": get_settings().mail_enabled,
         "links": [],
+        "notes": [],
         "message": "",
         "error": None,
         **extra,
@@ -107,32 +120,38 @@ async def people_page(request: Request, course: str, web: WebDb, message: str = 
     return await web.run(page)
 
 
-def _invite(session: Session, course: Course, person: User) -> tuple[IssuedInvite, Mail | None]:
-    issued = issue_invite(session, user=person, now=utcnow(), days=INVITE_DAYS)
-    return issued, invite_mail(course, issued) if get_settings().mail_enabled else None
+def _invite(session: Session, course: Course, person: User) -> Handout:
+    mail = get_settings().mail_enabled
+    return hand_out(
+        session, course=course, person=person, now=utcnow(), mail=mail, days=INVITE_DAYS
+    )
 
 
 def _after_invites(
     request: Request,
     session: Session,
     course: Course,
-    issued: list[tuple[IssuedInvite, Mail | None]],
+    handouts: list[Handout],
     message: str,
 ) -> tuple[Response, list[Mail]]:
-    """Mail the links (after commit) where mail is on; else show them on the page, once."""
-    mails = [mail for _, mail in issued if mail is not None]
-    if mails or not issued:
-        sent = (
-            f" Sent {len(mails)} link{'s' if len(mails) != 1 else ''} to set a password."
-            if mails
-            else ""
-        )
-        return _people_url(course, message + sent), mails
-    links = [(item.user.email, item.url, when_text(item.expires_at)) for item, _ in issued]
-    context = _context(session, course, Role.instructor, message=message, links=links)
+    """Mail the links (after commit) where mail is on; else show the links of unused accounts
+    on the page, once, and for accounts in use how their owners sign in."""
+    mails = [invite_mail(course, h) for h in handouts if h.issued is not None and not h.shown]
+    links = [
+        (h.issued.user.email, h.issued.url, when_text(h.issued.expires_at))
+        for h in handouts
+        if h.issued is not None and h.shown
+    ]
+    notes = [h.sentence for h in handouts if h.sentence]
+    if mails:
+        message += f" Sent {len(mails)} link{'s' if len(mails) != 1 else ''} to set a password."
+    if not links and not notes:
+        return _people_url(course, message), mails
+    context = _context(session, course, Role.instructor, message=message, links=links, notes=notes)
     page = render(request, "people.html", context)
-    page.headers["Cache-Control"] = "no-store"  # the links are secrets
-    return page, []
+    if links:
+        page.headers["Cache-Control"] = "no-store"  # the links are secrets
+    return page, mails
 
 
 @router.post("/courses/{course}/people/add", response_class=HTMLResponse)
@@ -157,8 +176,8 @@ async def add_person_form(
             context = _context(session, found, Role.instructor, error=exc.message)
             return render(request, "people.html", context, status_code=exc.status_code), []
         done = f"Added {person.email} as {_a(role)} {role}."
-        issued = [_invite(session, found, person)] if invite else []
-        return _after_invites(request, session, found, issued, done)
+        handouts = [_invite(session, found, person)] if invite else []
+        return _after_invites(request, session, found, handouts, done)
 
     page, mails = await web.run(work)
     _send(mails)
@@ -242,9 +261,9 @@ async def invite_person_form(
         members = {m.user.id for m in members_of(session, course=found)}
         if person.id not in members:
             raise Invalid(f"{email} is not enrolled in {found.title}; add them first.")
-        issued = _invite(session, found, person)
-        text = f"A new link for {email} replaces any earlier one."
-        return _after_invites(request, session, found, [issued], text)
+        handout = _invite(session, found, person)
+        text = f"A new link for {email} replaces any earlier one." if handout.issued else ""
+        return _after_invites(request, session, found, [handout], text)
 
     page, mails = await web.run(work)
     _send(mails)
@@ -343,8 +362,8 @@ async def roster_apply_form(
         )
         if plan.problems:
             done += f" {len(plan.problems)} lines were skipped (see the preview)."
-        issued = [_invite(session, found, person) for person in added] if invite else []
-        return _after_invites(request, session, found, issued, done)
+        handouts = [_invite(session, found, person) for person in added] if invite else []
+        return _after_invites(request, session, found, handouts, done)
 
     page, mails = await web.run(work)
     _send(mails)

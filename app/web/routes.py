@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import PublicDb, RowId, WebDb
+from app.core.deps import PublicDb, RowId, WebDb, start_session
 from app.core.errors import DomainError, RateLimited
 from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
@@ -107,9 +107,18 @@ def client_network(host: str) -> str:
     return str(address)
 
 
+SIGNED_OUT = (
+    "You are signed out everywhere: every browser that was logged in to your account must log "
+    "in again. Your API tokens still work; revoke any that may have leaked on your account page."
+)
+
+
 @router.get("/login", response_class=HTMLResponse)
-async def login_form(request: Request, next: str = "/") -> Response:
-    return render(request, "login.html", {"next": _safe_next(next), "error": None})
+async def login_form(request: Request, next: str = "/", signed_out: bool = False) -> Response:
+    notice = SIGNED_OUT if signed_out else ""
+    return render(
+        request, "login.html", {"next": _safe_next(next), "error": None, "notice": notice}
+    )
 
 
 @router.post("/login", response_class=HTMLResponse)
@@ -122,9 +131,11 @@ async def login(
     next: Annotated[str, Form()] = "/",
 ) -> Response:
     check_csrf(request, csrf_token)
-    # Throttle guessing per account and per address, before spending time on the hash.
-    account = "account:" + email.strip().lower()
-    address = "address:" + client_network(request.client.host if request.client else "")
+    # Throttle guessing per account from one address, and per address, before spending time on
+    # the hash. Not per account alone: a stranger's guesses would lock its owner out everywhere.
+    network = client_network(request.client.host if request.client else "")
+    account = f"account:{email.strip().lower()}|{network}"
+    address = "address:" + network
     throttle, address_throttle = (
         request.app.state.login_throttle,
         request.app.state.login_address_throttle,
@@ -154,8 +165,7 @@ async def login(
             status_code=401,
         )
     throttle.succeeded(account)
-    request.session.clear()  # a fresh session (and CSRF token) at every login
-    request.session["user_id"] = user.id
+    start_session(request, user.id)
     return RedirectResponse(_safe_next(next), status_code=303)
 
 

@@ -257,3 +257,20 @@ def test_roster_import_writes_invite_links(course: str, tmp_path: Path) -> None:
     assert [(r["email"], r["name"]) for r in rows] == [(fresh, "New Student")]
     assert re.match(r"^http://localhost:8000/invite/[\w-]{40,}$", rows[0]["link"])
     assert datetime.fromisoformat(rows[0]["expires_at"]) > datetime.now(UTC)
+
+
+def test_roster_import_writes_no_link_for_an_account_another_course_enrols(
+    course: str, tmp_path: Path
+) -> None:
+    """The links file goes to the course's staff: an account enrolled elsewhere (though it has
+    no password yet) is someone else's to hand out, as on the People page (issue 31)."""
+    elsewhere = unique("other")
+    run("course", "create", elsewhere)
+    theirs = f"{unique('theirs')}@example.edu"
+    roster = tmp_path / "roster.csv"
+    roster.write_text(f"email\n{theirs}\n", encoding="utf-8")
+    run("roster", "import", elsewhere, str(roster))
+    links = tmp_path / "links.csv"
+    out = run("roster", "import", course, str(roster), "--invites", str(links))
+    assert "Wrote 0 invite links" in out and "accounts already in use got none" in out
+    assert links.read_text(encoding="utf-8").splitlines() == ["email,name,link,expires_at"]
