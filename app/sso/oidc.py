@@ -1,8 +1,11 @@
 """OpenID Connect sign-in through Authlib's Starlette client.
 
 Authlib reads the provider's discovery document, sends the browser to it with a state and a
-nonce (kept in the login cookie's session), and at the callback exchanges the code and checks
-the id_token (signature by the provider's key set, issuer, audience, expiry, nonce).
+nonce (kept in the login cookie's session, so only the browser that started the sign-in can
+finish it), and at the callback exchanges the code and checks the id_token (signature by the
+provider's key set, issuer, audience, expiry, nonce). An id_token must carry its expiry and
+issue time: checked here again, so that no version of the library can let a token that never
+expires through.
 """
 
 from __future__ import annotations
@@ -80,4 +83,18 @@ async def finish(request: Request, provider: ProviderView) -> tuple[str, str, di
             source=provider.slug,
         ) from None
     claims: dict[str, Any] = dict(token.get("userinfo") or {})
+    missing = [name for name in ("exp", "iat") if not _numeric(claims.get(name))]
+    if claims and missing:  # no claims at all: no id_token, refused for its missing subject
+        raise SignInRefused(
+            f"The answer from {provider.name} could not be accepted, so you were not signed in; "
+            "tell your course staff.",
+            f"oidc provider {provider.slug}: the id_token has no numeric "
+            f"{' or '.join(missing)}; a token without an expiry would work for ever",
+            kind="oidc",
+            source=provider.slug,
+        )
     return str(claims.get("sub", "")), str(claims.get("iss", provider.issuer)), claims
+
+
+def _numeric(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

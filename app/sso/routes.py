@@ -2,12 +2,20 @@
 
 As every handler, database work is a function handed to `db.run` / `web.run`; talking to the
 provider (Authlib's token exchange, pysaml2's checks with xmlsec1) happens between hops.
+
+A sign-in's answer is taken only in the browser that started it, so nobody can sign another
+person's browser in as themselves (login CSRF) with an answer made for them: OpenID Connect's
+state and nonce wait in that browser's login cookie (Authlib), and a SAML request's id waits in
+the database beside the hash of a random cookie set at the start, which the identity
+provider's post must bring back.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Form, Request
@@ -17,7 +25,7 @@ from sqlalchemy.orm import Session
 from app.auth import states
 from app.auth.problems import SignInRefused, recent
 from app.auth.routes import refused_page
-from app.core.deps import PublicDb, WebDb
+from app.core.deps import PublicDb, WebDb, start_session
 from app.core.errors import Forbidden
 from app.courses.service import courses_of
 from app.sso.service import ProviderView, get_provider, map_attributes, providers, sign_in, urls
@@ -28,11 +36,44 @@ from app.web.templating import render
 router = APIRouter(include_in_schema=False)
 
 SAML_STATE_SECONDS = 600
+# The browser's mark for SAML sign-ins (random, HttpOnly, only sent to /sso).
+BROWSER_COOKIE = "kernelgrader_sso"
+OTHER_BROWSER = (
+    "This answer from {name} belongs to a sign-in that was started in another browser (or this "
+    "browser did not keep kernelgrader's cookie), so you were not signed in; start the sign-in "
+    "again here."
+)
+
+
+def _browser_mark(request: Request) -> str:
+    # One mark per browser, kept across sign-ins, so two tabs signing in at once both finish.
+    mark = request.cookies.get(BROWSER_COOKIE, "")
+    return mark if 32 <= len(mark) <= 64 else secrets.token_urlsafe(32)
+
+
+def _digest(mark: str) -> str:
+    return hashlib.sha256(mark.encode()).hexdigest()
+
+
+def _set_browser_mark(request: Request, response: Response, mark: str) -> None:
+    https = request.url.scheme == "https"
+    # The identity provider posts the answer from its own site: over HTTPS the cookie must be
+    # SameSite=None (which browsers take only with Secure) to come along; over plain HTTP no
+    # SameSite is named, and browsers that default to Lax send it with such a post only in the
+    # first two minutes (SECURITY.md, Known limits).
+    response.set_cookie(
+        BROWSER_COOKIE,
+        mark,
+        max_age=SAML_STATE_SECONDS,
+        httponly=True,
+        secure=https,
+        samesite="none" if https else None,
+        path="/sso",
+    )
 
 
 def _signed_in(request: Request, user_id: int, target: str) -> Response:
-    request.session.clear()  # a fresh session (and CSRF token), as at a password login
-    request.session["user_id"] = user_id
+    start_session(request, user_id)
     return RedirectResponse(_safe_next(target), status_code=303)
 
 
@@ -65,15 +106,23 @@ async def start(request: Request, slug: str, db: PublicDb, next: str = "/") -> R
         )
     except SignInRefused as refused:
         return await refused_page(request, db, refused)
+    mark = _browser_mark(request)
     await db.run(
         lambda session: states.put(
             session,
             f"saml-{relay}",
-            {"provider": slug, "request_id": request_id, "next": _safe_next(next)},
+            {
+                "provider": slug,
+                "request_id": request_id,
+                "next": _safe_next(next),
+                "browser": _digest(mark),
+            },
             seconds=SAML_STATE_SECONDS,
         )
     )
-    return RedirectResponse(url, status_code=302)
+    response = RedirectResponse(url, status_code=302)
+    _set_browser_mark(request, response, mark)
+    return response
 
 
 @router.get("/sso/{slug}/callback")
@@ -100,15 +149,30 @@ async def saml_acs(
 ) -> Response:
     from app.sso import saml
 
-    def take(session: Session) -> tuple[ProviderView, dict[str, str] | None]:
+    mark = request.cookies.get(BROWSER_COOKIE, "")
+
+    def take(session: Session) -> tuple[ProviderView, dict[str, Any] | None, bool]:
         provider = get_provider(session, slug=slug)
         waiting = states.peek(session, f"saml-{RelayState}") if RelayState else None
-        if waiting is not None and states.take(session, f"saml-{RelayState}"):
-            return provider, waiting
-        return provider, None
+        if waiting is None:
+            return provider, None, True
+        # Left for the browser it belongs to, which may still post it.
+        if not hmac.compare_digest(str(waiting.get("browser", "")), _digest(mark)):
+            return provider, None, False
+        if states.take(session, f"saml-{RelayState}"):
+            return provider, waiting, True
+        return provider, None, True
 
-    provider, waiting = await db.run(take)
+    provider, waiting, same_browser = await db.run(take)
     try:
+        if not same_browser:
+            raise SignInRefused(
+                OTHER_BROWSER.format(name=provider.name),
+                f"saml provider {slug}: RelayState {RelayState[:40]!r} was started in another "
+                "browser (its cookie is missing or differs)",
+                kind="saml",
+                source=slug,
+            )
         if waiting is None or waiting.get("provider") != slug:
             raise SignInRefused(
                 f"This answer from {provider.name} does not match a sign-in started here (it "

@@ -210,9 +210,9 @@ def idp() -> Iterator[TestIdp]:
         yield running
 
 
-def test_saml_signs_in_through_a_real_identity_provider(
-    session: Session, world: World, tool: str, idp: TestIdp, browser: Browser
-) -> None:
+def saml_provider(session: Session, idp: TestIdp, browser: Browser) -> str:
+    """A SAML provider for the test identity provider, which trusts kernelgrader's metadata as
+    served; its slug."""
     slug = unique("saml")
     add_provider(
         session,
@@ -225,7 +225,14 @@ def test_saml_signs_in_through_a_real_identity_provider(
         email_domains=["uni.example"],
     )
     session.commit()
-    idp.trust(browser.page(f"/sso/{slug}/saml/metadata"))  # the SP's metadata, as served
+    idp.trust(browser.page(f"/sso/{slug}/saml/metadata"))
+    return slug
+
+
+def test_saml_signs_in_through_a_real_identity_provider(
+    session: Session, world: World, tool: str, idp: TestIdp, browser: Browser
+) -> None:
+    slug = saml_provider(session, idp, browser)
     email = f"{unique('emmy')}@uni.example"
     idp.user_id, idp.attributes = unique("emmy"), {"mail": [email], "displayName": ["Emmy Noether"]}
     start = browser.get(f"/sso/{slug}/login?next=/account")
