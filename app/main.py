@@ -93,7 +93,7 @@ def create_app() -> FastAPI:
     )
     app.add_middleware(
         SessionMiddleware,
-        secret_key=settings.secret_key,
+        secret_key=settings.session_secret(),
         session_cookie="kernelgrader_session",
         max_age=settings.session_max_age_seconds,
         same_site="lax",

@@ -181,6 +181,18 @@ def serve(
 
     settings = get_settings()  # checked by the callback in app/cli/__init__.py
     settings.ensure_data_dir()
+    try:
+        weak = [] if is_loopback(host) else settings.weak_secrets()
+    except (OSError, ValueError) as exc:
+        raise fail(f"The login cookies' key could not be read or made: {exc}") from None
+    if weak:
+        names = " and ".join(weak)
+        raise fail(
+            f"{names} {'is' if len(weak) == 1 else 'are'} unset, short or a public default, and "
+            f"--host {host} lets others reach this server: anyone could sign a login cookie for "
+            "any account, or work out the hidden cases. Set each to a long random string (e.g. "
+            "`openssl rand -hex 32`), or serve on 127.0.0.1."
+        )
     upgrade_database()
     with session_scope() as session:
         first = bootstrap_if_empty(session)
@@ -213,6 +225,18 @@ def serve(
                 child.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 child.kill()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine reaches a server bound to `host`."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any address
 
 
 def _print_first_run(first: object, host: str, port: int) -> None:

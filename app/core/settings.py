@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import secrets
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The public development defaults of earlier versions: refused outside development, and never
+# used to sign anything (a development install signs with a key of its own, below).
 DEV_SECRET_KEY = "dev-insecure-secret-change-me"
 DEV_GRADING_SECRET = "dev-grading-secret"
 MIN_SECRET_LENGTH = 16
+# Where a development install without KERNELGRADER_SECRET_KEY keeps the key it made.
+SECRET_KEY_FILE = "secret_key"
 
 
 def checkout_root() -> Path | None:
@@ -51,7 +57,9 @@ class Settings(BaseSettings):
     # Empty means "a file under data_dir"; filled in by the validator below.
     database_url: str = ""
     broker_url: str = ""
-    secret_key: str = DEV_SECRET_KEY
+    # Signs login cookies. Empty in development: a random key made once and kept in the data
+    # folder (session_secret()), so no install signs with a key anybody can read.
+    secret_key: str = ""
     # Mixed into the seeds of hidden cases so students cannot reproduce them offline.
     grading_secret: str = DEV_GRADING_SECRET
     max_upload_bytes: int = 256 * 1024
@@ -125,8 +133,9 @@ class Settings(BaseSettings):
     # Submissions one student may make to one lab per window (0: no limit); staff are exempt.
     submission_rate_limit: int = 30
     submission_rate_window_seconds: int = 3600
-    # Failed logins for one account within the window before it must wait; an address gets
-    # five times as many, since a classroom may share one.
+    # Failed logins for one account from one address within the window before that pair must
+    # wait (the account's owner elsewhere does not); an address gets five times as many, for
+    # all accounts together, since a classroom may share one.
     login_max_failures: int = 5
     login_window_seconds: int = 900
     # Where people reach this server; invite links printed by the CLI start with it.
@@ -218,6 +227,25 @@ class Settings(BaseSettings):
     def mail_enabled(self) -> bool:
         return bool(self.smtp_host)
 
+    def session_secret(self) -> str:
+        """The key that signs login cookies: KERNELGRADER_SECRET_KEY, or in development where
+        it is unset (or the public default) the data folder's own random key."""
+        if self.env != "development" or (self.secret_key and self.secret_key != DEV_SECRET_KEY):
+            return self.secret_key
+        return kept_secret(self.data_dir.resolve() / SECRET_KEY_FILE)
+
+    def weak_secrets(self) -> list[str]:
+        """The secrets that anyone could know or guess (unset, short or a public default):
+        fine on loopback in development, never where others reach the server."""
+        weak = []
+        session = self.session_secret()
+        if len(session) < MIN_SECRET_LENGTH or session == DEV_SECRET_KEY:
+            weak.append("KERNELGRADER_SECRET_KEY")
+        grading = self.grading_secret
+        if len(grading) < MIN_SECRET_LENGTH or grading == DEV_GRADING_SECRET:
+            weak.append("KERNELGRADER_GRADING_SECRET")
+        return weak
+
     def sqlite_file(self) -> Path | None:
         """The SQLite database file, where the database is one (the default)."""
         prefix = "sqlite:///"
@@ -228,6 +256,38 @@ class Settings(BaseSettings):
 
     def ensure_data_dir(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+
+
+def kept_secret(path: Path) -> str:
+    """A random key kept in `path` (made once, readable by its owner only); every process of
+    the install (the web server, its local worker, a second web process) reads the same."""
+    try:
+        return _read_secret(path)
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    made = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32) + "\n")
+        # A link is made whole or not at all: of two processes starting at once, one key wins
+        # and both read it.
+        with contextlib.suppress(FileExistsError):
+            os.link(made, path)
+    finally:
+        made.unlink(missing_ok=True)
+    return _read_secret(path)
+
+
+def _read_secret(path: Path) -> str:
+    key = path.read_text(encoding="ascii").strip()
+    if len(key) < MIN_SECRET_LENGTH:
+        raise ValueError(
+            f"{path} holds no usable key (shorter than {MIN_SECRET_LENGTH} characters); delete "
+            "it to have a new one made, or set KERNELGRADER_SECRET_KEY."
+        )
+    return key
 
 
 @functools.cache
