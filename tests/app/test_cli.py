@@ -112,6 +112,13 @@ async def test_token_create_prints_a_working_token_last(course: str) -> None:
         )
     assert r.status_code == 200
     assert "No user with email" in fails("token", "create", "nobody@example.edu")
+    # The operator setting a new password for the account revokes its tokens (issue 31).
+    run("user", "add", email, "--role", "student", "--course", course, "--password", "x" * 12)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        r = await client.get(
+            f"/api/v1/courses/{course}/labs", headers={"Authorization": f"Bearer {token}"}
+        )
+    assert r.status_code == 401
 
 
 def test_gradebook_export_to_a_file(course: str, tmp_path: Path) -> None:
