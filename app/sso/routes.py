@@ -7,7 +7,8 @@ A sign-in's answer is taken only in the browser that started it, so nobody can s
 person's browser in as themselves (login CSRF) with an answer made for them: OpenID Connect's
 state and nonce wait in that browser's login cookie (Authlib), and a SAML request's id waits in
 the database beside the hash of a random cookie set at the start, which the identity
-provider's post must bring back.
+provider's post must bring back. Nothing else is bound this way: a cookie-tossing host under
+the same site could still plant a plain-HTTP cookie, hence the __Host- name over HTTPS.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from app.web.templating import render
 router = APIRouter(include_in_schema=False)
 
 SAML_STATE_SECONDS = 600
-# The browser's mark for SAML sign-ins (random, HttpOnly, only sent to /sso).
+# The browser's mark for SAML sign-ins (random, HttpOnly). Over HTTPS its name has the
+# __Host- prefix, which browsers let no other host (a sibling subdomain) set or overwrite.
 BROWSER_COOKIE = "kernelgrader_sso"
 OTHER_BROWSER = (
     "This answer from {name} belongs to a sign-in that was started in another browser (or this "
@@ -45,9 +47,13 @@ OTHER_BROWSER = (
 )
 
 
+def _cookie_name(request: Request) -> str:
+    return f"__Host-{BROWSER_COOKIE}" if request.url.scheme == "https" else BROWSER_COOKIE
+
+
 def _browser_mark(request: Request) -> str:
     # One mark per browser, kept across sign-ins, so two tabs signing in at once both finish.
-    mark = request.cookies.get(BROWSER_COOKIE, "")
+    mark = request.cookies.get(_cookie_name(request), "")
     return mark if 32 <= len(mark) <= 64 else secrets.token_urlsafe(32)
 
 
@@ -62,13 +68,13 @@ def _set_browser_mark(request: Request, response: Response, mark: str) -> None:
     # SameSite is named, and browsers that default to Lax send it with such a post only in the
     # first two minutes (SECURITY.md, Known limits).
     response.set_cookie(
-        BROWSER_COOKIE,
+        _cookie_name(request),
         mark,
         max_age=SAML_STATE_SECONDS,
         httponly=True,
         secure=https,
         samesite="none" if https else None,
-        path="/sso",
+        path="/" if https else "/sso",  # a __Host- cookie must have the path /
     )
 
 
@@ -149,7 +155,7 @@ async def saml_acs(
 ) -> Response:
     from app.sso import saml
 
-    mark = request.cookies.get(BROWSER_COOKIE, "")
+    mark = request.cookies.get(_cookie_name(request), "")
 
     def take(session: Session) -> tuple[ProviderView, dict[str, Any] | None, bool]:
         provider = get_provider(session, slug=slug)

@@ -133,3 +133,50 @@ def test_an_id_token_without_exp_is_refused(
     assert accounts(session, other) == 0
     problem = session.scalar(select(SignInProblem).where(SignInProblem.source == slug))
     assert problem is not None and "exp" in problem.detail, problem and problem.detail
+
+
+@pytest.mark.anyio
+async def test_the_saml_browser_cookie_travels_with_the_providers_post_and_only_from_us(
+    session: Session,
+    idp: TestIdp,  # noqa: F811
+) -> None:
+    """Over HTTPS: SameSite=None and Secure, so the identity provider's cross-site post
+    brings it, and the __Host- prefix, so no other host can set it (and the answer is read
+    by that name); over HTTP: /sso only."""
+    from app.main import create_app
+
+    slug = unique("saml")
+    add_provider(
+        session,
+        slug=slug,
+        name="U",
+        kind="saml",
+        idp_metadata=idp.metadata(),
+        email_attribute="mail",
+        email_domains=["uni.example"],
+    )
+    session.commit()
+    transport = httpx.ASGITransport(app=create_app())
+    for base, expected in (
+        ("https://testserver", ["__host-kernelgrader_sso=", "secure", "samesite=none", "path=/;"]),
+        ("http://testserver", ["kernelgrader_sso=", "path=/sso"]),
+    ):
+        async with httpx.AsyncClient(transport=transport, base_url=base) as client:
+            idp.trust((await client.get(f"/sso/{slug}/saml/metadata")).text)
+            email = f"{unique('ada')}@uni.example"
+            idp.user_id, idp.attributes = unique("ada"), {"mail": [email]}
+            start = await client.get(f"/sso/{slug}/login")
+            assert start.status_code == 302
+            (cookie,) = [
+                c.lower() for c in start.headers.get_list("set-cookie") if "kernelgrader_sso=" in c
+            ]
+            assert cookie.startswith(expected[0]) and "httponly" in cookie, cookie
+            assert all(part in cookie + ";" for part in expected[1:]), cookie
+            assert ("secure" in cookie) is base.startswith("https"), cookie
+            _, fields = read_form(httpx.get(start.headers["location"]).text)
+            async with httpx.AsyncClient(transport=transport, base_url=base) as stranger:
+                posted = await stranger.post(f"/sso/{slug}/saml/acs", data=fields)
+                assert posted.status_code == 400 and "another browser" in posted.text
+            done = await client.post(f"/sso/{slug}/saml/acs", data=fields)
+            assert done.status_code == 303, done.text[:2000]
+        assert accounts(session, email) == 1
