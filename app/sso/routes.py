@@ -7,8 +7,8 @@ A sign-in's answer is taken only in the browser that started it, so nobody can s
 person's browser in as themselves (login CSRF) with an answer made for them: OpenID Connect's
 state and nonce wait in that browser's login cookie (Authlib), and a SAML request's id waits in
 the database beside the hash of a random cookie set at the start, which the identity
-provider's post must bring back. Nothing else is bound this way: a cookie-tossing host under
-the same site could still plant a plain-HTTP cookie, hence the __Host- name over HTTPS.
+provider's post must bring back; over HTTPS that cookie's name has the __Host- prefix, so no
+other host under the same site can plant one.
 """
 
 from __future__ import annotations
