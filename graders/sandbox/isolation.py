@@ -46,11 +46,9 @@ def spare_owner() -> str:
 
 
 _THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-BLAS_THREADS_GPU = 4
 # OpenBLAS's idle threads spin 2**N CPU cycles before they sleep (OPENBLAS_THREAD_TIMEOUT, N
-# from 4 to 30, 28 by default): 0.1 s each at NumPy's import in every GPU child, 0.45 CPU-s
-# per child with 4 threads on the H100 host (4 such children per grading). 4 is the least it
-# takes: they sleep at once, and a Python oracle's NumPy wakes them when it calls BLAS.
+# from 4 to 30, 28 by default): 0.1 s each at NumPy's import. With one thread there is none to
+# spin; the setting stays for a library that starts its own pool anyway.
 BLAS_SPIN_EXPONENT = "4"
 CPU_CHILD_NICE = 10  # added to a CPU-only child's nice value
 AUTOGROUP_TRIES = 10  # 25 ms apart: one autogroup change per 0.1 s (_lower_autogroup)
@@ -184,10 +182,12 @@ def child_env(workdir: str, gpu: bool) -> dict[str, str]:
     # child runs as the shared sandbox user under RLIMIT_NPROC, where the threads of every
     # worker's children count together, and OpenBLAS raises SIGINT in the child when it cannot
     # start one: seen on a two-GPU host, as a reference "crashed (SIGINT)" while compiling.
-    # The compiler needs no BLAS threads; a GPU child (a Python oracle's NumPy) gets a few.
-    threads = str(min(BLAS_THREADS_GPU, os.cpu_count() or 1)) if gpu else "1"
+    # A GPU child gets one too: `import numpy` used 2.2 CPU-s on a 16-core H200 host with a
+    # thread per core, 0.44 with one. No shipped Python oracle calls BLAS (bincount, transpose,
+    # cumsum, softmax's exp and sums); one that needs a matrix product computes it on the GPU
+    # with CuPy, which an oracle may return (reference_kernels/SPEC_FORMAT.md).
     for name in _THREAD_ENV:
-        env[name] = threads
+        env[name] = "1"
     env["OPENBLAS_THREAD_TIMEOUT"] = BLAS_SPIN_EXPONENT
     return env
 

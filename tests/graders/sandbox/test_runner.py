@@ -233,8 +233,18 @@ def test_gpu_children_see_the_cuda_settings_but_no_secrets(monkeypatch: pytest.M
     env = outcome.value["env"]
     assert env["CUDA_VISIBLE_DEVICES"] == "0"
     assert "do-not-leak-this" not in str(env)
-    # A few BLAS threads for a Python oracle, which sleep when idle rather than spin.
+    # One BLAS thread, as for every child: `import numpy` starts no thread per core.
+    assert env["OPENBLAS_NUM_THREADS"] == env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
     assert env["OPENBLAS_THREAD_TIMEOUT"] == "4"
+
+
+def test_a_gpu_child_importing_numpy_starts_no_blas_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "64")
+    outcome = run_sandboxed(f"{TARGETS}:numpy_threads", {}, limits=LIMITS, gpu=True)
+    assert outcome.ok, outcome
+    assert outcome.value["threads"] == 1, outcome.value
 
 
 def test_gpu_children_take_the_workers_gpu_lock(
