@@ -7,7 +7,8 @@
                                                          beside the lab's references
     python -m graders labs                              list the built-in labs
     python -m graders warm-cache                        build the CuPy kernel cache for this
-                                                         host's GPUs (once; workers reuse it)
+                                                         host's GPUs and the sanitizer's
+                                                         launcher (once; workers reuse them)
 
 LAB is a built-in lab id or a lab folder.
 """
@@ -141,16 +142,24 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("labs", help="list the built-in labs")
     sub.add_parser(
         "warm-cache",
-        help="build the CuPy kernel cache for this host's GPUs (once; workers reuse it)",
+        help="build the CuPy kernel cache for this host's GPUs and the sanitizer's launcher",
     )
     args = parser.parse_args(argv)
     if args.command == "warm-cache":
         import logging
 
         from graders.run.kernel_cache import warm_cache
+        from graders.sanitizer.launcher import ensure_built
 
         logging.basicConfig(level=logging.WARNING, format="%(message)s")
-        return warm_cache()
+        status = warm_cache()
+        built = ensure_built()  # the sanitizer's launcher, beside the cache
+        if built.path is None:
+            print(f"The sanitizer's tools will run its Python program: {built.why_not}")
+        else:
+            print(f"The sanitizer's launcher is {'built' if built.built_now else 'there'}: ")
+            print(f"  {built.path}")
+        return status
 
     from graders.spec import list_builtin_labs, load_builtin_lab, load_lab
 

@@ -73,6 +73,8 @@ def test_the_wheel_installs_and_runs_every_command_from_any_directory(tmp_path: 
     # The top-level migrations/ travels inside the package, every revision of it.
     with zipfile.ZipFile(wheel) as archive:
         shipped = {n for n in archive.namelist() if n.startswith("app/migrations/")}
+        # The sanitizer's launcher is built from its source where the package is installed.
+        assert "graders/sanitizer/launcher.c" in archive.namelist()
     in_checkout = {
         f"app/migrations/{p.relative_to(REPO / 'migrations').as_posix()}"
         for p in [

@@ -1,9 +1,10 @@
-"""Setting up the grading engine in a worker process: kernel cache, warm children.
+"""Setting up the grading engine in a worker process: kernel cache, zygotes, warm children.
 
 Done once when a worker starts (`kernelgrader worker`), before it takes a job: where it has a
-GPU, the CuPy kernel cache is found built (`python -m graders warm-cache`, or an earlier
-worker) or built now, in a trusted child, and a run child and a sanitizer child per concurrent
-job are started ahead of need; every worker keeps compile children started ahead too. The
+GPU, the CuPy kernel cache and the sanitizer's launcher are found built (`python -m graders
+warm-cache`, or an earlier worker) or built now, the zygotes that fork every child start, and a
+run child and a sanitizer child per concurrent job are started ahead of need (forked, each then
+making its own context); every worker keeps compile children started ahead too. The
 GPU's timing lock needs no setting up: it lives in a host-wide folder (graders.gpu.lock_dir),
 whatever the data folder, so every worker of the host, in a container or not, takes the same.
 """
@@ -41,11 +42,24 @@ def prepare_kernel_cache() -> None:
         )
 
 
+def prepare_sanitizer() -> None:
+    """The sanitizer's native launcher, built before the first job where a compiler is."""
+    from graders.sanitizer.launcher import ensure_built
+
+    state = ensure_built()
+    if state.path is not None:
+        log.info("the sanitizer's launcher: %s", state.path)
+
+
 def prepare_engine(settings: Settings, *, gpu: bool) -> None:
-    from graders.sandbox import prestart
+    from graders.sandbox import prestart, zygotes
 
     if gpu:
         prepare_kernel_cache()  # the children started below copy it
+        prepare_sanitizer()  # likewise
+    # Every child is forked from a zygote of its kind that imported what it needs and never
+    # touched CUDA: its context is made after the fork, its own (graders.sandbox.zygote).
+    zygotes.enable(start=("cpu", "gpu") if gpu else ("cpu",))
     if not settings.prestart:
         return
     spares = settings.worker_concurrency

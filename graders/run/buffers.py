@@ -107,7 +107,49 @@ def _unsigned(dtype: np.dtype) -> np.dtype:
     return np.dtype(f"u{dtype.itemsize}")
 
 
-def _sentinel_bits(dtype: np.dtype) -> Any:
+@dataclass(frozen=True)
+class Slot:
+    """One array of a case as it is allocated: the spacer just before it, then its data and
+    its tail guard."""
+
+    param: ParamSpec
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    nbytes: int
+    guard: int  # bytes of poisoned tail after the data (0: none, the sanitizer's run)
+    spacer: int  # bytes of the spacer allocation before it
+    guard_bits: Any  # the poison, as an unsigned integer of the dtype's width
+
+
+def allocation_plan(
+    lab: LabSpec,
+    names: Mapping[str, Any],
+    *,
+    guards: bool,
+    literals: Mapping[str, Any] | None = None,
+    layout: Layout | None = None,
+) -> list[Slot]:
+    """A case's arrays in the order they are allocated, with their spacers: drawn from
+    `layout` (fresh by default). The graded run (DeviceArrays.allocate) and the sanitizer's
+    launcher (graders.sanitizer.job) both allocate from this, so they lie out alike."""
+    layout = layout or Layout.fresh()
+    params = [p for p in lab.params if p.is_array]
+    plan = []
+    for index in layout.order(len(params)):
+        param = params[index]
+        dtype = np.dtype(DTYPES[param.dtype])
+        shape = param.shape_for(dict(names))
+        nbytes = math.prod(shape) * dtype.itemsize
+        guard = guard_bytes(shape, dtype.itemsize) if guards else 0
+        literal = (literals or {}).get(param.name)
+        data = None if literal is None else literal_array(param, literal, shape)
+        bits = compare.guard_value(dtype, _taken_range(param, dict(names), data))
+        spacer = layout.spacer() + (TAIL_GUARD_BYTES if guards else 0)
+        plan.append(Slot(param, dtype, shape, nbytes, guard, spacer, bits))
+    return plan
+
+
+def sentinel_bits(dtype: np.dtype) -> Any:
     """The sentinel as an unsigned integer of the same width, for a fast device fill."""
     if dtype in compare.SENTINEL_BITS:
         return compare.SENTINEL_BITS[dtype]
@@ -137,31 +179,24 @@ class DeviceArrays:
         """Fresh arrays in a random layout, with poisoned guards and spacers; or (guards=False)
         the same layout without the tails, for compute-sanitizer's padded allocations.
         `literals` are the case's hand-written inputs (CaseSpec.inputs)."""
-        layout = layout or Layout.fresh()
         out = cls(lab, dict(names), literals=dict(literals or {}))
-        params = [p for p in lab.params if p.is_array]
-        for index in layout.order(len(params)):
-            param = params[index]
-            dtype = np.dtype(DTYPES[param.dtype])
-            shape = param.shape_for(names)
-            nbytes = math.prod(shape) * dtype.itemsize
-            guard = guard_bytes(shape, dtype.itemsize) if guards else 0
-            literal = out.literals.get(param.name)
-            data = None if literal is None else literal_array(param, literal, shape)
-            bits = compare.guard_value(dtype, _taken_range(param, names, data))
+        plan = allocation_plan(lab, names, guards=guards, literals=out.literals, layout=layout)
+        for slot in plan:
             # The spacer first, so that it lies just before the array (the driver hands out
             # consecutive allocations side by side); under the sanitizer it is padded too.
-            spacer = _device_bytes(layout.spacer() + (TAIL_GUARD_BYTES if guards else 0))
-            raw = _device_bytes(nbytes + guard)
-            view = _typed(raw, dtype, shape)
-            arr = DeviceArray(param, dtype, shape, raw, view, guard, bits, spacer)
-            if guard:
-                unsigned = _unsigned(dtype)
-                _poison(raw[nbytes:], unsigned, bits)
-                _poison(spacer, unsigned, bits)
-            out.arrays[param.name] = arr
+            spacer = _device_bytes(slot.spacer)
+            raw = _device_bytes(slot.nbytes + slot.guard)
+            view = _typed(raw, slot.dtype, slot.shape)
+            arr = DeviceArray(
+                slot.param, slot.dtype, slot.shape, raw, view, slot.guard, slot.guard_bits, spacer
+            )
+            if slot.guard:
+                unsigned = _unsigned(slot.dtype)
+                _poison(raw[slot.nbytes :], unsigned, slot.guard_bits)
+                _poison(spacer, unsigned, slot.guard_bits)
+            out.arrays[slot.param.name] = arr
         # The lab's order, whatever order they were allocated in.
-        out.arrays = {p.name: out.arrays[p.name] for p in params}
+        out.arrays = {p.name: out.arrays[p.name] for p in lab.params if p.is_array}
         return out
 
     def generate(self, seed: int, *, nonce: int = 0, rep: int = -1) -> None:
@@ -185,10 +220,10 @@ class DeviceArrays:
             elif arr.kind in ("out", "scratch"):
                 unsigned = _unsigned(arr.dtype)
                 if copies_only:
-                    bits = np.full(arr.view.shape, _sentinel_bits(arr.dtype), dtype=unsigned)
+                    bits = np.full(arr.view.shape, sentinel_bits(arr.dtype), dtype=unsigned)
                     arr.view.view(unsigned).set(bits)
                 else:
-                    arr.view.view(unsigned).fill(_sentinel_bits(arr.dtype))
+                    arr.view.view(unsigned).fill(sentinel_bits(arr.dtype))
 
     def _write(self, target: Any, param: ParamSpec, source: Source) -> None:
         if isinstance(source, np.ndarray):

@@ -6,6 +6,7 @@ The arrays a launch gets are in `graders.run.buffers`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -170,13 +171,25 @@ class LaunchPlan:
     def build(
         cls, lab: LabSpec, names: dict[str, Any], arrays: DeviceArrays, scalars: dict[str, Any]
     ) -> LaunchPlan:
+        return cls.build_with(lab, names, lambda name: arrays.arrays[name].view, scalars)
+
+    @classmethod
+    def build_with(
+        cls,
+        lab: LabSpec,
+        names: dict[str, Any],
+        array_arg: Callable[[str], Any],
+        scalars: dict[str, Any],
+    ) -> LaunchPlan:
+        """The plan with `array_arg(name)` for each array argument (a device array; for the
+        sanitizer's launcher, graders.sanitizer.job, the index of its buffer)."""
         steps = []
         for i, launch in enumerate(lab.launches):
             grid, block, shared = launch.geometry(names)
             args: list[Any] = []
             for bound in lab.launch_args(i, names):
                 if bound.param is not None and bound.param.is_array:
-                    args.append(arrays.arrays[bound.param.name].view)
+                    args.append(array_arg(bound.param.name))
                 elif bound.param is not None:
                     args.append(scalars[bound.param.name])
                 else:

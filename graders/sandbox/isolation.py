@@ -54,6 +54,9 @@ CPU_CHILD_NICE = 10  # added to a CPU-only child's nice value
 AUTOGROUP_TRIES = 10  # 25 ms apart: one autogroup change per 0.1 s (_lower_autogroup)
 AUTOGROUP_PAUSE_S = 0.025
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+# A child's private folder in the temporary directory: `kg-sandbox-<worker pid>-<random>` (a
+# zygote's too), so that a worker's next start finds what a killed one left.
+WORKDIR_PREFIX = "kg-sandbox-"
 
 
 @dataclass(frozen=True)

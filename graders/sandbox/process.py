@@ -22,6 +22,9 @@ short-lived threads (graders.sandbox.prestart).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import logging
 import os
 import resource
 import shutil
@@ -34,17 +37,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from graders.sandbox import zygotes
 from graders.sandbox.isolation import (
+    WORKDIR_PREFIX,
+    Credentials,
     child_env,
     make_preexec,
     network_isolation,
     unprivileged_user,
 )
 from graders.sandbox.limits import SandboxLimits
+from graders.sandbox.zygotes import ForkedHandle, Zygote, ZygoteUnavailable
 
-# A child's private folder in the temporary directory: `kg-sandbox-<worker pid>-<random>`.
-WORKDIR_PREFIX = "kg-sandbox-"
-
+cpu_log = logging.getLogger("graders.sandbox.cpu")
+# How the worker's log line about an ended child's CPU begins (bench/throughput.py reads it).
+CPU_NOTE = "sandbox cpu:"
 _GPU_SEEDS: dict[str, Path] = {}
 _SEEDS_LOCK = threading.Lock()
 
@@ -62,38 +69,78 @@ class SpawnError(RuntimeError):
     """The child could not be started at all."""
 
 
-@dataclass
-class SandboxProcess:
-    """A started child, waiting for its request (or already given it)."""
+class PopenHandle:
+    """A child this process started fresh (fork, then exec of `python -m graders.sandbox.child`)."""
 
-    proc: subprocess.Popen[bytes]
-    workdir: str
-    gpu: bool
-    warm: str | None
-    in_w: int
-    out_r: int
-    progress_r: int
-    lifeline_w: int
-    spawned_at: float
-    nproc_limited: bool
-    log: list[str] = field(default_factory=list)
-    taken: bool = False
-    early_progress: bytearray = field(default_factory=bytearray)
-    # The worker's peak resident memory when it forked this child (KiB). The kernel carries a
-    # forked process's high-water mark across exec, so the child's ru_maxrss is never below it.
-    inherited_rss_kb: int = 0
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
-    def has_exited(self) -> bool:
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def exited(self) -> bool:
         """True once the child is a zombie; it is not reaped, so its pid (= group id) stays ours."""
         try:
             info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return True
         return info is not None
+
+    def reap(self, *, block: bool) -> tuple[int, resource.struct_rusage | None] | None:
+        """(wait status, usage) of the ended child; None while it runs (block=False)."""
+        try:
+            pid, status, usage = os.wait4(self.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:  # reaped already: nothing more to learn
+            if self.proc.returncode is None:
+                self.proc.returncode = 0
+            return 0, None
+        if pid == 0:
+            return None
+        self.proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+        return status, usage
+
+
+ChildHandle = PopenHandle | ForkedHandle
+
+
+@dataclass
+class SandboxProcess:
+    """A started child, waiting for its request (or already given it)."""
+
+    handle: ChildHandle
+    workdir: str
+    gpu: bool
+    warm: str | None
+    in_w: int
+    out_r: int
+    progress_r: int
+    stdout_r: int
+    stderr_r: int
+    lifeline_w: int
+    spawned_at: float
+    nproc_limited: bool
+    log: list[str] = field(default_factory=list)
+    taken: bool = False
+    early_progress: bytearray = field(default_factory=bytearray)
+    # The peak resident memory of the process it was forked from (the worker, or its zygote;
+    # KiB). The kernel carries a forked process's high-water mark across exec, so the child's
+    # ru_maxrss is never below it.
+    inherited_rss_kb: int = 0
+    # What it was asked to do (its request's module), for the worker's CPU notes.
+    role: str = ""
+
+    @property
+    def pid(self) -> int:
+        return self.handle.pid
+
+    def has_exited(self) -> bool:
+        """True once the child has ended (not reaped yet: its pid, its group id, stays ours)."""
+        return self.handle.exited()
 
     def kill_group(self, why: str) -> None:
         try:
@@ -108,6 +155,12 @@ class SandboxProcess:
             os.close(self.lifeline_w)
             self.lifeline_w = -1
 
+    def close_output(self) -> None:
+        for fd in (self.stdout_r, self.stderr_r):
+            if fd >= 0:
+                os.close(fd)
+        self.stdout_r = self.stderr_r = -1
+
     def discard(self) -> None:
         """Kill an unused child and clean up after it (a pool being closed)."""
         self.kill_group("discarded unused")
@@ -115,16 +168,21 @@ class SandboxProcess:
             if fd >= 0:
                 os.close(fd)
         self.in_w = self.out_r = self.progress_r = -1
-        try:
-            os.waitpid(self.pid, 0)
-            self.proc.returncode = -signal.SIGKILL
-        except ChildProcessError:
-            pass
+        ended = self.handle.reap(block=True)
+        note_cpu("unused", ended[1] if ended else None)
         self.cut_lifeline()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
+        self.close_output()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def note_cpu(role: str, usage: resource.struct_rusage | float | None) -> None:
+    """One line for the worker's log per ended process: its role (a child's request's module,
+    "unused" for a spare never used, a sanitizer tool's name) and the CPU seconds it and the
+    processes it waited for used, warm-up included; bench/throughput.py adds them up by role."""
+    if usage is None:
+        return
+    spent = usage if isinstance(usage, float) else usage.ru_utime + usage.ru_stime
+    cpu_log.info("%s role=%s cpu_s=%.3f", CPU_NOTE, role or "-", spent)
 
 
 def _seed(workdir: str) -> None:
@@ -135,8 +193,29 @@ def _seed(workdir: str) -> None:
             shutil.copytree(folder, os.path.join(workdir, name), dirs_exist_ok=True)
 
 
+def _close(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+@dataclass
+class _Start:
+    """How a child is to start: decided once, whether it is forked or started fresh."""
+
+    limits: SandboxLimits
+    gpu: bool
+    warm: str | None
+    workdir: str
+    unshare_flags: int
+    creds: Credentials | None
+
+
 def spawn(*, limits: SandboxLimits, gpu: bool, warm: str | None = None) -> SandboxProcess:
-    """Start a child under `limits`; it warms up with `warm`, then waits for its request."""
+    """Start a child under `limits`; it warms up with `warm`, then waits for its request.
+
+    Forked from this worker's zygote of its kind where zygotes are on (graders.sandbox.zygotes),
+    else (or where that fails) a fresh interpreter; either way it gets the same isolation."""
     log: list[str] = []
     unshare_flags = 0
     if not limits.network:
@@ -155,48 +234,104 @@ def spawn(*, limits: SandboxLimits, gpu: bool, warm: str | None = None) -> Sandb
         _seed(workdir)
     if creds is not None:
         os.chown(workdir, creds.uid, creds.gid)
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    progress_r, progress_w = os.pipe()
-    # os.pipe's ends are close-on-exec: no other child of the worker inherits this write end.
-    lifeline_r, lifeline_w = os.pipe()
+    start = _Start(limits, gpu, warm, workdir, unshare_flags, creds)
+    zygote = zygotes.current("gpu" if gpu else "cpu") if zygotes.enabled() else None
+    if zygote is not None:
+        try:
+            child = _forked(zygote, start)
+            child.log[:0] = log
+            return child
+        except ZygoteUnavailable as exc:
+            log.append(f"no zygote ({exc}): a fresh interpreter instead")
+    child = _fresh(start)
+    child.log[:0] = log
+    return child
+
+
+def _pipes() -> tuple[list[int], list[int]]:
+    """(ours, the child's): request in, answer out, progress out, lifeline, stdout, stderr.
+
+    os.pipe's ends are close-on-exec: no other child of the worker inherits a write end, the
+    lifeline's above all."""
+    pairs = [os.pipe() for _ in range(6)]
+    in_r, in_w = pairs[0]
+    out_r, out_w = pairs[1]
+    progress_r, progress_w = pairs[2]
+    lifeline_r, lifeline_w = pairs[3]
+    stdout_r, stdout_w = pairs[4]
+    stderr_r, stderr_w = pairs[5]
+    ours = [in_w, out_r, progress_r, lifeline_w, stdout_r, stderr_r]
+    theirs = [in_r, out_w, progress_w, lifeline_r, stdout_w, stderr_w]
+    return ours, theirs
+
+
+def _process(start: _Start, handle: ChildHandle, ours: list[int], inherited: int) -> SandboxProcess:
+    in_w, out_r, progress_r, lifeline_w, stdout_r, stderr_r = ours
+    nproc = os.geteuid() != 0 or start.creds is not None
+    return SandboxProcess(
+        handle,
+        start.workdir,
+        start.gpu,
+        start.warm,
+        in_w,
+        out_r,
+        progress_r,
+        stdout_r,
+        stderr_r,
+        lifeline_w,
+        time.monotonic(),
+        nproc,
+        inherited_rss_kb=inherited,
+    )
+
+
+def _forked(zygote: Zygote, start: _Start) -> SandboxProcess:
+    ours, theirs = _pipes()
+    spec = {
+        "workdir": start.workdir,
+        "env": child_env(start.workdir, start.gpu),
+        "limits": dataclasses.asdict(start.limits),
+        "gpu": start.gpu,
+        "unshare": start.unshare_flags,
+        "creds": dataclasses.asdict(start.creds) if start.creds is not None else None,
+        "warm": start.warm,
+    }
+    try:
+        handle, inherited = zygote.spawn(spec, theirs)
+    except ZygoteUnavailable:
+        _close(*ours)
+        raise
+    finally:
+        _close(*theirs)
+    child = _process(start, handle, ours, inherited)
+    child.log.append(f"forked from the {zygote.kind} zygote (pid {zygote.pid})")
+    return child
+
+
+def _fresh(start: _Start) -> SandboxProcess:
+    ours, theirs = _pipes()
+    in_r, out_w, progress_w, lifeline_r, stdout_w, stderr_w = theirs
     argv = [sys.executable, "-m", "graders.sandbox.child"]
     argv += [str(in_r), str(out_w), str(progress_w), str(lifeline_r)]
-    if warm:
-        argv.append(warm)
+    if start.warm:
+        argv.append(start.warm)
     inherited_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
         proc = subprocess.Popen(
             argv,
-            cwd=workdir,
-            env=child_env(workdir, gpu),
+            cwd=start.workdir,
+            env=child_env(start.workdir, start.gpu),
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=stdout_w,
+            stderr=stderr_w,
             pass_fds=(in_r, out_w, progress_w, lifeline_r),
             start_new_session=True,
-            preexec_fn=make_preexec(limits, gpu, unshare_flags, creds),
+            preexec_fn=make_preexec(start.limits, start.gpu, start.unshare_flags, start.creds),
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        for fd in (in_w, out_r, progress_r, lifeline_w):
-            os.close(fd)
-        shutil.rmtree(workdir, ignore_errors=True)
+        _close(*ours)
+        shutil.rmtree(start.workdir, ignore_errors=True)
         raise SpawnError(f"could not start the sandboxed child: {exc}") from exc
     finally:
-        for fd in (in_r, out_w, progress_w, lifeline_r):
-            os.close(fd)
-    nproc = os.geteuid() != 0 or creds is not None
-    return SandboxProcess(
-        proc,
-        workdir,
-        gpu,
-        warm,
-        in_w,
-        out_r,
-        progress_r,
-        lifeline_w,
-        time.monotonic(),
-        nproc,
-        log,
-        inherited_rss_kb=inherited_rss_kb,
-    )
+        _close(*theirs)
+    return _process(start, PopenHandle(proc), ours, inherited_rss_kb)

@@ -339,6 +339,7 @@ def run_sandboxed(
             child = spawn(limits=limits, gpu=gpu)
     except (SpawnError, OSError) as exc:
         return _could_not_start([], start, str(exc))
+    child.role = target.partition(":")[0]
     request = json.dumps(
         {
             "target": target,

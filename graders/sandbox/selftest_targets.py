@@ -242,6 +242,10 @@ def identity(payload: dict[str, Any]) -> dict[str, Any]:
         "shadow": shadow,
         "nice": os.nice(0),
         "autogroup": _read_or_empty("/proc/self/autogroup"),
+        "pid": os.getpid(),
+        "sid": os.getsid(0),
+        "pgid": os.getpgrp(),
+        "open_fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
     }
 
 
@@ -283,3 +287,25 @@ def scripted(payload: dict[str, Any]) -> dict[str, Any]:
         if "stdout" in action:
             print(action["stdout"], flush=True)
     return {"pid": os.getpid()}
+
+
+def warm_context() -> None:
+    """A GPU spare's warm-up in small: this process's own CUDA context, made now."""
+    import cupy
+
+    cupy.ones(1, dtype=cupy.float32).sum()
+    cupy.cuda.Device().synchronize()
+
+
+def kernel_cache_probe(payload: dict[str, Any]) -> dict[str, Any]:
+    """Compile a new kernel with CuPy and say where its cache file went (the child's own
+    folder, whatever process it was forked from)."""
+    import cupy
+
+    name = f"probe_{os.getpid()}"  # a kernel no earlier child compiled
+    kernel = cupy.RawKernel(f'extern "C" __global__ void {name}(float* x) {{ x[0] = 1; }}', name)
+    x = cupy.zeros(1, dtype=cupy.float32)
+    kernel((1,), (1,), (x,))
+    cupy.cuda.Device().synchronize()
+    folder = os.path.abspath(os.environ["CUPY_CACHE_DIR"])
+    return {"cwd": os.getcwd(), "folder": folder, "files": sorted(os.listdir(folder))}

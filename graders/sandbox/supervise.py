@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graders.sandbox.limits import SandboxLimits
-from graders.sandbox.process import SandboxProcess
+from graders.sandbox.process import SandboxProcess, note_cpu
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 
@@ -197,7 +197,6 @@ def supervise(
     on_progress: ProgressCallback | None = None,
 ) -> Finished:
     """Hand `request` to `child` and watch it until it is gone; see the module docstring."""
-    assert child.proc.stdout is not None and child.proc.stderr is not None
     began = time.monotonic()
     log = child.log
     clock = _Clock()
@@ -205,7 +204,7 @@ def supervise(
     if child.warm is None:
         # A child started for this request: its start-up counts, as it always has.
         clock.deadline = child.spawned_at + limits.wall_seconds
-    stdout_fd, stderr_fd = child.proc.stdout.fileno(), child.proc.stderr.fileno()
+    stdout_fd, stderr_fd = child.stdout_r, child.stderr_r
     in_w = child.in_w
     for fd in (in_w, child.out_r, child.progress_r, stdout_fd, stderr_fd):
         os.set_blocking(fd, False)
@@ -328,37 +327,27 @@ def _end(
     """SIGKILL to the child's group, then its status and usage; an answered GPU child that has
     not exited yet is reaped by a thread instead, and (None, None) returned at once."""
     child.kill_group("cleanup")
-    if answered is not None and child.gpu:
-        try:
-            pid, status, rusage = os.wait4(child.pid, os.WNOHANG)
-        except ChildProcessError:
-            pid = 0
-        if pid == 0:
-            log.append(f"{EXITED} not waited for after its answer (reaped in the background)")
-            threading.Thread(target=_reap, args=(child,), name="reap", daemon=True).start()
-            return None, None
-    else:
-        _, status, rusage = os.wait4(child.pid, 0)
-    _close(child, status)
+    ended = child.handle.reap(block=not (answered is not None and child.gpu))
+    if ended is None:
+        log.append(f"{EXITED} not waited for after its answer (reaped in the background)")
+        threading.Thread(target=_reap, args=(child,), name="reap", daemon=True).start()
+        return None, None
+    _close(child)
     if answered is not None:
         log.append(f"{EXITED} {time.monotonic() - answered:.3f} s after its answer")
-    return status, rusage
+    note_cpu(child.role, ended[1])
+    return ended
 
 
 def _reap(child: SandboxProcess) -> None:
-    try:
-        _, status, _ = os.wait4(child.pid, 0)
-    except ChildProcessError:
-        status = 0
-    _close(child, status)
+    ended = child.handle.reap(block=True)
+    _close(child)
+    note_cpu(child.role, ended[1] if ended else None)
 
 
-def _close(child: SandboxProcess, status: int) -> None:
-    child.proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+def _close(child: SandboxProcess) -> None:
     child.cut_lifeline()
-    for stream in (child.proc.stdout, child.proc.stderr):
-        if stream is not None:
-            stream.close()
+    child.close_output()
 
 
 def _print_limit(limits: SandboxLimits, which: str) -> str:

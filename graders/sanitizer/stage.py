@@ -21,9 +21,10 @@ from graders.gpu import check_gpu_health
 from graders.results import CaseResult, CompileResult, Finding, GradeReport
 from graders.run.budget import GpuBudget
 from graders.sandbox.limits import SandboxLimits
+from graders.sandbox.process import note_cpu
 from graders.sandbox.runner import SandboxOutcome, run_sandboxed
 from graders.sandbox.supervise import EXITED
-from graders.sanitizer import verdicts
+from graders.sanitizer import launcher, verdicts
 from graders.sanitizer.tool import unavailable_reason
 from graders.spec import LabSpec
 
@@ -75,9 +76,18 @@ def run_tools(
         max_open_files=256,
     )
     payload = {"job": job, "timeout_s": timeout}
+    launcher.ensure_built()  # once per process; the tools run the Python program without it
     outcome = run_sandboxed(TARGET, payload, limits=limits, gpu=True, pool="sanitizer")
-    budget.spend(float((outcome.value or {}).get("seconds") or outcome.seconds))
+    value = outcome.value or {}
+    budget.spend(float(value.get("seconds") or outcome.seconds))
+    for name, tool in (value.get("tools") or {}).items():
+        note_cpu(f"sanitizer.{name}", _seconds(tool.get("cpu_s")))
+    note_cpu("sanitizer.child", _seconds(value.get("self_cpu_s")))
     return ToolsRun(outcome, timeout, timeout < own)
+
+
+def _seconds(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def skip_reason(lab: LabSpec, case: CaseResult | None) -> str:
@@ -145,7 +155,9 @@ def run_sanitizer(
     if ruling.penalty:
         report.sanitizer_penalty = ruling.penalty
     exited = [line for line in outcome.log if line.startswith(EXITED)]
+    needed = value.get("needed") or {}
     notes = [_tool_note(k, v) for k, v in tools.items()] + exited
+    notes += [f"{k} runs: {why}" for k, why in needed.items() if why != "always"]
     return value.get("note", "") or ", ".join(notes)
 
 
@@ -154,6 +166,8 @@ def _tool_note(name: str, tool: dict[str, Any]) -> str:
     (graders.run.marks.Marks, from graders.sanitizer.target) where it says."""
     target = tool.get("target") or {}
     note = f"{name}: {tool.get('status')}"
+    if tool.get("native"):
+        note += " (launcher)"
     if "held_s" in target:  # marked last: loading and waiting were marked before it
         note += (
             f" (loading {target['load_s']:.3f} s, waiting for the lock "

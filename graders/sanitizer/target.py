@@ -33,6 +33,7 @@ import contextlib
 import ctypes
 import json
 import os
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -127,6 +128,9 @@ def main(argv: list[str]) -> int:
     if not data:
         os._exit(0)
     outcome = run_job(json.loads(data), held)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    # Its own CPU, and its parent, for the child's count of each tool's CPU.
+    outcome.update(cpu_s=round(usage.ru_utime + usage.ru_stime, 3), ppid=os.getppid())
     result.write_text(json.dumps(outcome), encoding="utf-8")
     # A normal exit, not os._exit: the tools finish their reports as the program ends.
     return 0

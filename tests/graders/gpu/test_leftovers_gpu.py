@@ -31,8 +31,9 @@ request = {"target": "graders.sandbox.selftest_targets:hold_gpu_memory",
            "payload": {"mb": 512}, "limits": {}}
 os.write(child.in_w, json.dumps(request).encode())
 os.close(child.in_w)
+printed = os.fdopen(child.stdout_r, "rb")
 for _ in range(1000):
-    if child.proc.stdout.readline().startswith(b"holding"):
+    if printed.readline().startswith(b"holding"):
         break
 print(child.pid, child.workdir, flush=True)
 time.sleep(600)

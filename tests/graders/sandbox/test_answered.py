@@ -10,7 +10,7 @@ import tempfile
 import time
 
 from graders.sandbox import supervise
-from graders.sandbox.process import SandboxProcess
+from graders.sandbox.process import PopenHandle, SandboxProcess
 from graders.sandbox.runner import SandboxLimits, run_sandboxed
 
 TARGETS = "graders.sandbox.selftest_targets"
@@ -32,14 +32,17 @@ def _sleeper(gpu: bool) -> _Unkillable:
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    assert proc.stdout is not None and proc.stderr is not None
     return _Unkillable(
-        proc=proc,
+        handle=PopenHandle(proc),
         workdir=tempfile.mkdtemp(),
         gpu=gpu,
         warm=None,
         in_w=-1,
         out_r=-1,
         progress_r=-1,
+        stdout_r=os.dup(proc.stdout.fileno()),
+        stderr_r=os.dup(proc.stderr.fileno()),
         lifeline_w=-1,
         spawned_at=time.monotonic(),
         nproc_limited=False,
@@ -55,14 +58,14 @@ def test_an_answered_gpu_child_still_exiting_is_reaped_by_a_thread() -> None:
         assert time.monotonic() - began < 5  # returned without waiting for the 60 s sleep
         assert (status, rusage) == (None, None)
         assert any("not waited for" in line for line in log), log
-        assert child.proc.returncode is None
+        assert child.handle.returncode is None
     finally:
         os.kill(child.pid, 9)
     for _ in range(100):
-        if child.proc.returncode is not None:
+        if child.handle.returncode is not None:
             break
         time.sleep(0.05)
-    assert child.proc.returncode == -9  # the reaper's wait4, not the test's
+    assert child.handle.returncode == -9  # the reaper's wait4, not the test's
     assert not os.path.exists(f"/proc/{child.pid}")  # reaped: no zombie left behind
 
 
@@ -76,7 +79,7 @@ def test_a_cpu_child_or_one_that_never_answered_is_waited_for() -> None:
         status, _ = supervise._end(child, log, answered=answered)
         killer.wait()
         assert status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9
-        assert child.proc.returncode == -9
+        assert child.handle.returncode == -9
         assert not any("not waited for" in line for line in log), log
 
 

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from graders.sandbox import lifeline
 from graders.sandbox.runner import SandboxLimits, run_sandboxed
 
@@ -23,9 +25,11 @@ ROOT = Path(__file__).resolve().parents[3]
 # by a thread that has ended by the time the pids are printed.
 _WORKER = """
 import json, os, sys, threading, time
-from graders.sandbox import prestart
+from graders.sandbox import prestart, zygotes
 from graders.sandbox.limits import SandboxLimits
 from graders.sandbox.process import spawn
+if sys.argv[1] == "forked":
+    zygotes.enable()
 
 busy = spawn(limits=SandboxLimits(wall_seconds=120, cpu_seconds=60, memory_mb=512), gpu=False)
 request = {"target": "graders.sandbox.selftest_targets:sleep_with_grandchild",
@@ -33,8 +37,9 @@ request = {"target": "graders.sandbox.selftest_targets:sleep_with_grandchild",
 os.write(busy.in_w, json.dumps(request).encode())
 os.close(busy.in_w)
 grandchild = None
+printed = os.fdopen(busy.stdout_r, "rb")
 for _ in range(200):
-    line = busy.proc.stdout.readline().decode()
+    line = printed.readline().decode()
     if line.startswith("grandchild-pid="):
         grandchild = int(line.split("=")[1])
         break
@@ -45,7 +50,8 @@ filler.start()
 filler.join()
 spare = pool._spares[0]
 time.sleep(1)  # the thread that started the spare is gone; the spare must live on
-print(busy.pid, grandchild, spare.pid, flush=True)
+zygote = zygotes.current("cpu")
+print(busy.pid, grandchild, spare.pid, *([zygote.pid] if zygote else []), flush=True)
 time.sleep(120)
 """
 
@@ -66,16 +72,18 @@ def _gone_within(pids: list[int], seconds: float) -> list[int]:
     return [p for p in pids if _running(p)]
 
 
-def test_children_and_their_children_die_with_a_killed_worker() -> None:
+@pytest.mark.parametrize("kind", ["fresh", "forked"])
+def test_children_and_their_children_die_with_a_killed_worker(kind: str) -> None:
+    """Forked children die with their worker too, and so does the zygote they came from."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     worker = subprocess.Popen(
-        [sys.executable, "-c", _WORKER], env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _WORKER, kind], env=env, stdout=subprocess.PIPE, text=True
     )
     pids: list[int] = []
     try:
         assert worker.stdout is not None
         pids = [int(p) for p in worker.stdout.readline().split()]
-        assert len(pids) == 3, pids
+        assert len(pids) == (4 if kind == "forked" else 3), pids
         # Alive while their worker is, the spare too though the thread that started it ended.
         assert all(_running(p) for p in pids), pids
         worker.kill()
@@ -118,6 +126,7 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.usefixtures("child_kind")
 def test_a_finished_child_leaves_no_lifeline_open_in_the_worker() -> None:
     limits = SandboxLimits(wall_seconds=20, cpu_seconds=10, memory_mb=512)
     target = "graders.sandbox.selftest_targets:echo"

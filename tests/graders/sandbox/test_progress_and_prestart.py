@@ -15,6 +15,9 @@ import pytest
 from graders.sandbox import prestart
 from graders.sandbox.runner import SandboxLimits, run_sandboxed
 
+# Each test runs with fresh children and with children forked from a zygote (conftest.py).
+pytestmark = pytest.mark.usefixtures("child_kind")
+
 TARGETS = "graders.sandbox.selftest_targets"
 LIMITS = SandboxLimits(wall_seconds=20, cpu_seconds=10, memory_mb=512)
 

@@ -16,6 +16,9 @@ from graders.sandbox.isolation import CPU_CHILD_NICE, SANDBOX_USER_ENV, unprivil
 from graders.sandbox.runner import RAISED, SandboxLimits, network_isolation, run_sandboxed
 from tests.ci import skip_unless_ci
 
+# Each test runs with fresh children and with children forked from a zygote (conftest.py).
+pytestmark = pytest.mark.usefixtures("child_kind")
+
 TARGETS = "graders.sandbox.selftest_targets"
 LIMITS = SandboxLimits(wall_seconds=20, cpu_seconds=10, memory_mb=512)
 
@@ -33,10 +36,12 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_echo_round_trips_the_payload_in_another_process() -> None:
+def test_echo_round_trips_the_payload_in_another_process(child_kind: str) -> None:
     payload = {"text": "héllo", "numbers": [1, 2.5, None], "nested": {"ok": True}}
     outcome = run("echo", payload)
     assert outcome.ok, outcome
+    forked = [line for line in outcome.log if line.startswith("forked from the cpu zygote")]
+    assert bool(forked) == (child_kind == "forked"), outcome.log
     assert outcome.reason == ""
     assert outcome.value is not None
     assert outcome.value["echo"] == payload
@@ -314,6 +319,16 @@ def test_the_privilege_drop_with_an_interpreter_nobody_may_run(
     assert outcome.value["uid"] == creds.uid != 0
     assert outcome.value["shadow"] == "PermissionError"
     assert network.ok and "connected" not in str(network.value)  # namespace made before the drop
+
+
+def test_each_child_leads_a_session_of_its_own_and_holds_only_its_channels() -> None:
+    outcome = run("identity")
+    assert outcome.ok, outcome
+    me = outcome.value
+    assert me["sid"] == me["pgid"] == me["pid"] == outcome.pid != os.getpid()
+    # stdin, stdout, stderr, the request, answer and progress pipes and the lifeline, and
+    # the listing's own descriptor: nothing of the worker's, or of a zygote's.
+    assert len(me["open_fds"]) <= 8, me["open_fds"]
 
 
 def test_gpu_children_keep_the_workers_user() -> None:
