@@ -32,7 +32,9 @@ TARGET = {
 }
 # Brought by the GPU host's image; carrying other builds of these would shadow its CUDA stack.
 ON_THE_GPU_HOST = re.compile(r"^(numpy|cupy(-.*)?|fastrlock|nvidia-.*|cuda-.*)$")
-PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in (39, 35, 34, 31, 28, 27, 24, 17)] + [
+# Every glibc from the GPU host's (Ubuntu 24.04: 2.39) down: pip matches a platform tag exactly,
+# and NVIDIA's ncu-report wheel is tagged manylinux_2_25, which a short list skipped.
+PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(39, 16, -1)] + [
     "manylinux2014_x86_64",
     "manylinux1_x86_64",
 ]

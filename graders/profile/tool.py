@@ -98,15 +98,50 @@ def on_mig_slice() -> bool:
         return False
 
 
+# Where NVIDIA's packages install Nsight Compute, one folder per version (the apt repository's
+# nsight-compute-<version>, and the CUDA toolkit's installers).
+INSTALL_ROOTS = ("/opt/nvidia/nsight-compute",)
+_WRAPPER_LIMIT = 64 * 1024
+_INSTALL_IN_TEXT = re.compile(r"(/[^\s\"'`;|&$]*nsight-compute[^\s\"'`;|&$]*)")
+
+
+def _version_key(folder: Path) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", folder.name))
+
+
+def _named_in_wrapper(program: Path) -> list[Path]:
+    """The Nsight Compute folders a wrapper script names: /usr/local/cuda/bin/ncu is a small
+    shell script that runs the ncu of an install elsewhere (/opt/nvidia/nsight-compute/<version>
+    or the toolkit's nsight-compute-<version>)."""
+    try:
+        with program.open("rb") as f:
+            head = f.read(_WRAPPER_LIMIT)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    text = head.decode("utf-8", "replace")
+    named = [Path(m.group(1)) for m in _INSTALL_IN_TEXT.finditer(text)]
+    # The path of its ncu, or of the install: the install is whichever of them holds the reader.
+    return [p for path in named for p in (path, *path.parents) if "nsight-compute" in str(p)]
+
+
 def reader_folders(program: str | None) -> list[str]:
-    """Folders that may hold the ncu_report module shipped with this ncu (extras/python)."""
+    """Folders that may hold the ncu_report module shipped with this ncu (extras/python): beside
+    the program it resolves to, in the install a wrapper script names, in the toolkit's
+    nsight-compute-<version> folders, and in every version under INSTALL_ROOTS, newest first."""
     if not program:
         return []
     real = Path(os.path.realpath(program))
-    candidates = [real.parent / "extras" / "python"]
+    installs = [real.parent, *_named_in_wrapper(real)]
     # /usr/local/cuda/bin/ncu is a wrapper of /usr/local/cuda/nsight-compute-<version>/ncu.
     root = real.parent.parent
-    candidates += [Path(p) / "extras" / "python" for p in glob.glob(f"{root}/nsight-compute-*")]
+    toolkit = [Path(p) for p in glob.glob(f"{root}/nsight-compute-*")]
+    installs += sorted(toolkit, key=_version_key, reverse=True)
+    for base in INSTALL_ROOTS:
+        versions = [p for p in Path(base).glob("*") if p.is_dir()] if Path(base).is_dir() else []
+        installs += sorted(versions, key=_version_key, reverse=True)
+    candidates = [folder / "extras" / "python" for folder in installs]
     found = [str(c) for c in candidates if (c / "ncu_report.py").is_file()]
     return list(dict.fromkeys(found))
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from graders.gpu import gpu_lock
 from graders.results import CaseResult
-from graders.run import output
+from graders.run import output, stack
 from graders.run.cases import grade_case
 from graders.run.context import Context, Kernel, load
 from graders.run.harness import KernelFailure, classify_cuda_error, cuda_error_name
@@ -245,11 +245,23 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
             "out_of_memory": list(payload["cases"]) if oom else [],
         }
     marks.mark("lab_and_module_s")
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    too_deep = stack.refusal(
+        stack.frames_of(submission.funcs),
+        resident=stack.resident_threads(props),
+        limit_bytes=lab.limits.device_globals_mb * stack.MIB,
+        several=len(lab.kernels) > 1,
+    )
+    if too_deep:  # before any launch: the driver reserves the frames at the first one
+        refused = [
+            CaseResult.unjudged(lab.case(n), seeds[n], too_deep, "launch_error").to_dict()
+            for n in payload["cases"]
+        ]
+        return {"cases": refused, "stopped": "", "gpu": None, "log": [too_deep]}
     rest = lab_dtypes(lab)
     if rest:  # the lab's array types beyond those every spare warms ahead
         _warm(rest, lock, fused=False)
         marks.mark("other_types_s")
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     refs: dict[str, Kernel] = {r["name"]: load(r, lab) for r in payload.get("references", [])}
     ctx = Context(lab, submission, refs, int(props.get("sharedMemPerBlock", 0)))
     marks.mark("references_s")

@@ -59,6 +59,7 @@ LAUNCH_ERRORS = {
 
 CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
 CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
+CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3
 CU_FUNC_ATTRIBUTE_NUM_REGS = 4
 
 
@@ -137,6 +138,7 @@ def kernel_attributes(func: Any) -> dict[str, int]:
     for key, attr in (
         ("max_threads", CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
         ("static_shared", CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+        ("local_bytes", CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
         ("registers", CU_FUNC_ATTRIBUTE_NUM_REGS),
     ):
         try:

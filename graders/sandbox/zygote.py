@@ -144,10 +144,10 @@ def _become_child(spec: dict[str, Any], fds: list[int]) -> None:
     creds = Credentials(**spec["creds"]) if spec.get("creds") else None
     limits = SandboxLimits(**spec["limits"])
     make_preexec(limits, bool(spec["gpu"]), int(spec["unshare"]), creds)()
-    sys.argv = ["graders.sandbox.child"]
-    child.main(
-        [sys.argv[0], str(in_r), str(out_w), str(progress_w), str(lifeline_r), spec["warm"] or "-"]
-    )
+    # What `python -m graders.sandbox.child IN OUT PROGRESS LIFELINE [WARM]` would see.
+    sys.argv = [child.__file__ or "child.py", str(in_r), str(out_w), str(progress_w)]
+    sys.argv += [str(lifeline_r), *([spec["warm"]] if spec["warm"] else [])]
+    child.main(list(sys.argv))
 
 
 class _Server:
@@ -203,6 +203,7 @@ class _Server:
             self.send(
                 {
                     "op": "status",
+                    "id": message.get("id"),
                     "threads": _threads(),
                     "cuda": cuda_state(),
                     "device_files": device_files(),

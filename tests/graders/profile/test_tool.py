@@ -81,3 +81,37 @@ def test_the_reader_beside_ncu_is_found(tmp_path: Path) -> None:
     os.symlink(program, wrapper_dir / "ncu")
     assert tool.reader_folders(str(wrapper_dir / "ncu")) == [str(install / "extras" / "python")]
     assert tool.reader_folders(None) == []
+
+
+def _install(root: Path, version: str) -> Path:
+    folder = root / version / "extras" / "python"
+    folder.mkdir(parents=True)
+    (folder / "ncu_report.py").write_text("")
+    (root / version / "ncu").write_text("")
+    return folder
+
+
+def test_the_reader_of_the_install_a_wrapper_script_runs_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/usr/local/cuda/bin/ncu as the CUDA toolkit ships it: a script that runs the ncu of
+    /opt/nvidia/nsight-compute/<version>, which realpath does not reach."""
+    opt = tmp_path / "opt" / "nvidia" / "nsight-compute"
+    reader = _install(opt, "2025.3.1")
+    monkeypatch.setattr(tool, "INSTALL_ROOTS", ())  # found through the script alone
+    wrapper = tmp_path / "cuda" / "bin" / "ncu"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(f'#!/bin/sh\nexec "{opt}/2025.3.1/ncu" "$@"\n')
+    assert tool.reader_folders(str(wrapper)) == [str(reader)]
+
+
+def test_every_version_under_nvidias_install_folder_is_tried_newest_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opt = tmp_path / "nsight-compute"
+    older, newer = _install(opt, "2024.1.0"), _install(opt, "2025.10.2")
+    monkeypatch.setattr(tool, "INSTALL_ROOTS", (str(opt),))
+    program = tmp_path / "bin" / "ncu"
+    program.parent.mkdir()
+    program.write_bytes(b"\x7fELF not a script")
+    assert tool.reader_folders(str(program)) == [str(newer), str(older)]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from graders.sandbox import zygotes
 from graders.sandbox.isolation import CPU_CHILD_NICE, SANDBOX_USER_ENV, unprivileged_user
 from graders.sandbox.runner import RAISED, SandboxLimits, network_isolation, run_sandboxed
 from tests.ci import skip_unless_ci
@@ -297,7 +298,7 @@ def test_cpu_children_drop_root_where_they_can() -> None:
 
 
 def test_the_privilege_drop_with_an_interpreter_nobody_may_run(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, child_kind: str
 ) -> None:
     # The venv's interpreter may live under /root; the system one shows the drop itself works.
     system_python = Path("/usr/bin/python3")
@@ -307,6 +308,9 @@ def test_the_privilege_drop_with_an_interpreter_nobody_may_run(
         skip_unless_ci("the privilege drop's test needs the system's /usr/bin/python3")
     monkeypatch.setattr(sys, "executable", str(system_python))
     unprivileged_user.cache_clear()
+    if child_kind == "forked":  # zygotes of that interpreter, as a worker running it has
+        zygotes.disable()
+        zygotes.enable()
     try:
         creds, note = unprivileged_user()
         if creds is None:
@@ -315,6 +319,10 @@ def test_the_privilege_drop_with_an_interpreter_nobody_may_run(
         network = run("try_network", {"targets": [["127.0.0.1", 9]]})
     finally:
         unprivileged_user.cache_clear()
+        if child_kind == "forked":
+            monkeypatch.undo()
+            zygotes.disable()
+            zygotes.enable()
     assert outcome.ok, outcome
     assert outcome.value["uid"] == creds.uid != 0
     assert outcome.value["shadow"] == "PermissionError"
