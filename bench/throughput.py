@@ -5,7 +5,10 @@ folder, then, per lab, uploads the lab's scoring-target reference over the REST 
 after another (polled every 0.05 s), then M at once (polled every 0.3 s). Printed per lab:
 upload -> first verdict and upload -> graded (p50, p95), seconds per status (from the
 submission's own history) and per engine stage, graded per GPU-minute for the burst, the
-host's busy CPU time per graded submission over it and its runnable threads, the spread
+host's busy CPU time per graded submission over it and its runnable threads, that CPU time by
+kind of process (the run child, the sanitizer's child and each of its tools, the compiler,
+the web process, the worker and its zygotes: from the worker's `sandbox cpu:` lines and the
+long-lived processes' own counters; the rest is the bench's pollers and the host), the spread
 (max/min) of the timed case's median over every grading of the same file, and the GPU's name;
 and, read from the worker's log (graders.run.child), the timed sections' seconds and their
 waits for the GPU's lock, the cases' waits and the prestarted children's warm-ups (p50, max).
@@ -308,15 +311,23 @@ def contend(
 
 
 def bench_lab(
-    client: httpx.Client, lab: str, source: bytes, sequential: int, burst: int, timeout: float
+    client: httpx.Client,
+    lab: str,
+    source: bytes,
+    sequential: int,
+    burst: int,
+    timeout: float,
+    service: Service | None = None,
 ) -> dict[str, Any]:
     seq = [grade_once(client, lab, source, timeout) for _ in range(sequential)]
     burst_rows: list[dict[str, Any]] = []
     rate = None
     cpu_per_graded = None
     run_queue = None
+    by_kind = None
     if burst:
         began, cpu_before = time.time(), host_cpu_busy_s()
+        kinds = CpuByKind(service) if service is not None else None
         with RunQueue() as runnable, ThreadPoolExecutor(max_workers=burst) as pool:
             burst_rows = list(
                 pool.map(
@@ -330,6 +341,8 @@ def bench_lab(
         if cpu_before is not None and graded:
             cpu_per_graded = (host_cpu_busy_s() or cpu_before) - cpu_before
             cpu_per_graded /= graded
+            if kinds is not None:
+                by_kind = kinds.per_graded(graded, cpu_per_graded)
         run_queue = runnable.figures(os.cpu_count() or 1)
     every = seq + burst_rows
     medians = [r["timed_median_ms"] for r in every if r["timed_median_ms"]]
@@ -353,6 +366,7 @@ def bench_lab(
             # The whole host's busy CPU time over the burst (the service, its children, the
             # bench's own pollers), per graded submission, and the host's cores.
             "host_cpu_s_per_graded": cpu_per_graded,
+            "cpu_s_per_graded_by_kind": by_kind,
             "host_cores": os.cpu_count(),
             "runnable_threads": run_queue,
         },
@@ -363,6 +377,90 @@ def bench_lab(
         "gpu": next((r["gpu"] for r in every if r["gpu"]), None),
         "rows": every,
     }
+
+
+_CPU_NOTE = re.compile(r"sandbox cpu: role=(\S+) cpu_s=([0-9.]+)")
+# A role in the worker's `sandbox cpu:` lines (graders.sandbox.process.note_cpu) -> its kind.
+# "graders.sanitizer.child" is the sanitizer's child with its tools' processes: its parts come
+# as "sanitizer.child" (its own) and one line per tool.
+_KINDS = {
+    "graders.run.child": "run child",
+    "sanitizer.child": "sanitizer child",
+    "sanitizer.memcheck": "memcheck",
+    "sanitizer.racecheck": "racecheck",
+    "sanitizer.synccheck": "synccheck",
+    "unused": "spares never used",
+}
+
+
+def _kind(role: str) -> str | None:
+    if role == "graders.sanitizer.child":
+        return None  # counted by its parts
+    if role.startswith("graders.compile"):
+        return "compile"
+    return _KINDS.get(role, "other children")
+
+
+def _process_cpu_s(pid: int) -> float:
+    """A process's own CPU seconds (utime + stime; not its children's)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                found.append((int(entry.name), (entry / "cmdline").read_bytes().decode()))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+class CpuByKind:
+    """CPU seconds by kind of process over a block of the bench: the children's from the
+    worker's `sandbox cpu:` lines logged meanwhile, the long-lived processes' (web, worker,
+    zygotes) from their own counters; "other" is the host's busy time less all of them (the
+    bench's own pollers, the kernel, anything else on the host)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.first_line = len(service.lines)
+        self.before = self._long_lived()
+
+    def _long_lived(self) -> dict[str, float]:
+        web = self.service.proc.pid
+        figures = {"web": _process_cpu_s(web)}
+        for pid, cmdline in _children(web):
+            if "worker" in cmdline:
+                figures["worker"] = figures.get("worker", 0.0) + _process_cpu_s(pid)
+                for zpid, zcmd in _children(pid):
+                    if "graders.sandbox.zygote" in zcmd:
+                        figures["zygotes"] = figures.get("zygotes", 0.0) + _process_cpu_s(zpid)
+        return figures
+
+    def per_graded(self, graded: int, host_per_graded: float | None) -> dict[str, float]:
+        time.sleep(2.0)  # the last children's ends are logged once reaped
+        sums: dict[str, float] = {}
+        for line in self.service.lines[self.first_line :]:
+            m = _CPU_NOTE.search(line)
+            kind = _kind(m.group(1)) if m else None
+            if m and kind:
+                sums[kind] = sums.get(kind, 0.0) + float(m.group(2))
+        after = self._long_lived()
+        for name, value in after.items():
+            sums[name] = value - self.before.get(name, 0.0)
+        out = {k: v / graded for k, v in sorted(sums.items(), key=lambda kv: -kv[1])}
+        if host_per_graded is not None:
+            out["other (bench, host)"] = host_per_graded - sum(out.values())
+        return out
 
 
 class RunQueue:
@@ -476,6 +574,9 @@ def _print(result: dict[str, Any]) -> None:
                 f"   host CPU over the burst: {per:.1f} core-s busy per graded submission; "
                 f"{cores} cores at that cost grade at most {60 * cores / per:.0f} per minute"
             )
+        if b.get("cpu_s_per_graded_by_kind"):
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in b["cpu_s_per_graded_by_kind"].items())
+            print(f"   CPU core-s per graded submission by process: {parts}")
         if b.get("runnable_threads"):
             q = b["runnable_threads"]
             print(
@@ -605,7 +706,9 @@ def main() -> int:
                 source = args.source.read_bytes() if args.source else ref.source.encode()
                 burst = args.burst if burst_labs is None or lab in burst_labs else 0
                 began = time.monotonic()
-                result = bench_lab(client, lab, source, args.sequential, burst, args.timeout)
+                result = bench_lab(
+                    client, lab, source, args.sequential, burst, args.timeout, service=service
+                )
                 result["submission"] = str(args.source) if args.source else ref.file
                 result["wall_s"] = time.monotonic() - began
                 result["worker"] = worker_figures(service.lines[seen:])

@@ -141,6 +141,10 @@ def _become_child(spec: dict[str, Any], fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(spec["env"])
     tempfile.tempdir = None  # found again from TMPDIR, the child's own folder
+    if spec["gpu"] and "CUPY_CACHE_DIR" in os.environ:
+        # CuPy made its cache folder when the zygote imported it; a fresh child's import made
+        # its own, in its own folder (the kernel cache's copy may already stand there).
+        os.makedirs(os.environ["CUPY_CACHE_DIR"], exist_ok=True)
     creds = Credentials(**spec["creds"]) if spec.get("creds") else None
     limits = SandboxLimits(**spec["limits"])
     make_preexec(limits, bool(spec["gpu"]), int(spec["unshare"]), creds)()

@@ -362,9 +362,8 @@ static void finish(const char *result, const char *verdict, const char *error, c
     double loaded = marks[1] ? marks[1] : end, held = marks[2] ? marks[2] : end;
     fprintf(f,
             "{\"verdict\": \"%s\", \"error\": \"%s\", \"where\": \"%s\", \"load_s\": %.3f, "
-            "\"wait_s\": %.3f, \"held_s\": %.3f, \"cpu_s\": %.3f, \"ppid\": %d}\n",
-            verdict, error, where, loaded - marks[0], held - loaded, end - held, cpu_s(),
-            (int)getppid());
+            "\"wait_s\": %.3f, \"held_s\": %.3f, \"cpu_s\": %.3f}\n",
+            verdict, error, where, loaded - marks[0], held - loaded, end - held, cpu_s());
     fclose(f);
 }
 

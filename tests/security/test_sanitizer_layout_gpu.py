@@ -17,6 +17,7 @@ from graders.compile.compiler import compile_submission
 from graders.grade import run_submission
 from graders.run.inputs import case_seed
 from graders.run.layout import TAIL_GUARD_BYTES
+from graders.sanitizer.launcher import ensure_built
 from tests.security.hostile import KERNELS_DIR
 from tests.security.lab_copies import lab_copy
 
@@ -45,6 +46,9 @@ def test_arrays_lie_alike_in_the_graded_run_and_under_the_sanitizer(tmp_path: Pa
     compiled = compile_submission(lab, source, line_info=True)
     assert compiled.ok, compiled.message
     seed = case_seed(lab.id, "rect-63x65x70", hidden=False, secret=SECRET)
+    # The tools' program is the native launcher wherever one could be built (graders.sanitizer.
+    # launcher): its buffers must lie as the graded run's do.
+    native = ensure_built().path is not None
     graded: list[tuple[int, int]] = []
     sanitized: list[tuple[int, int]] = []
     for _ in range(ROUNDS):
@@ -75,6 +79,7 @@ def test_arrays_lie_alike_in_the_graded_run_and_under_the_sanitizer(tmp_path: Pa
         )
         assert outcome.ok and outcome.value, outcome.log
         for tool in outcome.value["tools"].values():
+            assert tool["native"] is native, tool
             sanitized += _distances(tool.get("printed", ""))
     print("graded", graded, "sanitized", sanitized)
     assert len(graded) >= ROUNDS and len(sanitized) >= ROUNDS
