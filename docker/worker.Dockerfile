@@ -37,6 +37,18 @@ RUN if [ -n "${NSIGHT_COMPUTE}" ]; then apt-get update \
 RUN /opt/kernelgrader/bin/pip install ${PIP_INDEX_OPTS} --find-links /wheels "/src[scale]"
 RUN /opt/kernelgrader/bin/pip install ${PIP_INDEX_OPTS} --find-links /wheels "/src[cuda13,scale]"
 ENV PATH=/opt/kernelgrader/bin:$PATH
+# The sanitizer's native launcher (README, "The processes of one grading"), built here with a C
+# compiler the image then drops: --build-arg LAUNCHER_CC=gcc (empty, the default, leaves it to
+# the entrypoint's warm-cache, which needs a compiler in the image; without one the tools run
+# the Python program).
+ARG LAUNCHER_CC=""
+RUN if [ -n "${LAUNCHER_CC}" ]; then apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${LAUNCHER_CC}" libc6-dev \
+    && mkdir -p /opt/kernelgrader/launcher \
+    && "${LAUNCHER_CC}" -O2 -std=c11 -o /opt/kernelgrader/launcher/kg-sanitizer-launcher \
+       /src/graders/sanitizer/launcher.c -ldl \
+    && apt-get purge -y "${LAUNCHER_CC}" && apt-get autoremove -y && rm -rf /var/lib/apt/lists/*; fi
+ENV KERNELGRADER_SANITIZER_LAUNCHER=${LAUNCHER_CC:+/opt/kernelgrader/launcher/kg-sanitizer-launcher}
 # Starts as root to ready the shared lock folder and the kernel cache volume, then runs the
 # worker as kernelgrader, after building the CuPy kernel cache where a GPU is.
 COPY docker/worker-entrypoint.sh /usr/local/bin/kernelgrader-worker-entrypoint

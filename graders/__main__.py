@@ -148,17 +148,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "warm-cache":
         import logging
 
+        from graders.gpu import gpu_unavailable_reason
         from graders.run.kernel_cache import warm_cache
         from graders.sanitizer.launcher import ensure_built
 
         logging.basicConfig(level=logging.WARNING, format="%(message)s")
         status = warm_cache()
-        built = ensure_built()  # the sanitizer's launcher, beside the cache
-        if built.path is None:
-            print(f"The sanitizer's tools will run its Python program: {built.why_not}")
-        else:
-            print(f"The sanitizer's launcher is {'built' if built.built_now else 'there'}: ")
-            print(f"  {built.path}")
+        if gpu_unavailable_reason() is None:  # the sanitizer's launcher, beside the cache
+            built = ensure_built()
+            if built.path is None:
+                print(f"The sanitizer's tools will run its Python program: {built.why_not}")
+            else:
+                state = "built" if built.built_now else "there"
+                print(f"The sanitizer's launcher is {state}: {built.path}")
         return status
 
     from graders.spec import list_builtin_labs, load_builtin_lab, load_lab

@@ -106,7 +106,8 @@ run_part() {
         $G/test_timing_trust_gpu.py $G/test_timing_gpu.py $G/test_lock_gpu.py \
         $G/test_leftovers_gpu.py $G/test_kernel_cache_gpu.py $G/test_gpu_probe_gpu.py \
         $G/test_prestart_gpu.py $G/test_hidden_output_gpu.py $G/test_spec_features_gpu.py \
-        $G/test_compare_gpu.py $G/test_generate_gpu.py $G/test_profile_gpu.py tests/graders/sandbox ;;
+        $G/test_compare_gpu.py $G/test_generate_gpu.py $G/test_profile_gpu.py \
+        $G/test_sanitizer_gpu.py $G/test_stack_gpu.py tests/graders/sandbox ;;
     labs)
       part labs "$(limit labs 580)" "${PYTEST[@]}" $(per_test 200) $(workers labs) \
         $G/test_references_gpu.py $G/test_faulty_gpu.py $G/test_lab_check_gpu.py ;;

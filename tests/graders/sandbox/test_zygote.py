@@ -20,25 +20,11 @@ from graders.sandbox.limits import SandboxLimits
 from graders.sandbox.process import SandboxProcess, spawn
 from graders.sandbox.runner import run_sandboxed
 from graders.sandbox.zygote import device_files
+from tests.graders.sandbox.test_lifeline import _gone_within, _running
 
 ROOT = Path(__file__).resolve().parents[3]
 TARGETS = "graders.sandbox.selftest_targets"
 LIMITS = SandboxLimits(wall_seconds=30, cpu_seconds=10, memory_mb=512)
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _gone_within(pids: list[int], seconds: float) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(_running(p) for p in pids):
-        time.sleep(0.05)
-    return [p for p in pids if _running(p)]
 
 
 @pytest.fixture
