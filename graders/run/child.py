@@ -249,7 +249,7 @@ def run_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     too_deep = stack.refusal(
         stack.frames_of(submission.funcs),
         resident=stack.resident_threads(props),
-        limit_bytes=lab.limits.device_globals_mb * stack.MIB,
+        limit_bytes=lab.limits.local_memory_mb * stack.MIB,
         several=len(lab.kernels) > 1,
     )
     if too_deep:  # before any launch: the driver reserves the frames at the first one

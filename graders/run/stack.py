@@ -2,8 +2,9 @@
 is reserved by the driver for every thread the GPU can hold at once, not for the threads a
 launch has: a 128 KiB array per thread reserved about 33 GiB on an H200 (132 SMs of 2048
 threads) and passed a lab, crowding every grading beside it. A kernel whose frame would reserve
-more than the lab's limit on GPU memory (`limits.device_globals_mb`, the limit on what its
-module takes) is refused before its first launch, with the sizes in words.
+more than the lab's limit on it (`limits.local_memory_mb`, 8 GiB by default: about 31 KiB a
+thread on an H200, so a 4 KiB scratch array stays legal) is refused before its first launch,
+with the sizes in words.
 
 The frame comes from the driver (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES of the loaded function), the
 resident threads from the device's properties: the run child asks both, on the worker's own
@@ -52,7 +53,7 @@ def refusal(
         f"The kernel{which} keeps {_size(frame)} of local memory per thread (large arrays "
         f"declared inside it, or deep recursion), and the GPU reserves that for every thread "
         f"it can hold at once ({resident:,} on this GPU): {_size(reserved)}, more than this "
-        f"lab's limit of {_size(limit_bytes)} of GPU memory. Keep arrays inside the kernel "
+        f"lab's limit of {_size(limit_bytes)} of GPU memory for it. Keep arrays inside the kernel "
         "small: put large data in global memory (the kernel's parameters) or in shared memory."
     )
 

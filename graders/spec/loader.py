@@ -435,6 +435,7 @@ def _limits(ctx: FieldReader, value: Any) -> LimitsSpec:
             "memory_mb",
             "gpu_seconds",
             "device_globals_mb",
+            "local_memory_mb",
         },
     )
     d = LimitsSpec()
@@ -447,6 +448,9 @@ def _limits(ctx: FieldReader, value: Any) -> LimitsSpec:
         ctx.number(t.get("gpu_seconds", d.gpu_seconds), "limits.gpu_seconds", positive=True),
         device_globals_mb=ctx.integer(
             t.get("device_globals_mb", d.device_globals_mb), "limits.device_globals_mb", minimum=1
+        ),
+        local_memory_mb=ctx.integer(
+            t.get("local_memory_mb", d.local_memory_mb), "limits.local_memory_mb", minimum=1
         ),
     )
     if limits.gpu_seconds < limits.case_seconds:

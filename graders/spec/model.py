@@ -265,6 +265,10 @@ class LimitsSpec:
     # GPU memory a submission's global variables (`__device__` arrays) may take: loading the
     # module allocates it all, whether the kernel touches it or not.
     device_globals_mb: int = 1024
+    # GPU memory a kernel's local memory (its per-thread frame) may reserve: the driver reserves
+    # the frame for every thread the GPU can hold at once, so 8 GiB is about 31 KiB a thread on
+    # an H100 or H200 (270,336 threads), far above an honest kernel's arrays and spills.
+    local_memory_mb: int = 8192
 
 
 @dataclass(frozen=True)

@@ -31,3 +31,15 @@ def test_a_kernel_with_a_small_frame_still_runs() -> None:
     small = source.replace("32768", "64")  # 256 bytes a thread: about 66 MiB on an H200
     report = grade_source(lab, small, secret=SECRET, sanitizer=False, timing=False)
     assert all(c.passed for c in report.cases), [(c.name, c.message) for c in report.cases]
+
+
+@pytest.mark.gpu
+def test_a_4_kib_scratch_array_is_under_the_default_limit() -> None:
+    # 4 KiB a thread reserves about 1.03 GiB on an H200: over the 1 GiB limit on global
+    # variables, which the frame limit once borrowed, and well under local_memory_mb's 8 GiB.
+    lab = load_builtin_lab("matmul-naive")
+    source = (KERNELS_DIR / "local_frame_128k.cu").read_text(encoding="utf-8")
+    report = grade_source(
+        lab, source.replace("32768", "1024"), secret=SECRET, sanitizer=False, timing=False
+    )
+    assert all(c.passed for c in report.cases), [(c.name, c.message) for c in report.cases]

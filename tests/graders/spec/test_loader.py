@@ -54,6 +54,12 @@ def test_a_lab_sets_how_much_gpu_memory_global_variables_may_take(tmp_path: Path
     assert load_lab(write_lab(tmp_path / "small", text)).limits.device_globals_mb == 64
 
 
+def test_local_memory_mb_defaults_to_8_gib_and_can_be_set(tmp_path: Path) -> None:
+    assert load_lab(write_lab(tmp_path, GOOD_SPEC)).limits.local_memory_mb == 8192
+    text = GOOD_SPEC.replace("memory_mb = 4096", "memory_mb = 4096\nlocal_memory_mb = 512")
+    assert load_lab(write_lab(tmp_path / "small", text)).limits.local_memory_mb == 512
+
+
 def test_sizes_geometry_and_shapes(tmp_path: Path) -> None:
     lab = load_lab(write_lab(tmp_path, GOOD_SPEC))
     names = lab.sizes_for("square-1023", {"TILE": 16})
@@ -258,6 +264,12 @@ BAD_SPECS = [
         "memory_mb = 4096",
         "memory_mb = 4096\ndevice_globals_mb = 0",
         "limits.device_globals_mb",
+        "at least 1",
+    ),
+    (
+        "memory_mb = 4096",
+        "memory_mb = 4096\nlocal_memory_mb = 0",
+        "limits.local_memory_mb",
         "at least 1",
     ),
     (
