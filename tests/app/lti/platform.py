@@ -178,6 +178,10 @@ class TestPlatform:
         self.issuer = issuer or f"{self.base}/platform-{secrets.token_hex(3)}"
         self.client_id = f"client-{secrets.token_hex(4)}"
         self.deployment_id = f"deployment-{secrets.token_hex(3)}"
+        # The registration's name in kernelgrader; its key set URL is the one this LMS was
+        # given, and the only key set it checks the tool's signatures against.
+        self.slug = f"lms-{secrets.token_hex(4)}"
+        self.tool_key_set_url = f"{self.tool_base}/lti/jwks/{self.slug}"
         # Endpoint paths; a test may give an LMS's own (README values).
         self.paths = {
             "auth": "/auth",
@@ -213,7 +217,7 @@ class TestPlatform:
             .set_deeplink_launch_url(f"{self.tool_base}/lti/launch")
             .set_platform_public_key(self.public_pem)
             .set_platform_private_key(self.private_pem)
-            .set_tool_key_set_url(f"{self.tool_base}/lti/jwks")
+            .set_tool_key_set_url(self.tool_key_set_url)
         )
 
     def serve_at(self, **paths: str) -> None:
@@ -228,7 +232,7 @@ class TestPlatform:
         return self.base + self.paths[name]
 
     def values(self) -> dict[str, str]:
-        """What staff register in kernelgrader for this LMS."""
+        """What a site administrator registers in kernelgrader for this LMS."""
         return {
             "name": "Test LMS",
             "issuer": self.issuer,
