@@ -57,13 +57,17 @@ def _address_refused(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
             return _address_refused(inner)
     if ip.is_loopback:
         return "" if _loopback_allowed() else "a loopback address"
+    if ip.is_unspecified:
+        return "an unspecified address"
     if ip.is_multicast:
         return "a multicast address"
     if ip.is_link_local:
         return "a link-local address"
+    if ip.is_reserved:
+        return "a reserved address"
     if ip.is_private:
         return "a private address"
-    if ip.is_reserved or ip.is_unspecified or not ip.is_global:
+    if not ip.is_global:  # shared (carrier-grade NAT), documentation, benchmarking ranges
         return "a reserved address"
     return ""
 
@@ -98,7 +102,7 @@ def _check_url(url: Any) -> None:
         if not _loopback_allowed():
             raise OutboundRefused(f"{url.host} was given with http://; only https:// is used")
     elif url.scheme != "https":
-        raise OutboundRefused(f"'{url.scheme}' addresses are not fetched; use https://")
+        raise OutboundRefused(f"'{url.scheme or url}' is not an https:// address")
     if not url.host:
         raise OutboundRefused("the address names no host")
     if url.userinfo:

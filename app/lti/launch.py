@@ -169,7 +169,7 @@ def _refusal(exc: Exception, claims: dict[str, Any], where: Filing) -> SignInRef
             "This launch from your LMS expired before it arrived, so it was refused; open the "
             "link again from the LMS."
         )
-    elif "required" in text.lower() and "claim" in text.lower():
+    elif "is missing the" in text and "claim" in text:  # PyJWT's MissingRequiredClaimError
         sentence = (
             "This launch from your LMS lacks its expiry or issue time, so it was refused; tell "
             "your LMS's administrator."

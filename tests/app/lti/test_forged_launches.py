@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -141,6 +142,31 @@ def test_an_expired_launch_is_refused(
         fields,
         sentence="expired before it arrived",
         detail="Signature has expired",
+        caplog=caplog,
+    )
+
+
+def test_a_launch_without_an_expiry_is_refused(
+    session: Session,
+    browser: Browser,
+    lms: TestPlatform,
+    launch_of: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Class 16: an id_token with no `exp` would be good forever once signed (and taken
+    from a log or a browser's history); LTI requires one, so it is refused."""
+    lms.expires_in = 0  # the platform signs it with neither iat nor exp
+    lms.tamper = lambda: {"iat": int(time.time())}  # iat alone: only exp is missing
+    action, fields = launch_of()
+    claims = jwt.decode(fields["id_token"], options={"verify_signature": False})
+    assert "exp" not in claims and "iat" in claims
+    _expect_refusal(
+        session,
+        browser,
+        action,
+        fields,
+        sentence="lacks its expiry or issue time",
+        detail='Token is missing the "exp" claim',
         caplog=caplog,
     )
 
