@@ -40,9 +40,15 @@ identities = sa.table(
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('lti_platforms', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('slug', sa.String(length=64), nullable=True))
-        batch_op.add_column(sa.Column('shared_key', sa.Boolean(), server_default=sa.false(), nullable=False))
+    # Added columns first (an ALTER each, no rebuild: a string default keeps it so), data
+    # filled in, then one rebuild per table for its constraints.
+    op.add_column('lti_platforms', sa.Column('slug', sa.String(length=64), nullable=True))
+    op.add_column('lti_platforms', sa.Column('shared_key', sa.Boolean(), server_default='0', nullable=False))
+    op.add_column('lti_tool_keys', sa.Column('platform_id', sa.Integer(), nullable=True))
+    op.add_column('sign_in_problems', sa.Column('platform_id', sa.Integer(), nullable=True))
+    op.add_column('sign_in_problems', sa.Column('course_id', sa.Integer(), nullable=True))
+    op.add_column('user_identities', sa.Column('platform_id', sa.Integer(), nullable=True))
+    op.add_column('users', sa.Column('is_site_admin', sa.Boolean(), server_default='0', nullable=False))
 
     connection = op.get_bind()
     seen: set[str] = set()
@@ -52,6 +58,14 @@ def upgrade() -> None:
             values['issuer'] = f'disabled-duplicate-{row.id}:{row.issuer}'[:500]
         seen.add(row.issuer)
         connection.execute(sa.update(platforms).where(platforms.c.id == row.id).values(**values))
+    owner = (
+        sa.select(sa.func.min(platforms.c.id))
+        .where(platforms.c.issuer == identities.c.issuer)
+        .scalar_subquery()
+    )
+    connection.execute(
+        sa.update(identities).where(identities.c.kind == 'lti').values(platform_id=owner)
+    )
 
     with op.batch_alter_table('lti_platforms', schema=None) as batch_op:
         batch_op.alter_column('slug', existing_type=sa.String(length=64), nullable=False)
@@ -62,40 +76,23 @@ def upgrade() -> None:
         batch_op.drop_column('course_id')
 
     with op.batch_alter_table('lti_tool_keys', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('platform_id', sa.Integer(), nullable=True))
         batch_op.create_index(batch_op.f('ix_lti_tool_keys_platform_id'), ['platform_id'], unique=False)
         batch_op.create_foreign_key(batch_op.f('fk_lti_tool_keys_platform_id_lti_platforms'), 'lti_platforms', ['platform_id'], ['id'], ondelete='CASCADE')
 
     with op.batch_alter_table('sign_in_problems', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('platform_id', sa.Integer(), nullable=True))
-        batch_op.add_column(sa.Column('course_id', sa.Integer(), nullable=True))
         batch_op.create_index(batch_op.f('ix_sign_in_problems_course_id'), ['course_id'], unique=False)
         batch_op.create_index(batch_op.f('ix_sign_in_problems_platform_id'), ['platform_id'], unique=False)
         batch_op.create_foreign_key(batch_op.f('fk_sign_in_problems_platform_id_lti_platforms'), 'lti_platforms', ['platform_id'], ['id'], ondelete='CASCADE')
         batch_op.create_foreign_key(batch_op.f('fk_sign_in_problems_course_id_courses'), 'courses', ['course_id'], ['id'], ondelete='CASCADE')
 
     with op.batch_alter_table('user_identities', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('platform_id', sa.Integer(), nullable=True))
-    owner = (
-        sa.select(sa.func.min(platforms.c.id))
-        .where(platforms.c.issuer == identities.c.issuer)
-        .scalar_subquery()
-    )
-    connection.execute(
-        sa.update(identities).where(identities.c.kind == 'lti').values(platform_id=owner)
-    )
-    with op.batch_alter_table('user_identities', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_user_identities_platform_id'), ['platform_id'], unique=False)
         batch_op.create_unique_constraint(batch_op.f('uq_user_identities_platform_id_subject'), ['platform_id', 'subject'])
         batch_op.create_foreign_key(batch_op.f('fk_user_identities_platform_id_lti_platforms'), 'lti_platforms', ['platform_id'], ['id'], ondelete='CASCADE')
 
-    with op.batch_alter_table('users', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('is_site_admin', sa.Boolean(), server_default=sa.false(), nullable=False))
-
 
 def downgrade() -> None:
-    with op.batch_alter_table('users', schema=None) as batch_op:
-        batch_op.drop_column('is_site_admin')
+    op.drop_column('users', 'is_site_admin')
 
     with op.batch_alter_table('user_identities', schema=None) as batch_op:
         batch_op.drop_constraint(batch_op.f('fk_user_identities_platform_id_lti_platforms'), type_='foreignkey')
