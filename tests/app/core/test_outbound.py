@@ -182,3 +182,8 @@ def _closed_port() -> int:
     from tests.app.lti.platform import free_port
 
     return free_port()  # free: nothing listens there
+
+
+def test_in_test_plain_http_reaches_loopback_only() -> None:
+    # A public address (nothing is sent: the check comes before any connection).
+    assert "only https:// is used" in _refused("http://93.184.216.34/")

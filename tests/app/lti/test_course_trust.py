@@ -107,16 +107,19 @@ def test_a_link_started_in_one_browser_cannot_be_finished_in_another(
     """An LMS instructor of a sandbox starts linking it, then sends the page's address to
     the course's instructor: in their browser it finds nothing, so neither the sandbox nor
     the attacker's LMS sign-in lands in their course or account."""
-    teacher = lms.person("Grace", f"{unique('grace')}@uni.example", role=INSTRUCTOR)
-    registered_and_linked(session, world, lms, lms.course("CS101", teacher), tool)
+    cs101 = lms.course("CS101")
+    teacher = registered_and_linked(session, world, lms, cs101, tool)  # the world's instructor
     mallory = lms.person("Mallory", f"{unique('mallory')}@evil.example", role=INSTRUCTOR)
     sandbox = lms.course("Mallory's sandbox", mallory)
     attacker: Browser = browsers()  # type: ignore[operator]
     landed = attacker.launch(lms, mallory, deep_link_in=sandbox)
     assert landed.location.startswith("/lti/continue/")
 
+    # The victim came in from the LMS too (so their browser has a launch cookie of its own).
     victim: Browser = browsers()  # type: ignore[operator]
-    log_in(victim, world.instructor.email)
+    came = victim.launch(lms, teacher, link=lms.link(cs101, "kernelgrader"))
+    assert came.location == f"/courses/{world.course.slug}"
+    assert world.instructor.email in victim.page("/account")
     assert victim.get(landed.location).status_code == 404
     posted = victim.http.post(
         tool + landed.location,
