@@ -13,32 +13,29 @@ admin_cli = typer.Typer(
 )
 
 
-@admin_cli.command("grant")
-def grant(email: str) -> None:
-    """Make an account a site administrator (it becomes staff of no course by it)."""
+def _change(email: str, *, grant: bool) -> None:
     from app.core.database import session_scope
     from app.users import site_admins
 
     try:
         with session_scope() as session:
-            user = site_admins.grant(session, email=email)
-            typer.echo(f"{user.email} is a site administrator.")
+            change = site_admins.grant if grant else site_admins.revoke
+            user = change(session, email=email)
+            typer.echo(f"{user.email} is {'' if grant else 'not '}a site administrator.")
     except DomainError as exc:
         raise fail(exc.message) from None
+
+
+@admin_cli.command("grant")
+def grant(email: str) -> None:
+    """Make an account a site administrator (it becomes staff of no course by it)."""
+    _change(email, grant=True)
 
 
 @admin_cli.command("revoke")
 def revoke(email: str) -> None:
     """Take the role back (the last site administrator keeps it)."""
-    from app.core.database import session_scope
-    from app.users import site_admins
-
-    try:
-        with session_scope() as session:
-            user = site_admins.revoke(session, email=email)
-            typer.echo(f"{user.email} is not a site administrator.")
-    except DomainError as exc:
-        raise fail(exc.message) from None
+    _change(email, grant=False)
 
 
 @admin_cli.command("list")

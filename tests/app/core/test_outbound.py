@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import os
 from collections.abc import Iterator
 
 import httpx
@@ -19,7 +18,7 @@ from starlette.routing import Route
 
 from app.core import outbound
 from app.core.outbound import OutboundRefused
-from app.core.settings import get_settings
+from tests.app.lti.conftest import production  # noqa: F401 (a fixture)
 from tests.app.lti.platform import ServerThread
 
 SECRET = "db-password=hunter2 at /srv/app/settings.py line 12"
@@ -83,28 +82,14 @@ def target() -> Iterator[Target]:
         yield made
 
 
-@pytest.fixture
-def production() -> Iterator[None]:
-    """KERNELGRADER_ENV=production for this test: what a deployed server does."""
-    before = os.environ["KERNELGRADER_ENV"]
-    os.environ["KERNELGRADER_ENV"] = "production"
-    get_settings.cache_clear()
-    try:
-        yield
-    finally:
-        os.environ["KERNELGRADER_ENV"] = before
-        get_settings.cache_clear()
-
-
 def _refused(url: str) -> str:
     with outbound.client() as http, pytest.raises(OutboundRefused) as refused:
         http.get(url)
     return str(refused.value)
 
 
-def test_in_production_loopback_and_plain_http_are_not_reached(
-    production: None, target: Target
-) -> None:
+@pytest.mark.usefixtures("production")
+def test_in_production_loopback_and_plain_http_are_not_reached(target: Target) -> None:
     port = target.server.port
     assert "only https:// is used" in _refused(f"http://127.0.0.1:{port}/ok")
     assert "is a loopback address (127.0.0.1)" in _refused(f"https://127.0.0.1:{port}/ok")
@@ -128,17 +113,20 @@ def test_in_production_loopback_and_plain_http_are_not_reached(
         ("https://[::1]/", "a loopback address"),
     ],
 )
-def test_in_production_no_internal_address_is_reached(production: None, url: str, why: str) -> None:
+@pytest.mark.usefixtures("production")
+def test_in_production_no_internal_address_is_reached(url: str, why: str) -> None:
     assert why in _refused(url)
 
 
-def test_other_schemes_and_credentials_in_the_address_are_refused(production: None) -> None:
+@pytest.mark.usefixtures("production")
+def test_other_schemes_and_credentials_in_the_address_are_refused() -> None:
     assert "'ftp' is not an https:// address" in _refused("ftp://example.edu/keys")
     assert "is not an https:// address" in _refused("file:///etc/passwd")
     assert "user name or password" in _refused("https://admin:pw@example.edu/")
 
 
-def test_the_asynchronous_client_checks_the_same(production: None, target: Target) -> None:
+@pytest.mark.usefixtures("production")
+def test_the_asynchronous_client_checks_the_same(target: Target) -> None:
     async def fetch() -> str:
         async with outbound.async_client() as http:
             with pytest.raises(OutboundRefused) as refused:

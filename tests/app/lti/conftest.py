@@ -60,6 +60,20 @@ def tool() -> Iterator[str]:
 
 
 @pytest.fixture
+def production() -> Iterator[None]:
+    """KERNELGRADER_ENV=production for one test: what a deployed server does (the running
+    service reads the settings again)."""
+    before = os.environ["KERNELGRADER_ENV"]
+    os.environ["KERNELGRADER_ENV"] = "production"
+    get_settings.cache_clear()
+    try:
+        yield
+    finally:
+        os.environ["KERNELGRADER_ENV"] = before
+        get_settings.cache_clear()
+
+
+@pytest.fixture
 def lms(tool: str) -> Iterator[TestPlatform]:
     forget_tokens()
     forget_key_sets()

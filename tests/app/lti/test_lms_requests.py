@@ -4,10 +4,8 @@ address, and what an LMS answers is shown to nobody beyond a status line."""
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
-from collections.abc import Iterator
 
 import jwt
 import pytest
@@ -15,7 +13,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth.models import SignInProblem
-from app.core.settings import get_settings
 from app.lti.key_sets import REFETCH_SECONDS
 from app.lti.launch import CONTEXT, DEPLOYMENT
 from app.lti.models import LtiContext
@@ -63,18 +60,6 @@ def test_launches_with_new_key_ids_fetch_the_key_set_once_per_interval(
         {"id_token": _forged(lms, issuer="https://lms.attacker.example"), "state": "y"},
     )
     assert other.status_code == 400 and lms.jwks_fetches == fetched
-
-
-@pytest.fixture
-def production() -> Iterator[None]:
-    before = os.environ["KERNELGRADER_ENV"]
-    os.environ["KERNELGRADER_ENV"] = "production"
-    get_settings.cache_clear()
-    try:
-        yield
-    finally:
-        os.environ["KERNELGRADER_ENV"] = before
-        get_settings.cache_clear()
 
 
 def test_in_production_a_key_set_on_an_internal_address_is_not_fetched(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -17,9 +18,9 @@ from app.lti.roster import sync_wanted_rosters
 from app.lti.scores import note_grading
 from app.lti.service import overview
 from app.users.models import User
-from tests.app.conftest import PASSWORD, World
+from tests.app.conftest import World
 from tests.app.factories import make_submission
-from tests.app.lti.conftest import Browser, link_course, register, registered_and_linked
+from tests.app.lti.conftest import Browser, link_course, log_in, register, registered_and_linked
 from tests.app.lti.platform import INSTRUCTOR, TA, Course, Person, TestPlatform, form_of
 
 
@@ -58,18 +59,10 @@ def _grade(session: Session, world: World, user: User, score: float, **kwargs: o
 
 
 def _log_in_once(browser: Browser, email: str, then: str) -> None:
+    """The page a launch went on to asks for a login first; the person logs in."""
     login = browser.get(then)
     assert login.status_code == 303 and login.headers["location"].startswith("/login")
-    logged = browser.http.post(
-        browser.tool + "/login",
-        data={
-            "email": email,
-            "password": PASSWORD,
-            "csrf_token": browser.csrf("/login"),
-            "next": then,
-        },
-    )
-    assert logged.status_code == 303 and logged.headers["location"] == then
+    log_in(browser, email, then=then)
 
 
 def _user(session: Session, email: str) -> User:
@@ -256,14 +249,15 @@ def test_the_roster_comes_from_the_lms_page_by_page(
     assert "students and 2 staff enrolled from the LMS" in staff.page(answer.headers["location"])
 
 
-def test_a_password_account_in_the_course_is_joined_only_by_its_owners_login(
-    session: Session, world: World, tool: str, lms: TestPlatform, browsers: object
+@pytest.mark.parametrize("who", ["student", "outsider"])
+def test_an_account_is_joined_to_its_lms_sign_in_only_by_its_owners_login(
+    session: Session, world: World, tool: str, lms: TestPlatform, browsers: object, who: str
 ) -> None:
-    """The student was enrolled by the roster import and logs in with a password; the LMS
-    sends the same email. The LMS's email alone opens nothing: the owner logs in once, and
-    from then on there is one account, one gradebook row."""
-    existing = world.student.user
-    person = lms.person("Student", existing.email)
+    """The LMS sends the email of a password account (enrolled in the course by the roster
+    import, or in no course): the LMS alone opens nothing; its owner logs in once and joins
+    the two, and from then on there is one account, one gradebook row."""
+    owner = getattr(world, who).user
+    person = lms.person("Someone", owner.email)
     course = lms.course("GPU", person)
     registered_and_linked(session, world, lms, course, tool)
     link = lms.link(course, "Scale", {"lab": world.lab.slug})
@@ -271,7 +265,7 @@ def test_a_password_account_in_the_course_is_joined_only_by_its_owners_login(
     landed = browser.launch(lms, person, link=link)
     assert landed.location.startswith("/lti/continue/")
     assert browser.get("/account").status_code == 303  # nobody was logged in by it
-    _log_in_once(browser, existing.email, landed.location)
+    _log_in_once(browser, owner.email, landed.location)
     assert "Join your LMS sign-in" in browser.page(landed.location)
     joined = browser.http.post(
         browser.tool + landed.location, data={"csrf_token": browser.csrf(landed.location)}
@@ -280,47 +274,8 @@ def test_a_password_account_in_the_course_is_joined_only_by_its_owners_login(
     again = browsers().launch(lms, person, link=link)  # type: ignore[operator]
     assert again.location.endswith(f"/labs/{world.lab.slug}")  # straight in now
     session.expire_all()
-    assert session.scalars(select(User.id).where(User.email == existing.email)).all() == [
-        existing.id
-    ]
-    assert "@no-email.invalid" not in " ".join(session.scalars(select(User.email)).all())
-
-
-def test_an_account_outside_the_course_joins_its_lms_sign_in_after_one_login(
-    session: Session, world: World, tool: str, lms: TestPlatform, browsers: object
-) -> None:
-    """The email belongs to an account that is not in the course: the LMS alone does not
-    get it; its owner logs in once and joins the two, and no second account appears."""
-    owner = world.outsider.user
-    person = lms.person("Outsider", owner.email)
-    course = lms.course("GPU", person)
-    registered_and_linked(session, world, lms, course, tool)
-    link = lms.link(course, "Scale", {"lab": world.lab.slug})
-    browser = browsers()  # type: ignore[operator]
-    landed = browser.launch(lms, person, link=link)
-    assert landed.location.startswith("/lti/continue/")
-    login = browser.get(landed.location)
-    assert login.status_code == 303 and login.headers["location"].startswith("/login")
-    form = browser.csrf("/login")
-    logged = browser.http.post(
-        browser.tool + "/login",
-        data={
-            "email": owner.email,
-            "password": "correct horse battery",
-            "csrf_token": form,
-            "next": landed.location,
-        },
-    )
-    assert logged.status_code == 303 and logged.headers["location"] == landed.location
-    assert "Join your LMS sign-in" in browser.page(landed.location)
-    joined = browser.http.post(
-        browser.tool + landed.location, data={"csrf_token": browser.csrf(landed.location)}
-    )
-    assert joined.headers["location"].endswith(f"/labs/{world.lab.slug}")
-    relaunch = browsers().launch(lms, person, link=link)  # type: ignore[operator]
-    assert relaunch.location.endswith(f"/labs/{world.lab.slug}")  # straight in now
-    session.expire_all()
     assert session.scalars(select(User.id).where(User.email == owner.email)).all() == [owner.id]
+    assert "@no-email.invalid" not in " ".join(session.scalars(select(User.email)).all())
     assert (
         session.scalar(
             select(Enrollment.role).where(
