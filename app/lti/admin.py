@@ -70,7 +70,7 @@ async def page(request: Request, web: WebDb, message: str = "", error: str = "")
 Text = Annotated[str, Form()]
 
 
-def _values(
+async def _values(
     issuer: Text,
     client_id: Text,
     deployment_ids: Text,

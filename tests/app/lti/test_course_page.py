@@ -28,6 +28,9 @@ def test_a_site_administrator_registers_an_lms_and_it_gets_its_own_key_set(
     admin = browsers()  # type: ignore[operator]
     log_in(admin, _site_admin(session).email)
     assert 'id="site-admin"' in admin.page("/account")  # the header links the page
+    # A site administrator is staff of no course by that.
+    assert admin.get(f"/courses/{world.course.slug}/lti").status_code == 403
+    assert admin.get(f"/courses/{world.course.slug}/gradebook").status_code == 403
     page = admin.page("/admin/lti")
     assert f"{tool}/lti/jwks/{{slug}}" in page and f"{tool}/lti/login" in page
     assert "https://sso.canvaslms.com/api/lti/authorize_redirect" in page  # the LMS hints
