@@ -1,4 +1,6 @@
-"""First run on an empty database: a demo course with every built-in lab and an instructor."""
+"""First run on an empty database: a demo course with every built-in lab and an instructor,
+who is also the installation's first site administrator (staff of the demo course by their
+enrolment, not by that)."""
 
 from __future__ import annotations
 
@@ -72,5 +74,6 @@ def bootstrap_if_empty(session: Session) -> FirstRun | None:
     password = new_password()
     user = ensure_user(session, email=DEMO_INSTRUCTOR, name="Demo Instructor", password=password)
     enroll(session, user=user, course=course, role=Role.instructor)
+    user.is_site_admin = True
     token = create_api_token(session, user=user, name="first run")
     return FirstRun(email=user.email, password=password, token=token, labs=labs, skipped=skipped)

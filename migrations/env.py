@@ -26,17 +26,33 @@ def _render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[Fa
 
 def run_migrations() -> None:
     with get_engine().connect() as connection:
-        context.configure(
-            connection=connection,
-            target_metadata=target_metadata,
-            # SQLite cannot ALTER most things; batch mode rebuilds the table instead.
-            render_as_batch=connection.dialect.name == "sqlite",
-            compare_type=True,
-            render_item=_render_item,
-        )
-        with context.begin_transaction():
-            context.run_migrations()
-        connection.commit()
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # Batch mode rebuilds a table by dropping it, and with foreign keys on SQLite
+            # first deletes every row that refers to it (ON DELETE CASCADE): rebuilding
+            # `lti_platforms` emptied `lti_contexts`. Off while migrating (the pragma takes
+            # only outside a transaction, so first), and the keys checked before committing.
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        try:
+            context.configure(
+                connection=connection,
+                target_metadata=target_metadata,
+                # SQLite cannot ALTER most things; batch mode rebuilds the table instead.
+                render_as_batch=sqlite,
+                compare_type=True,
+                render_item=_render_item,
+            )
+            with context.begin_transaction():
+                context.run_migrations()
+                if sqlite:
+                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise RuntimeError(f"the migration left rows that refer to none: {broken}")
+            connection.commit()
+        finally:
+            if sqlite:
+                connection.rollback()
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
 
 
 if context.is_offline_mode():

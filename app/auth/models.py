@@ -16,12 +16,20 @@ class UserIdentity(Base):
     a kernelgrader account. An account may have several; an identity belongs to one account."""
 
     __tablename__ = "user_identities"
-    __table_args__ = (UniqueConstraint("kind", "issuer", "subject"),)
+    __table_args__ = (
+        UniqueConstraint("kind", "issuer", "subject"),
+        # An LMS user is (registration, `sub`): a registration reaches its own users only.
+        UniqueConstraint("platform_id", "subject"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     # "lti", "oidc" or "saml".
     kind: Mapped[str] = mapped_column(String(10))
+    # The LMS registration an "lti" identity came through (None for the others).
+    platform_id: Mapped[int | None] = mapped_column(
+        ForeignKey("lti_platforms.id", ondelete="CASCADE"), default=None, index=True
+    )
     # The LMS's issuer, the OpenID provider's issuer, the SAML identity provider's entity id.
     issuer: Mapped[str] = mapped_column(String(500))
     subject: Mapped[str] = mapped_column(String(500))
@@ -46,11 +54,19 @@ class SignInState(Base):
 
 
 class SignInProblem(Base):
-    """A refused sign-in or launch: what the person read, and the detail for the staff."""
+    """A refused sign-in or launch: what the person read, and the detail for the staff. Kept
+    only where it came through a provider or LMS registration we know (app.auth.problems),
+    filed under the course its LMS course is linked to, else for site administrators."""
 
     __tablename__ = "sign_in_problems"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    platform_id: Mapped[int | None] = mapped_column(
+        ForeignKey("lti_platforms.id", ondelete="CASCADE"), default=None, index=True
+    )
+    course_id: Mapped[int | None] = mapped_column(
+        ForeignKey("courses.id", ondelete="CASCADE"), default=None, index=True
+    )
     # "lti", "oidc" or "saml", and the platform or provider it came through ("" if unknown).
     kind: Mapped[str] = mapped_column(String(10))
     source: Mapped[str] = mapped_column(String(200), default="")

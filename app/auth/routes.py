@@ -36,16 +36,18 @@ def installed() -> bool:
 
 def sign_in_routers() -> list[APIRouter]:
     if installed():
+        from app.lti.admin import router as lti_admin
         from app.lti.routes import router as lti
         from app.sso.routes import router as sso
 
-        return [lti, sso]
+        return [lti, lti_admin, sso]
     missing = APIRouter(include_in_schema=False)
 
     @missing.api_route("/lti/{rest:path}", methods=["GET", "POST"])
     @missing.api_route("/sso/{rest:path}", methods=["GET", "POST"])
     @missing.get("/sso")
     @missing.get("/courses/{course}/lti")
+    @missing.get("/admin/lti")
     async def not_installed() -> Response:
         raise NotFound(MISSING)
 

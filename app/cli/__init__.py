@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from app.cli import (
+    admin,
     courses,
     database,
     extensions,
@@ -36,6 +37,7 @@ for sub, name in [
     (extensions.extension_cli, "extension"),
     (sign_in.sso_cli, "sso"),
     (sign_in.lti_cli, "lti"),
+    (admin.admin_cli, "admin"),
     (teams.team_cli, "team"),
     (latedays.latedays_cli, "latedays"),
     (regrades.request_cli, "regrade-request"),

@@ -250,6 +250,8 @@ def _print_first_run(first: object, host: str, port: int) -> None:
         + (", ".join(first.labs) or "none found"),
         *[f"  skipped {s}" for s in first.skipped],
         f"Open http://{shown}:{port}/ and log in as {first.email} with password {first.password}",
+        f"{first.email} is also the site administrator (LMS registrations on /admin/lti; "
+        "`kernelgrader admin grant EMAIL` makes others).",
         "An API token for that account (shown once):",
         f"  {first.token}",
         "",

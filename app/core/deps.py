@@ -100,11 +100,12 @@ def _unit_of_work(work: Callable[[Session], T]) -> T:
 @dataclass(frozen=True)
 class Viewer:
     """Who is looking at a page, for its header (staff of some course get a link to
-    /admin/system there)."""
+    /admin/system there, site administrators one to /admin/lti)."""
 
     id: int
     email: str
     is_staff: bool = False
+    is_site_admin: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,10 @@ class WebRequest:
             raise NotAuthenticated("Log in to see this page.")
         # A plain copy for the page header: error pages render after the session has closed.
         self.request.state.viewer = Viewer(
-            id=user.id, email=user.email, is_staff=is_staff_anywhere(session, user_id=user.id)
+            id=user.id,
+            email=user.email,
+            is_staff=is_staff_anywhere(session, user_id=user.id),
+            is_site_admin=user.is_site_admin,
         )
         return user
 

@@ -155,6 +155,8 @@ class Settings(BaseSettings):
     smtp_timeout_seconds: float = Field(default=10.0, gt=0)
     # How long a "forgot password" link works.
     password_reset_minutes: int = Field(default=60, ge=5, le=7 * 24 * 60)
+    # How long a refused sign-in or launch is kept for the staff to read (app.auth.problems).
+    sign_in_problem_days: int = Field(default=30, ge=1, le=3650)
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_dev_secrets(self) -> Settings:

@@ -3,8 +3,9 @@
 Rows waiting in `lti_score_syncs` are claimed in a short transaction (a conditional write, so
 two workers never send one row at once), sent with no database connection held, and their
 outcome written in another short transaction. The LMS's refusal (Canvas while a course is
-unpublished, say) is kept word for word for the staff, and the row is tried again later, at
-growing intervals, until `MAX_ATTEMPTS`; staff can send it again at once.
+unpublished, say) is kept for the staff as its status line (what else an LMS answers is not
+shown to anyone: app.core.outbound), and the row is tried again later, at growing intervals,
+until `MAX_ATTEMPTS`; staff can send it again at once.
 
 A lab's column is found or made once per LMS course (`ensure_column`): looked up in the LMS
 by the lab's resource id first, so a column the LMS already has is never made twice.
@@ -12,7 +13,6 @@ by the lab's resource id first, so a column the LMS already has is never made tw
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
+from app.core import outbound
 from app.core.database import session_scope, utcnow
 from app.courses.models import Lab
 from app.lti.models import LtiContext, LtiLineItem, LtiPlatform, LtiScoreSync, SyncState
@@ -102,7 +103,12 @@ def _claim(*, now: datetime, limit: int, course_id: int | None) -> list[_Claimed
         .join(LtiLineItem, LtiLineItem.id == LtiScoreSync.line_item_id)
         .join(LtiContext, LtiContext.id == LtiLineItem.context_id)
         .join(Lab, Lab.id == LtiLineItem.lab_id)
-        .where(LtiScoreSync.state.in_(due), LtiScoreSync.next_attempt_at <= now)
+        .where(
+            LtiScoreSync.state.in_(due),
+            LtiScoreSync.next_attempt_at <= now,
+            # An LMS course unlinked from the lab's course is sent nothing more.
+            LtiContext.course_id == Lab.course_id,
+        )
         .order_by(LtiScoreSync.next_attempt_at)
         .limit(limit)
     )
@@ -243,37 +249,11 @@ def _iso(value: datetime) -> str:
 
 
 def lms_reason(exc: Exception) -> str:
-    """What the LMS said, as it said it (its status and message), or what failed on the way."""
-    response = getattr(exc, "response", None)
-    if response is None:
-        return f"{exc}"[:2000]
-    status = getattr(response, "status_code", "?")
-    text = getattr(response, "text", "") or ""
-    message = _message_in(text)
-    return f"HTTP {status}: {message or text.strip() or 'no reason given'}"[:2000]
-
-
-def _message_in(text: str) -> str:
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return ""
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            for key in ("message", "reason", "error_description", "detail", "error"):
-                if isinstance(value.get(key), str):
-                    found.append(value[key])
-                    return
-            for inner in value.values():
-                walk(inner)
-        elif isinstance(value, list):
-            for inner in value:
-                walk(inner)
-
-    walk(body)
-    return "; ".join(dict.fromkeys(found))
+    """What went wrong, in our words: the LMS's status line, or the step that failed; what
+    else an LMS answered is never stored or shown (app.core.outbound)."""
+    if isinstance(exc, ColumnUnavailable):
+        return str(exc)
+    return outbound.reason(exc)
 
 
 def _record(claimed: _Claimed, *, now: datetime, ok: bool, reason: str) -> None:

@@ -5,10 +5,17 @@ signed id_token (`launch`), which pylti1p3 checks against the state and nonce st
 login, the LMS's key set, the registration and the deployment. Only a launch that passes
 every check creates or changes anything; a refused one is told in a sentence and logged
 (app.auth.problems) and leaves nothing behind.
+
+What a registration vouches for, and no more: who its user is (registration, `sub`), and
+their role in an LMS course. That role acts only in the kernelgrader course an instructor of
+that course linked the LMS course to (app.lti.linking); a launch from an LMS course nobody
+linked lands nowhere. The LMS's email never opens an existing account by itself: that
+account's owner logs in once to join the two.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -23,16 +30,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth import states
-from app.auth.accounts import Matched, OutsideIdentity, account_for
+from app.auth.accounts import Matched, OutsideIdentity, account_for, identity_key
 from app.auth.models import UserIdentity
 from app.auth.problems import SignInRefused
 from app.core.database import utcnow
 from app.core.errors import Forbidden
-from app.core.settings import get_settings
-from app.courses.models import Course, Enrollment, Lab, Role
-from app.courses.service import enroll
+from app.courses.models import Course, Lab, Role
 from app.lti import scores
 from app.lti.models import LtiContext, LtiPlatform, LtiResourceLink
+from app.lti.registrations import tool_urls
+from app.lti.roles import apply_role, role_from
 from app.lti.tool import (
     CookieJar,
     DatabaseToolConf,
@@ -57,31 +64,50 @@ DEEP_LINKING = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settin
 
 # A deep-linking pick, or a launch waiting for its person to log in once, keeps this long.
 PENDING_SECONDS = 3600
+# The cookie that ties a launch waiting for a login to the browser that made it.
+BROWSER_COOKIE = "kg-lti-browser"
+
+__all__ = ["role_from", "tool_urls"]
 
 
-def tool_urls() -> dict[str, str]:
-    """What staff copy into the LMS."""
-    base = get_settings().public_url.rstrip("/")
-    return {
-        "login": f"{base}/lti/login",
-        "launch": f"{base}/lti/launch",
-        "jwks": f"{base}/lti/jwks",
-        "deep_linking": f"{base}/lti/launch",
-        "domain": base.split("://", 1)[-1].split("/", 1)[0],
-    }
+@dataclass(frozen=True)
+class Filing:
+    """Where a refusal is kept: under the registration (for site administrators) and the
+    course its LMS course is linked to (for that course's staff)."""
+
+    platform_id: int | None = None
+    course_id: int | None = None
 
 
-def role_from(claims: list[str]) -> Role | None:
-    """The course role an LMS gives, by the LTI role vocabulary (context roles first)."""
-    names = {str(uri).rsplit("/", 1)[-1] for uri in claims}  # e.g. "membership#Instructor"
-    short = {name.rsplit("#", 1)[-1] for name in names}
-    if "TeachingAssistant" in short:
-        return Role.ta
-    if short & {"Instructor", "Administrator", "ContentDeveloper"}:
-        return Role.instructor
-    if "Learner" in short or "Student" in short:
-        return Role.student
-    return None
+def filing(session: Session, claims: dict[str, Any], *, client_id: str = "") -> Filing:
+    """A refusal is kept only when it names a registration and one of its deployments (what
+    anyone can post is logged, not stored)."""
+    aud = claims.get("aud")
+    client = client_id or str((aud[0] if isinstance(aud, list) and aud else aud) or "")
+    platform = DatabaseToolConf(session).platform(str(claims.get("iss", "")), client or None)
+    deployment = str(claims.get(DEPLOYMENT) or claims.get("lti_deployment_id") or "")
+    if platform is None or deployment not in (platform.deployment_ids or []):
+        return Filing()
+    context_id = str((claims.get(CONTEXT) or {}).get("id") or "")
+    course_id = session.scalar(
+        select(LtiContext.course_id).where(
+            LtiContext.platform_id == platform.id,
+            LtiContext.deployment_id == deployment,
+            LtiContext.context_id == context_id,
+        )
+    )
+    return Filing(platform_id=platform.id, course_id=course_id)
+
+
+def _refused(sentence: str, detail: str, where: Filing, source: str) -> SignInRefused:
+    return SignInRefused(
+        sentence,
+        detail,
+        kind="lti",
+        source=source,
+        platform_id=where.platform_id,
+        course_id=where.course_id,
+    )
 
 
 # --- the login -----------------------------------------------------------------------------
@@ -100,13 +126,13 @@ def login(session: Session, *, params: dict[str, str], cookies: CookieJar, secur
         return oidc.authorization_url(tool_urls()["launch"])
     except (OIDCException, LtiException) as exc:
         iss, client = params.get("iss", ""), params.get("client_id", "")
-        raise SignInRefused(
+        raise _refused(
             "This LMS is not registered with kernelgrader, so the link cannot open; ask your "
-            "course staff to register it on the course's LMS page.",
-            f"login refused by pylti1p3: {exc}; issuer {iss!r}, client id {client!r}, "
-            f"parameters {sorted(params)}",
-            kind="lti",
-            source=iss,
+            "LMS's administrator to have it registered by kernelgrader's site administrator.",
+            f"login refused by pylti1p3: {exc}; issuer {iss[:200]!r}, client id "
+            f"{client[:200]!r}, parameters {sorted(params)[:20]}",
+            filing(session, {"iss": iss, **params}, client_id=client),
+            iss,
         ) from None
 
 
@@ -121,11 +147,13 @@ class Landing:
     user_id: int | None = None
 
 
-def _refusal(exc: Exception, claims: dict[str, Any]) -> SignInRefused:
+def _refusal(exc: Exception, claims: dict[str, Any], where: Filing) -> SignInRefused:
     """pylti1p3's reason, told to the person as what happened and what to do."""
     text = str(exc)
     iss = str(claims.get("iss", ""))
-    detail = f"{type(exc).__name__}: {text}; iss {iss!r}, aud {claims.get('aud')!r}"
+    detail = (
+        f"{type(exc).__name__}: {text[:500]}; iss {iss[:200]!r}, aud {claims.get('aud')!r:.200}"
+    )
     if isinstance(exc, LtiInvalidNonceException):
         sentence = (
             "This launch was already used or has expired, so it was refused; go back to your "
@@ -141,6 +169,11 @@ def _refusal(exc: Exception, claims: dict[str, Any]) -> SignInRefused:
             "This launch from your LMS expired before it arrived, so it was refused; open the "
             "link again from the LMS."
         )
+    elif "is missing the" in text and "claim" in text:  # PyJWT's MissingRequiredClaimError
+        sentence = (
+            "This launch from your LMS lacks its expiry or issue time, so it was refused; tell "
+            "your LMS's administrator."
+        )
     elif isinstance(exc, LtiKeyException) or "decode id_token" in text:
         sentence = (
             "This launch is not signed by your LMS's key, so it was refused and nothing was "
@@ -150,20 +183,20 @@ def _refusal(exc: Exception, claims: dict[str, Any]) -> SignInRefused:
     elif "registration" in text.lower() or "client id" in text.lower():
         sentence = (
             "This launch came from an LMS registration kernelgrader does not know (or was "
-            "meant for another tool), so it was refused; ask your course staff to check the "
-            "registration on the course's LMS page."
+            "meant for another tool), so it was refused; ask your LMS's administrator to "
+            "check the registration with kernelgrader's site administrator."
         )
     elif "deployment" in text.lower():
         sentence = (
             "This launch came from an LMS deployment that is not registered here, so it was "
-            "refused; ask your course staff to add its deployment id on the course's LMS page."
+            "refused; ask kernelgrader's site administrator to add its deployment id."
         )
     else:
         sentence = (
             "This launch from your LMS could not be accepted, so nothing was done; open the "
             "link again, and tell your course staff if it keeps happening."
         )
-    return SignInRefused(sentence, detail, kind="lti", source=iss)
+    return _refused(sentence, detail, where, iss)
 
 
 def launch(
@@ -174,8 +207,10 @@ def launch(
     secure: bool,
     key_sets: dict[str, Any],
     unverified: dict[str, Any],
+    browser: str,
 ) -> Landing:
-    """Check the launch, then find or make the person, their course link and role."""
+    """Check the launch, then find or make the person, their course link and role. `browser`
+    is the value of this browser's cookie, tying a launch that waits for a login to it."""
     request = ToolRequest(params, secure=secure)
     conf = DatabaseToolConf(session, key_sets)
     message = ToolLaunch(
@@ -184,104 +219,112 @@ def launch(
     try:
         message.validate()
     except (LtiException, OIDCException) as exc:
-        raise _refusal(exc, unverified) from None
+        raise _refusal(exc, unverified, filing(session, unverified)) from None
     claims: dict[str, Any] = dict(message.get_launch_data())
     platform = conf.platform(claims["iss"], message.get_client_id())
     assert platform is not None  # validate() found its registration
     aud = claims.get("aud")
     if isinstance(aud, list) and len(aud) > 1 and claims.get("azp") != platform.client_id:
         # OpenID Connect: a token for several audiences names the one it was given to.
-        raise _refusal(LtiException("client id: azp does not name this tool"), claims)
-    return _land(session, platform=platform, claims=claims)
+        raise _refusal(
+            LtiException("client id: azp does not name this tool"),
+            claims,
+            filing(session, claims, client_id=platform.client_id),
+        )
+    return _land(session, platform=platform, claims=claims, browser=browser)
 
 
-def _land(session: Session, *, platform: LtiPlatform, claims: dict[str, Any]) -> Landing:
+def _land(
+    session: Session, *, platform: LtiPlatform, claims: dict[str, Any], browser: str
+) -> Landing:
+    where = filing(session, claims, client_id=platform.client_id)
+
+    def refuse(sentence: str, detail: str) -> SignInRefused:
+        return _refused(sentence, detail, where, platform.issuer)
+
     context_claim = claims.get(CONTEXT) or {}
     if not context_claim.get("id"):
-        raise SignInRefused(
+        raise refuse(
             "This link was placed outside a course in your LMS; kernelgrader needs it inside "
             "the course whose students use it. Ask your course staff to move it.",
-            f"launch without a context claim; message type {claims.get(MESSAGE_TYPE)!r}",
-            kind="lti",
-            source=platform.issuer,
+            f"launch without a context claim; message type {claims.get(MESSAGE_TYPE)!r:.100}",
         )
     role = role_from(list(claims.get(ROLES) or []))
     if role is None:
-        raise SignInRefused(
+        raise refuse(
             "Your role in this LMS course has no place in kernelgrader (it takes learners, "
             "teaching assistants and instructors); ask your course staff if this is wrong.",
-            f"roles {claims.get(ROLES)!r}",
-            kind="lti",
-            source=platform.issuer,
+            f"no context role it knows in {claims.get(ROLES)!r:.500}",
         )
-    context = _context_row(session, platform=platform, claims=claims, claim=context_claim)
-    identity = _identity(platform, claims)
-    course = session.get(Course, context.course_id) if context.course_id else None
     deep_linking = claims.get(MESSAGE_TYPE) == "LtiDeepLinkingRequest"
     if deep_linking and role is Role.student:
-        raise SignInRefused(
+        raise refuse(
             "Only the course's staff can choose which lab a link opens.",
             "deep-linking request from a learner",
-            kind="lti",
-            source=platform.issuer,
         )
-    known = known_account(session, identity, course)
-    user = known.user if known else None
-    pending = {
-        "platform_id": platform.id,
-        "context_id": context.id,
-        "role": role.value,
-        "identity": identity.__dict__,
-        "claims": _kept_claims(claims),
-    }
-    if course is None:
-        if role is Role.student:
-            raise SignInRefused(
-                "Your instructor has not connected this LMS course to kernelgrader yet; ask "
-                "them to open the link once themselves, then try again.",
-                f"context {context.context_id!r} ({context.title!r}) is linked to no course",
-                kind="lti",
-                source=platform.issuer,
-            )
-        # Staff connect it to a course they teach (or make one), then go on.
-        key = _pend(session, pending)
-        return Landing(target=f"/lti/continue/{key}", user_id=user.id if user else None)
-    if user is None:
-        # An account has this email but is not in this course: the person logs in once to
-        # join their LMS sign-in to it (so one person never ends up with two accounts).
-        return Landing(target=f"/lti/continue/{_pend(session, pending)}")
-    return Landing(target=finish(session, pending=pending, user=user), user_id=user.id)
-
-
-def _context_row(
-    session: Session, *, platform: LtiPlatform, claims: dict[str, Any], claim: dict[str, Any]
-) -> LtiContext:
     deployment = str(claims.get(DEPLOYMENT, ""))
     context = session.scalar(
         select(LtiContext).where(
             LtiContext.platform_id == platform.id,
             LtiContext.deployment_id == deployment,
-            LtiContext.context_id == str(claim["id"]),
+            LtiContext.context_id == str(context_claim["id"]),
         )
     )
-    if context is None:
-        context = LtiContext(
-            platform_id=platform.id,
-            deployment_id=deployment,
-            context_id=str(claim["id"]),
-            course_id=platform.course_id,
-        )
-        session.add(context)
-    context.title = str(claim.get("title") or claim.get("label") or "")[:500]
+    identity = _identity(platform, claims)
+    pending: dict[str, Any] = {
+        "platform_id": platform.id,
+        "deployment_id": deployment,
+        "context": {
+            "id": str(context_claim["id"])[:500],
+            "title": str(context_claim.get("title") or context_claim.get("label") or "")[:500],
+        },
+        "services": _services(claims),
+        "role": role.value,
+        "identity": identity.__dict__,
+        "claims": _kept_claims(claims),
+        "browser": _digest(browser),
+    }
+    if context is None or context.course_id is None:
+        if role is not Role.instructor:
+            raise refuse(
+                "This LMS course is not connected to a kernelgrader course yet; ask its "
+                "instructor to open this link once from the LMS and connect it to their "
+                "kernelgrader course, then try again.",
+                f"context {str(context_claim['id'])[:200]!r} is linked to no course",
+            )
+        # The LMS says they teach this LMS course; kernelgrader asks them to show, with
+        # their own login, that they teach the course it is to open.
+        return Landing(target=f"/lti/continue/{_pend(session, pending)}")
+    _note_services(context, pending)
+    pending["context_id"] = context.id
+    known = known_account(session, identity)
+    if known is None:
+        # An account has this email: its owner logs in once to join their LMS sign-in to
+        # it (so one person never ends up with two accounts, and no LMS opens it alone).
+        return Landing(target=f"/lti/continue/{_pend(session, pending)}")
+    return Landing(target=finish(session, pending=pending, user=known.user), user_id=known.user.id)
+
+
+def _services(claims: dict[str, Any]) -> dict[str, Any]:
     nrps = claims.get(NRPS) or {}
-    if nrps.get("context_memberships_url"):
-        context.memberships_url = str(nrps["context_memberships_url"])
     ags = claims.get(AGS) or {}
-    if ags.get("lineitems"):
-        context.lineitems_url = str(ags["lineitems"])
-        context.ags_scopes = [str(s) for s in ags.get("scope") or []]
-    session.flush()
-    return context
+    return {
+        "memberships_url": str(nrps.get("context_memberships_url") or "")[:1000],
+        "lineitems_url": str(ags.get("lineitems") or "")[:1000],
+        "ags_scopes": [str(s)[:200] for s in (ags.get("scope") or [])][:20],
+    }
+
+
+def _note_services(context: LtiContext, pending: dict[str, Any]) -> None:
+    """The services the latest launch offered, and the LMS course's title."""
+    services = pending["services"]
+    if pending["context"]["title"]:
+        context.title = pending["context"]["title"]
+    if services["memberships_url"]:
+        context.memberships_url = services["memberships_url"]
+    if services["lineitems_url"]:
+        context.lineitems_url = services["lineitems_url"]
+        context.ags_scopes = services["ags_scopes"]
 
 
 def _identity(platform: LtiPlatform, claims: dict[str, Any]) -> OutsideIdentity:
@@ -291,47 +334,32 @@ def _identity(platform: LtiPlatform, claims: dict[str, Any]) -> OutsideIdentity:
     return OutsideIdentity(
         kind="lti",
         issuer=platform.issuer,
-        subject=str(claims.get("sub", "")),
-        email=str(claims.get("email") or ""),
-        name=str(name or "").strip(),
-        email_trusted=False,  # decided per course in _known_account
+        subject=str(claims.get("sub", ""))[:500],
+        email=str(claims.get("email") or "")[:320],
+        name=str(name or "").strip()[:200],
+        registration_id=platform.id,
     )
 
 
-def known_account(
-    session: Session, identity: OutsideIdentity, course: Course | None
-) -> Matched | None:
-    """The person's account when it is known without asking them: matched before, or the
-    account with their email in the course the launch leads to (its roster vouches), or none
-    with that email at all (a new account). None: they log in once to join the two."""
-    matched = session.scalar(
-        select(UserIdentity.user_id).where(
-            UserIdentity.kind == identity.kind,
-            UserIdentity.issuer == identity.issuer,
-            UserIdentity.subject == identity.subject,
-        )
-    )
+def known_account(session: Session, identity: OutsideIdentity) -> Matched | None:
+    """The person's account when it is known without asking them: matched before (this
+    registration, this `sub`), or a new one when no account has their email. None: an
+    account has it, and only its owner, logging in, joins the two."""
+    matched = session.scalar(select(UserIdentity.user_id).where(*identity_key(identity)))
     if matched is not None or not identity.email:
         return account_for(session, identity)
-    existing = find_user(session, email=identity.email)
-    if existing is None:
-        return account_for(session, _trusted(identity))
-    if course is not None and session.scalar(
-        select(Enrollment.id).where(
-            Enrollment.user_id == existing.id, Enrollment.course_id == course.id
-        )
-    ):
-        return account_for(session, _trusted(identity))
-    return None
-
-
-def _trusted(identity: OutsideIdentity) -> OutsideIdentity:
-    return OutsideIdentity(**{**identity.__dict__, "email_trusted": True})
+    if find_user(session, email=identity.email) is not None:
+        return None
+    return account_for(session, OutsideIdentity(**{**identity.__dict__, "email_as_address": True}))
 
 
 def _kept_claims(claims: dict[str, Any]) -> dict[str, Any]:
     keep = (MESSAGE_TYPE, DEPLOYMENT, RESOURCE_LINK, CUSTOM, AGS, DEEP_LINKING, "iss", "sub")
     return {key: claims[key] for key in keep if key in claims}
+
+
+def _digest(browser: str) -> str:
+    return hashlib.sha256(browser.encode()).hexdigest() if browser else ""
 
 
 def _pend(session: Session, pending: dict[str, Any]) -> str:
@@ -340,9 +368,15 @@ def _pend(session: Session, pending: dict[str, Any]) -> str:
     return key
 
 
-def pending_launch(session: Session, key: str) -> dict[str, Any] | None:
+def pending_launch(session: Session, key: str, *, browser: str) -> dict[str, Any] | None:
+    """A launch waiting for its person, in the browser that made it only: a link to it
+    opened elsewhere (sent to someone else, say) finds nothing."""
     found = states.peek(session, f"lti-pending-{key}")
-    return found if isinstance(found, dict) else None
+    if not isinstance(found, dict) or not browser:
+        return None
+    if not secrets.compare_digest(str(found.get("browser") or ""), _digest(browser)):
+        return None
+    return found
 
 
 def finish(session: Session, *, pending: dict[str, Any], user: User) -> str:
@@ -350,13 +384,7 @@ def finish(session: Session, *, pending: dict[str, Any], user: User) -> str:
     note the grade column and the roster to sync, and say where to go."""
     context = session.get_one(LtiContext, pending["context_id"])
     identity = OutsideIdentity(**pending["identity"])
-    matched = session.scalar(
-        select(UserIdentity).where(
-            UserIdentity.kind == identity.kind,
-            UserIdentity.issuer == identity.issuer,
-            UserIdentity.subject == identity.subject,
-        )
-    )
+    matched = session.scalar(select(UserIdentity).where(*identity_key(identity)))
     if matched is not None and matched.user_id != user.id:
         raise Forbidden(
             "This LMS sign-in already opens another kernelgrader account; log out, and open "
@@ -367,6 +395,7 @@ def finish(session: Session, *, pending: dict[str, Any], user: User) -> str:
             UserIdentity(
                 user_id=user.id,
                 kind=identity.kind,
+                platform_id=identity.registration_id,
                 issuer=identity.issuer,
                 subject=identity.subject,
                 email=identity.email.lower(),
@@ -374,8 +403,7 @@ def finish(session: Session, *, pending: dict[str, Any], user: User) -> str:
         )
         session.flush()
     course = session.get_one(Course, context.course_id)
-    role = Role(pending["role"])
-    enroll(session, user=user, course=course, role=role)
+    role = apply_role(session, user=user, course=course, role=Role(pending["role"]))
     claims = pending["claims"]
     context.roster_wanted_at = utcnow()
     if claims.get(MESSAGE_TYPE) == "LtiDeepLinkingRequest":
@@ -423,15 +451,3 @@ def _lab_of_link(
         return None
     lab = session.get(Lab, link.lab_id)
     return lab if lab is not None and lab.course_id == course.id else None
-
-
-def staff_courses(session: Session, *, user: User) -> list[Course]:
-    """Courses a person may connect an LMS course to: those they teach."""
-    return list(
-        session.scalars(
-            select(Course)
-            .join(Enrollment, Enrollment.course_id == Course.id)
-            .where(Enrollment.user_id == user.id, Enrollment.role == Role.instructor.value)
-            .order_by(Course.slug)
-        )
-    )

@@ -7,21 +7,26 @@ import enum
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
 
 
 class LtiPlatform(Base):
-    """One registration of kernelgrader in an LMS: what staff copied from the LMS."""
+    """One registration of kernelgrader in an LMS, made by a site administrator: what the LMS
+    gave, and the tool's own key for it (an LMS must never accept what was signed for
+    another registration)."""
 
     __tablename__ = "lti_platforms"
-    __table_args__ = (UniqueConstraint("issuer", "client_id"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Names the registration in its key set's URL, /lti/jwks/<slug>, known before the LMS
+    # gives its client id (an LMS asks for the key set URL first).
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
     name: Mapped[str] = mapped_column(String(200))
-    issuer: Mapped[str] = mapped_column(String(500))
+    # One registration owns an issuer: its users and contexts are reached through it alone.
+    issuer: Mapped[str] = mapped_column(String(500), unique=True)
     client_id: Mapped[str] = mapped_column(String(500))
     # The LMS's OIDC authorization endpoint, its OAuth2 token endpoint and its key set.
     auth_login_url: Mapped[str] = mapped_column(String(1000))
@@ -31,10 +36,9 @@ class LtiPlatform(Base):
     # URL (Moodle and Canvas take the token URL; D2L and Blackboard name one).
     auth_audience: Mapped[str] = mapped_column(String(1000), default="")
     deployment_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
-    # New LMS courses launched through this registration are linked to this course.
-    course_id: Mapped[int | None] = mapped_column(
-        ForeignKey("courses.id", ondelete="SET NULL"), default=None
-    )
+    # A registration made before each had its own key signs with the one key served at
+    # /lti/jwks until a site administrator rotates it (app.lti.keys).
+    shared_key: Mapped[bool] = mapped_column(default=False, server_default=false())
     created_by_id: Mapped[int | None] = mapped_column(
         ForeignKey("users.id", ondelete="SET NULL"), default=None
     )
@@ -42,11 +46,15 @@ class LtiPlatform(Base):
 
 
 class LtiToolKey(Base):
-    """The tool's signing key: its public half is served at /lti/jwks for every LMS."""
+    """A signing key of the tool: a registration's own (served at /lti/jwks/<slug>), or the
+    one key shared by registrations made before that (`platform_id` None, at /lti/jwks)."""
 
     __tablename__ = "lti_tool_keys"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    platform_id: Mapped[int | None] = mapped_column(
+        ForeignKey("lti_platforms.id", ondelete="CASCADE"), default=None, index=True
+    )
     kid: Mapped[str] = mapped_column(String(100), unique=True)
     private_pem: Mapped[str] = mapped_column(Text)
     public_jwk: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -56,7 +64,8 @@ class LtiToolKey(Base):
 
 
 class LtiContext(Base):
-    """An LMS course (the launch's `context`) and the kernelgrader course it leads into."""
+    """An LMS course (the launch's `context`) and the kernelgrader course it leads into: a
+    row exists once an instructor of that course linked it (app.lti.linking)."""
 
     __tablename__ = "lti_contexts"
     __table_args__ = (UniqueConstraint("platform_id", "deployment_id", "context_id"),)

@@ -4,10 +4,11 @@ Asked for by every launch (`roster_wanted_at`) and done by the workers' LTI thre
 by staff's "Sync the roster now". Reading the LMS holds no database connection: the context
 is read in one short transaction, the members fetched, then applied in another.
 
-Each active member becomes (or stays) enrolled with the role the LMS gives; accounts are
-matched as at a launch (app.lti.launch.known_account), so a member whose email belongs to an
-account outside the course is not joined to it until they launch and log in once. Members the
-LMS reports inactive or deleted keep their enrolment and submissions; the result says how
+Each active member becomes (or stays) enrolled, in the course the LMS course is linked to,
+with the role its context roles give (app.lti.roles: never demoting the last instructor);
+accounts are matched as at a launch (app.lti.launch.known_account), so a member whose email
+belongs to an existing account is not joined to it until they launch and log in once. Members
+the LMS reports inactive or deleted keep their enrolment and submissions; the result says how
 many there were.
 """
 
@@ -24,9 +25,9 @@ from sqlalchemy.orm import Session
 from app.auth.accounts import OutsideIdentity
 from app.core.database import session_scope, utcnow
 from app.courses.models import Course, Role
-from app.courses.service import enroll
-from app.lti.launch import known_account, role_from
+from app.lti.launch import known_account
 from app.lti.models import LtiContext, LtiPlatform
+from app.lti.roles import apply_role, role_from
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,9 @@ def apply_members(
     session: Session, *, read: RosterRead, members: list[dict[str, Any]], now: datetime
 ) -> str:
     """Enrol the active members; returns the sentence staff read about this sync."""
+    context = session.get(LtiContext, read.context_id)
+    if context is None or context.course_id != read.course_id:
+        return "The LMS course was unlinked while its roster was read; nothing was applied."
     course = session.get_one(Course, read.course_id)
     counts = {"student": 0, "staff": 0, "new": 0, "inactive": 0, "waiting": 0, "skipped": 0}
     for member in members:
@@ -83,7 +87,7 @@ def apply_members(
             counts["inactive"] += 1
             continue
         role = role_from(list(member.get("roles") or []))
-        subject = str(member.get("user_id") or "")
+        subject = str(member.get("user_id") or "")[:500]
         if role is None or not subject:
             counts["skipped"] += 1
             continue
@@ -94,17 +98,17 @@ def apply_members(
             kind="lti",
             issuer=read.issuer,
             subject=subject,
-            email=str(member.get("email") or ""),
-            name=str(name or "").strip(),
+            email=str(member.get("email") or "")[:320],
+            name=str(name or "").strip()[:200],
+            registration_id=read.platform_id,
         )
-        known = known_account(session, identity, course)
+        known = known_account(session, identity)
         if known is None:
             counts["waiting"] += 1  # their email is another account's: they log in once
             continue
         counts["new"] += known.created
-        enroll(session, user=known.user, course=course, role=role)
-        counts["student" if role is Role.student else "staff"] += 1
-    context = session.get_one(LtiContext, read.context_id)
+        given = apply_role(session, user=known.user, course=course, role=role)
+        counts["student" if given is Role.student else "staff"] += 1
     sentence = (
         f"{counts['student']} students and {counts['staff']} staff enrolled from the LMS "
         f"({counts['new']} new accounts)"
@@ -112,8 +116,8 @@ def apply_members(
     extras = []
     if counts["waiting"]:
         extras.append(
-            f"{counts['waiting']} whose email belongs to an account outside the course join "
-            "it when they first open a link and log in"
+            f"{counts['waiting']} whose email belongs to an existing account join it when "
+            "they first open a link and log in"
         )
     if counts["inactive"]:
         extras.append(f"{counts['inactive']} inactive in the LMS were left as they were")
@@ -167,9 +171,10 @@ def sync_wanted_rosters(
         try:
             members = fetch_members(read)
         except Exception as exc:
-            log.warning("LTI roster of context %s not read: %s", read.context_id, exc)
+            reason = lms_reason(exc)
+            log.warning("LTI roster of context %s not read: %s", read.context_id, reason)
             with session_scope() as session:
-                record_failure(session, context_id=read.context_id, reason=lms_reason(exc), now=now)
+                record_failure(session, context_id=read.context_id, reason=reason, now=now)
             continue
         with session_scope() as session:
             results.append(apply_members(session, read=read, members=members, now=now))

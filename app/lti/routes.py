@@ -7,12 +7,11 @@ so no request holds a database connection while an LMS takes its time.
 
 from __future__ import annotations
 
-import time
+import secrets
 from typing import Annotated, Any
 from urllib.parse import quote, urlsplit
 
 import anyio
-import httpx
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
@@ -20,14 +19,16 @@ from sqlalchemy.orm import Session
 from app.auth import states
 from app.auth.problems import SignInRefused
 from app.auth.routes import refused_page
+from app.core import outbound
 from app.core.database import utcnow
 from app.core.deps import PublicDb, WebDb, start_session
-from app.core.errors import DomainError, Forbidden, NotFound
+from app.core.errors import Forbidden, NotFound
+from app.core.settings import get_settings
 from app.courses.models import Course, Role
 from app.courses.service import get_course, labs_of, require_instructor, require_staff
 from app.lti import launch as launches
-from app.lti.lms import LMSS
-from app.lti.models import LtiContext
+from app.lti.key_sets import KeySetUnavailable, key_set
+from app.lti.models import LtiContext, LtiPlatform
 from app.lti.tool import CookieJar
 from app.users.models import User
 from app.web.templating import check_csrf, render
@@ -36,10 +37,20 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get("/lti/jwks")
-async def jwks(db: PublicDb) -> Response:
-    from app.lti.keys import key_set
+async def shared_jwks(db: PublicDb) -> Response:
+    """The one key of registrations made before each had its own (empty once all rotated)."""
+    from app.lti.keys import shared_key_set
 
-    return JSONResponse(await db.run(key_set))
+    return JSONResponse(await db.run(shared_key_set))
+
+
+@router.get("/lti/jwks/{slug}")
+async def jwks(slug: str, db: PublicDb) -> Response:
+    """A registration's own key set: its LMS checks the tool's signatures with this alone."""
+    from app.lti.keys import key_set
+    from app.lti.registrations import get_registration
+
+    return JSONResponse(await db.run(lambda s: key_set(s, platform=get_registration(s, slug=slug))))
 
 
 @router.api_route("/lti/login", methods=["GET", "POST"])
@@ -61,26 +72,6 @@ async def login(request: Request, db: PublicDb) -> Response:
     return response
 
 
-# The LMSs' key sets, per process: fetched again after this long, or for a key id not in it.
-_key_sets: dict[str, tuple[float, dict[str, Any]]] = {}
-KEY_SET_SECONDS = 600
-
-
-async def _key_set(url: str, kid: str) -> dict[str, Any]:
-    cached = _key_sets.get(url)
-    fresh = cached is not None and time.monotonic() - cached[0] < KEY_SET_SECONDS
-    if fresh and any(key.get("kid") == kid for key in cached[1].get("keys", [])):  # type: ignore[index]
-        return cached[1]  # type: ignore[index]
-    async with httpx.AsyncClient(timeout=10) as client:
-        answer = await client.get(url)
-        answer.raise_for_status()
-        found = answer.json()
-    if not isinstance(found, dict) or not isinstance(found.get("keys"), list):
-        raise ValueError("the key set is not a JSON object with a list of keys")
-    _key_sets[url] = (time.monotonic(), found)
-    return found
-
-
 def _unverified(id_token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The token's header and claims, read (not trusted) only to find whose key set to fetch;
     pylti1p3 verifies the token afterwards."""
@@ -94,15 +85,30 @@ def _unverified(id_token: str) -> tuple[dict[str, Any], dict[str, Any]]:
         return {}, {}
 
 
-def _key_set_url(session: Session, claims: dict[str, Any]) -> str:
-    aud = claims.get("aud")
-    client_id = aud[0] if isinstance(aud, list) and aud else aud
-    from app.lti.tool import DatabaseToolConf
+def _key_set_of(session: Session, claims: dict[str, Any]) -> tuple[str, launches.Filing]:
+    """The key set URL of the registration the (unverified) launch names, if we know it."""
+    where = launches.filing(session, claims)
+    if where.platform_id is None:
+        return "", where
+    platform = session.get_one(LtiPlatform, where.platform_id)
+    return platform.key_set_url, where
 
-    platform = DatabaseToolConf(session).platform(
-        str(claims.get("iss", "")), str(client_id or "") or None
+
+def _browser(request: Request) -> str:
+    found = request.cookies.get(launches.BROWSER_COOKIE, "")
+    return found if 20 <= len(found) <= 100 else secrets.token_urlsafe(32)
+
+
+def _keep_browser(request: Request, response: Response, browser: str) -> None:
+    response.set_cookie(
+        launches.BROWSER_COOKIE,
+        browser,
+        max_age=launches.PENDING_SECONDS,
+        httponly=True,
+        secure=request.url.scheme == "https",
+        samesite="lax",
+        path="/lti",
     )
-    return platform.key_set_url if platform else ""
 
 
 @router.post("/lti/launch")
@@ -112,20 +118,25 @@ async def launch(request: Request, db: PublicDb) -> Response:
     header, claims = _unverified(params.get("id_token", ""))
     secure = request.url.scheme == "https"
     cookies = CookieJar(incoming=dict(request.cookies), secure=secure)
+    browser = _browser(request)
     try:
-        url = await db.run(lambda session: _key_set_url(session, claims))
+        # Only a registration's own key set is fetched, and only for a launch that names
+        # one of its deployments: anything else is refused without a request going out.
+        url, where = await db.run(lambda session: _key_set_of(session, claims))
         key_sets: dict[str, Any] = {}
         if url:
             try:
-                key_sets[url] = await _key_set(url, str(header.get("kid", "")))
-            except (httpx.HTTPError, ValueError) as exc:
+                key_sets[url] = await key_set(url, str(header.get("kid", ""))[:200])
+            except KeySetUnavailable as exc:
                 raise SignInRefused(
                     "kernelgrader could not read your LMS's signing keys, so the launch could "
                     "not be checked; try again in a minute, and tell your course staff if it "
                     "keeps happening.",
-                    f"key set {url}: {exc}",
+                    f"key set {url}: {exc.reason}",
                     kind="lti",
-                    source=str(claims.get("iss", "")),
+                    source=str(claims.get("iss", ""))[:200],
+                    platform_id=where.platform_id,
+                    course_id=where.course_id,
                 ) from None
         landing = await db.run(
             lambda session: launches.launch(
@@ -135,6 +146,7 @@ async def launch(request: Request, db: PublicDb) -> Response:
                 secure=secure,
                 key_sets=key_sets,
                 unverified=claims,
+                browser=browser,
             )
         )
     except SignInRefused as refused:
@@ -143,42 +155,56 @@ async def launch(request: Request, db: PublicDb) -> Response:
     if landing.user_id is not None:
         start_session(request, landing.user_id)  # as at a password login
     cookies.apply(response)
+    _keep_browser(request, response, browser)
     return response
 
 
-def _pending(session: Session, key: str) -> dict[str, Any]:
-    pending = launches.pending_launch(session, key)
+def _pending(session: Session, key: str, request: Request) -> dict[str, Any]:
+    browser = request.cookies.get(launches.BROWSER_COOKIE, "")
+    pending = launches.pending_launch(session, key, browser=browser)
     if pending is None:
         raise NotFound(
-            "This launch from your LMS has expired or was used already; open the link again "
-            "from the LMS."
+            "This launch from your LMS has expired, was used already, or was opened in "
+            "another browser than the one it came to; open the link again from the LMS."
         )
     return pending
 
 
 @router.get("/lti/continue/{key}", response_class=HTMLResponse)
 async def continue_page(request: Request, key: str, web: WebDb) -> Response:
-    """A launch that needs the person once: to connect the LMS course, or to join their LMS
-    sign-in to the account that has their email."""
+    """A launch that needs the person once, logged in with their own kernelgrader account: to
+    link the LMS course to a course they teach, or to join their LMS sign-in to the account
+    that has their email."""
 
     def page(session: Session, user: User) -> Response:
-        pending = _pending(session, key)
-        context = session.get_one(LtiContext, pending["context_id"])
+        from app.lti.linking import staff_courses
+
+        pending = _pending(session, key, request)
         email = str(pending["identity"].get("email") or "")
         return render(
             request,
             "lti/continue.html",
             {
                 "key": key,
-                "context": context,
-                "courses": launches.staff_courses(session, user=user),
+                "linking": "context_id" not in pending,
+                "lms_course": pending["context"],
+                "courses": staff_courses(session, user=user),
                 "lms_email": email,
-                "mismatch": bool(email) and email.lower() != user.email.lower(),
+                "mismatch": _mismatch(session, email, user),
                 "viewer": user,
             },
         )
 
     return await web.run(page)
+
+
+def _mismatch(session: Session, email: str, user: User) -> bool:
+    """The LMS's email is another account's: joining it to this one is that owner's act."""
+    from app.users.service import find_user
+
+    if not email or email.lower() == user.email.lower():
+        return False
+    return find_user(session, email=email) is not None
 
 
 @router.post("/lti/continue/{key}")
@@ -190,24 +216,21 @@ async def continue_launch(
     course: Annotated[str, Form()] = "",
 ) -> Response:
     def work(session: Session, user: User) -> Response:
-        from app.lti.service import connect_context
+        from app.lti.linking import link
 
         check_csrf(request, csrf_token)
-        pending = _pending(session, key)
-        context = session.get_one(LtiContext, pending["context_id"])
-        if context.course_id is None:
-            if Role(pending["role"]) is Role.student:
-                raise Forbidden("Only the course's staff can connect an LMS course.")
-            connect_context(session, context=context, user=user, course_slug=course)
+        pending = _pending(session, key, request)
         email = str(pending["identity"].get("email") or "")
-        if email and email.lower() != user.email.lower() and context.course_id is not None:
-            from app.users.service import find_user
-
-            if find_user(session, email=email) is not None:
-                raise Forbidden(
-                    f"Your LMS says you are {email}, but you are logged in here as {user.email}; "
-                    f"log out, log in as {email}, and open the link again."
-                )
+        if _mismatch(session, email, user):
+            raise Forbidden(
+                f"Your LMS says you are {email}, but you are logged in here as {user.email}; "
+                f"log out, log in as {email}, and open the link again."
+            )
+        if "context_id" not in pending:
+            if Role(pending["role"]) is not Role.instructor:
+                raise Forbidden("Only the LMS course's instructor can link it to a course.")
+            context = link(session, pending=pending, user=user, course_slug=course)
+            pending = {**pending, "context_id": context.id}
         states.take(session, f"lti-pending-{key}")
         return RedirectResponse(launches.finish(session, pending=pending, user=user), 303)
 
@@ -219,10 +242,12 @@ async def deep_link_page(request: Request, key: str, web: WebDb) -> Response:
     """The instructor picks the lab a new LMS link opens."""
 
     def page(session: Session, user: User) -> Response:
-        pending = _pending(session, key)
+        pending = _pending(session, key, request)
         if pending.get("user_id") != user.id:
             raise Forbidden("This choice belongs to the person who opened it in the LMS.")
         context = session.get_one(LtiContext, pending["context_id"])
+        if context.course_id is None:
+            raise NotFound("This LMS course was unlinked meanwhile; open the link again.")
         course = session.get_one(Course, context.course_id)
         return render(
             request,
@@ -245,10 +270,12 @@ async def deep_link_choose(
         from app.lti.deep_linking import response_for
 
         check_csrf(request, csrf_token)
-        pending = _pending(session, key)
+        pending = _pending(session, key, request)
         if pending.get("user_id") != user.id:
             raise Forbidden("This choice belongs to the person who opened it in the LMS.")
         context = session.get_one(LtiContext, pending["context_id"])
+        if context.course_id is None:
+            raise NotFound("This LMS course was unlinked meanwhile; open the link again.")
         chosen = next(
             (
                 x
@@ -297,7 +324,7 @@ async def course_lti_page(
                 "course": found,
                 "role": role,
                 "urls": launches.tool_urls(),
-                "lmss": LMSS,
+                "keep_days": get_settings().sign_in_problem_days,
                 "message": message,
                 "error": error,
                 **overview(session, course=found),
@@ -307,45 +334,28 @@ async def course_lti_page(
     return await web.run(page)
 
 
-@router.post("/courses/{course}/lti/platforms")
-async def register(
+@router.post("/courses/{course}/lti/unlink")
+async def unlink_context(
     request: Request,
     course: str,
     web: WebDb,
-    issuer: Annotated[str, Form()],
-    client_id: Annotated[str, Form()],
-    deployment_ids: Annotated[str, Form()],
-    auth_login_url: Annotated[str, Form()],
-    auth_token_url: Annotated[str, Form()],
-    key_set_url: Annotated[str, Form()],
-    name: Annotated[str, Form()] = "",
-    auth_audience: Annotated[str, Form()] = "",
+    context: Annotated[int, Form(ge=1, le=2**63 - 1)],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
+    """The course's instructor unlinks an LMS course: its launches then land nowhere."""
+
     def work(session: Session, user: User) -> Response:
-        from app.lti.service import register_platform
+        from app.lti.linking import unlink
 
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
         require_instructor(session, user=user, course=found)
-        try:
-            platform = register_platform(
-                session,
-                course=found,
-                user=user,
-                name=name,
-                issuer=issuer,
-                client_id=client_id,
-                deployment_ids=deployment_ids,
-                auth_login_url=auth_login_url,
-                auth_token_url=auth_token_url,
-                key_set_url=key_set_url,
-                auth_audience=auth_audience,
-            )
-        except DomainError as exc:
-            session.rollback()
-            return _back(found, error=exc.message)
-        return _back(found, message=f"Registered {platform.name}; its links now open here.")
+        gone = unlink(session, course=found, context_id=context)
+        return _back(
+            found,
+            message=f"Unlinked {gone.title or gone.context_id}; its links no longer open "
+            "this course.",
+        )
 
     return await web.run(work)
 
@@ -382,9 +392,7 @@ async def sync_roster_now(
         try:
             members = await anyio.to_thread.run_sync(roster.fetch_members, one)
         except Exception as exc:
-            from app.lti.grades import lms_reason
-
-            reason = lms_reason(exc)
+            reason = outbound.reason(exc)
 
             def failed(s: Session, u: User, one: Any = one, reason: str = reason) -> None:
                 roster.record_failure(s, context_id=one.context_id, reason=reason, now=utcnow())

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.auth.models import UserIdentity
 from app.core.database import utcnow
 from app.courses.models import Course, Enrollment, Lab, Role
-from app.lti.models import LtiContext, LtiLineItem, LtiPlatform, LtiScoreSync, SyncState
+from app.lti.models import LtiContext, LtiLineItem, LtiScoreSync, SyncState
 from app.submissions.models import Submission
 
 
@@ -48,7 +48,14 @@ def note_grading(session: Session, *, submission: Submission) -> None:
     lab = session.get(Lab, submission.lab_id)
     if lab is None:
         return
-    items = list(session.scalars(select(LtiLineItem).where(LtiLineItem.lab_id == lab.id)))
+    # Columns of LMS courses still linked to the lab's course: an unlinked one gets nothing.
+    items = list(
+        session.scalars(
+            select(LtiLineItem)
+            .join(LtiContext, LtiContext.id == LtiLineItem.context_id)
+            .where(LtiLineItem.lab_id == lab.id, LtiContext.course_id == lab.course_id)
+        )
+    )
     if not items:
         return
     from app.teams.service import credited_users
@@ -90,8 +97,7 @@ def refresh_scores(
     changed = 0
     for item in line_items:
         context = session.get_one(LtiContext, item.context_id)
-        platform = session.get_one(LtiPlatform, context.platform_id)
-        subjects = _lms_ids(session, issuer=platform.issuer, user_ids=list(cells))
+        subjects = _lms_ids(session, platform_id=context.platform_id, user_ids=list(cells))
         for student, cell in cells.items():
             if cell.score is None or student not in subjects:
                 continue  # nothing counts yet, or the student never came from this LMS
@@ -118,13 +124,13 @@ def refresh_student(session: Session, *, context: LtiContext, user_id: int) -> N
             refresh_scores(session, lab=lab, line_items=[item], user_id=user_id)
 
 
-def _lms_ids(session: Session, *, issuer: str, user_ids: list[int]) -> dict[int, str]:
+def _lms_ids(session: Session, *, platform_id: int, user_ids: list[int]) -> dict[int, str]:
+    """Each student's id in this registration's LMS (its `sub`), where they came from it."""
     if not user_ids:
         return {}
     rows = session.execute(
         select(UserIdentity.user_id, UserIdentity.subject).where(
-            UserIdentity.kind == "lti",
-            UserIdentity.issuer == issuer,
+            UserIdentity.platform_id == platform_id,
             UserIdentity.user_id.in_(user_ids),
         )
     )

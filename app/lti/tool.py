@@ -8,11 +8,13 @@ deployment, message); nothing here decodes or verifies a token by hand.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from pylti1p3.cookie import CookieService
 from pylti1p3.deployment import Deployment
 from pylti1p3.launch_data_storage.base import LaunchDataStorage
@@ -28,7 +30,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth import states
-from app.lti.keys import current_key
+from app.core import outbound
+from app.lti.keys import signing_key
 from app.lti.models import LtiPlatform
 
 # How long a login's state and nonce wait for the launch (pylti1p3's own cookie lives 5 min).
@@ -135,12 +138,11 @@ class DatabaseToolConf(ToolConfAbstract[ToolRequest]):
         return True
 
     def platform(self, iss: str, client_id: str | None) -> LtiPlatform | None:
-        query = select(LtiPlatform).where(LtiPlatform.issuer == iss)
-        if client_id:
-            return self._db.scalar(query.where(LtiPlatform.client_id == client_id))
-        # A login request may leave the client id out: fine while the issuer has one.
-        found = self._db.scalars(query.limit(2)).all()
-        return found[0] if len(found) == 1 else None
+        """The registration that owns this issuer, if the client id (when given) is its own."""
+        platform = self._db.scalar(select(LtiPlatform).where(LtiPlatform.issuer == iss))
+        if platform is None or (client_id and client_id != platform.client_id):
+            return None
+        return platform
 
     def find_registration_by_issuer(self, iss: str, *args: Any, **kwargs: Any) -> Registration:
         raise NotImplementedError  # check_iss_has_one_client is always False
@@ -167,7 +169,8 @@ class DatabaseToolConf(ToolConfAbstract[ToolRequest]):
 def registration_of(
     session: Session, platform: LtiPlatform, key_sets: dict[str, Any] | None = None
 ) -> Registration:
-    key = current_key(session)
+    """pylti1p3's registration, with the key the tool signs with for this registration."""
+    key = signing_key(session, platform=platform)
     registration = (
         Registration()
         .set_issuer(platform.issuer)
@@ -180,8 +183,8 @@ def registration_of(
     )
     if platform.auth_audience:
         registration.set_auth_audience(platform.auth_audience)
-    if key_sets and platform.key_set_url in key_sets:
-        registration.set_key_set(key_sets[platform.key_set_url])
+    # Never empty-handed: pylti1p3 would fetch the key set itself, outside our client.
+    registration.set_key_set((key_sets or {}).get(platform.key_set_url) or {"keys": []})  # type: ignore[arg-type]
     return registration
 
 
@@ -206,6 +209,11 @@ class ToolLogin(OIDCLogin[ToolRequest, DatabaseToolConf, SessionService, CookieJ
 
 
 class ToolLaunch(MessageLaunch[ToolRequest, DatabaseToolConf, SessionService, CookieJar]):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, requests_session=LmsHttp(), **kwargs)  # type: ignore[arg-type]
+        # LTI 1.3 requires both; PyJWT checks them only where present unless told.
+        self.set_jwt_verify_options({"verify_aud": False, "require": ["exp", "iat"]})
+
     def _get_request_param(self, key: str) -> str:
         return self._request.get_param(key)
 
@@ -215,24 +223,69 @@ class ToolLaunch(MessageLaunch[ToolRequest, DatabaseToolConf, SessionService, Co
         return self._registration
 
 
+class LmsAnswer:
+    """An LMS's answer as pylti1p3 reads one (a requests.Response, as far as it looks)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.status_code = response.status_code
+        self.headers = response.headers
+        self.content = response.content
+        self.url = str(response.request.url)
+
+    @property
+    def ok(self) -> bool:
+        return self._response.is_success
+
+    @property
+    def text(self) -> str:
+        return self._response.text
+
+    def json(self) -> Any:
+        import requests
+
+        try:
+            return json.loads(self.content)
+        except ValueError as exc:
+            raise requests.JSONDecodeError(str(exc), "", 0) from None
+
+
+class LmsHttp:
+    """pylti1p3's HTTP session, over the one outbound client (app.core.outbound)."""
+
+    def __init__(self) -> None:
+        self.headers: dict[str, str] = {}
+
+    def _send(self, method: str, url: str, **kwargs: Any) -> LmsAnswer:
+        with outbound.client() as http:
+            return LmsAnswer(http.request(method, url, **kwargs))
+
+    def get(self, url: str, headers: dict[str, str] | None = None, **_: Any) -> LmsAnswer:
+        return self._send("GET", url, headers={**self.headers, **(headers or {})})
+
+    def post(
+        self,
+        url: str,
+        data: Any = None,
+        headers: dict[str, str] | None = None,
+        **_: Any,
+    ) -> LmsAnswer:
+        body = {"data": data} if isinstance(data, dict) else {"content": data}
+        return self._send("POST", url, headers={**self.headers, **(headers or {})}, **body)
+
+
 # Access tokens of the LMSs' services, per process, until shortly before they expire.
 _tokens: dict[str, tuple[str, float]] = {}
 _tokens_lock = threading.Lock()
-# Every call to an LMS ends within this; a slow LMS delays a roster or a score, not a page.
-LMS_TIMEOUT_SECONDS = 20
 
 
 class CachingServiceConnector(ServiceConnector):
     def __init__(self, registration: Registration) -> None:
-        import requests
-
-        http = requests.Session()
-        http.headers["User-Agent"] = "kernelgrader (pylti1p3)"
-        http.request = _with_timeout(http.request)  # type: ignore[method-assign]
-        super().__init__(registration, http)
+        super().__init__(registration, LmsHttp())  # type: ignore[arg-type]
 
     def _key(self, scope_key: str) -> str:
-        return f"{self._registration.get_client_id()}|{scope_key}"
+        r = self._registration
+        return f"{r.get_issuer()}|{r.get_client_id()}|{r.get_auth_token_url()}|{scope_key}"
 
     def _get_cached_access_token(self, scope_key: str) -> str | None:
         with _tokens_lock:
@@ -247,14 +300,6 @@ class CachingServiceConnector(ServiceConnector):
                 access_token,
                 time.monotonic() + max(0.0, float(expires_in or 0) - 60),
             )
-
-
-def _with_timeout(request: Any) -> Any:
-    def bounded(*args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("timeout", LMS_TIMEOUT_SECONDS)
-        return request(*args, **kwargs)
-
-    return bounded
 
 
 def forget_tokens() -> None:

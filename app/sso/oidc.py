@@ -13,11 +13,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import httpx2
 from authlib.integrations.starlette_client import OAuth, OAuthError
 from fastapi import Request
 from starlette.responses import Response
 
 from app.auth.problems import SignInRefused
+from app.core import outbound
 from app.sso.service import ProviderView, urls
 
 _oauth = OAuth()
@@ -36,7 +38,12 @@ def _client(provider: ProviderView) -> Any:
             client_id=provider.client_id,
             client_secret=provider.client_secret,
             server_metadata_url=provider.issuer.rstrip("/") + "/.well-known/openid-configuration",
-            client_kwargs={"scope": "openid email profile", "timeout": 20},
+            # Discovery, the key set and the token exchange go through our outbound
+            # checks (app.core.outbound): the issuer is typed by an administrator.
+            client_kwargs={
+                "scope": "openid email profile",
+                **outbound.client_options(asynchronous=True, http=httpx2),
+            },
         )
     return client
 
@@ -50,7 +57,8 @@ async def start(request: Request, provider: ProviderView) -> Response:
         raise SignInRefused(
             f"{provider.name} could not be reached, so you could not be signed in; try again "
             "in a minute, or log in with your password.",
-            f"oidc provider {provider.slug}: discovery at {provider.issuer} failed: {exc!r}",
+            f"oidc provider {provider.slug}: discovery at {provider.issuer} failed: "
+            f"{outbound.reason(exc)}",
             kind="oidc",
             source=provider.slug,
         ) from None

@@ -21,16 +21,18 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth import states
 from app.auth.problems import SignInRefused, recent
 from app.auth.routes import refused_page
 from app.core.deps import PublicDb, WebDb, start_session
-from app.core.errors import Forbidden
-from app.courses.service import courses_of
+from app.core.settings import get_settings
+from app.courses.models import Course
 from app.sso.service import ProviderView, get_provider, map_attributes, providers, sign_in, urls
 from app.users.models import User
+from app.users.site_admins import require_site_admin
 from app.web.routes import _safe_next
 from app.web.templating import render
 
@@ -210,18 +212,28 @@ async def saml_metadata(slug: str, db: PublicDb) -> Response:
 
 @router.get("/admin/sign-in", response_class=HTMLResponse)
 async def admin_page(request: Request, web: WebDb) -> Response:
-    """Providers with the values to give them, and the latest refused sign-ins in detail."""
+    """Providers with the values to give them, and the latest refused sign-ins in detail:
+    every course's, so site administrators only (a course's staff read their own course's on
+    its LMS page)."""
 
     def page(session: Session, user: User) -> Response:
-        if not any(role.value == "instructor" for _, role in courses_of(session, user=user)):
-            raise Forbidden("This page is for instructors.")
+        require_site_admin(user)
         rows = providers(session)
+        problems = recent(session, limit=100)
         return render(
             request,
             "sign_in/admin.html",
             {
                 "providers": [(p, urls(p.slug)) for p in rows],
-                "problems": recent(session, limit=100),
+                "problems": problems,
+                "course_slugs": dict(
+                    session.execute(
+                        select(Course.id, Course.slug).where(
+                            Course.id.in_({p.course_id for p in problems if p.course_id})
+                        )
+                    ).all()
+                ),
+                "keep_days": get_settings().sign_in_problem_days,
             },
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import ForeignKey, String, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
@@ -19,6 +19,8 @@ class User(Base):
     name: Mapped[str] = mapped_column(String(200), default="")
     # None: the account cannot log in on the web (API token only, or not yet activated).
     password_hash: Mapped[str | None] = mapped_column(String(200), default=None)
+    # Runs the installation (LMS registrations, sign-in records); staff of no course by it.
+    is_site_admin: Mapped[bool] = mapped_column(default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # Login sessions begun before this are over (a new password, "sign out everywhere"): the
     # session cookie carries when it began, and each request compares (app.core.deps).

@@ -1,7 +1,7 @@
 """account hygiene (issue 31): sessions ended per account, invite links' kind and shown course
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-11-28 03:40:00.000000
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 
 
 revision: str = '0012'
-down_revision: str | None = '0010'
+down_revision: str | None = '0011'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

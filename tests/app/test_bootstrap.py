@@ -41,7 +41,8 @@ def test_first_run_creates_the_demo_course_with_every_builtin_lab(empty_database
         listed = [lab.slug for lab in labs_of(session, course=course)]
         assert listed[:4] == ["vector-scale", "hadamard", "array-sum", "array-sum-atomic"]
         assert listed == first.labs
-        assert authenticate(session, email=first.email, password=first.password) is not None
+        admin = authenticate(session, email=first.email, password=first.password)
+        assert admin is not None and admin.is_site_admin  # the installation's first
         assert user_for_token(session, token=first.token) is not None
         # Only the first run does this.
         assert bootstrap_if_empty(session) is None

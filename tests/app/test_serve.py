@@ -75,6 +75,7 @@ def test_serve_on_an_empty_folder_creates_the_demo_and_compiles_a_submission(
         login = re.search(r"log in as (\S+) with password (\S+)", text)
         token = re.search(r"shown once\):\s+(kg_\S+)", text)
         assert login and token, text
+        assert f"{login.group(1)} is also the site administrator" in text
         auth = {"Authorization": f"Bearer {token.group(1)}"}
         labs = httpx.get(f"{base}/api/v1/courses/demo/labs", headers=auth).json()
         assert "vector-scale" in [lab["slug"] for lab in labs]

@@ -20,12 +20,22 @@ from sqlalchemy.orm import Session
 from app.auth.models import SignInProblem, UserIdentity
 from app.core.settings import get_settings
 from app.courses.models import Enrollment
+from app.lti.key_sets import forget as forget_key_sets
 from app.lti.models import LtiContext, LtiPlatform
-from app.lti.service import register_platform
+from app.lti.registrations import RegistrationValues, create_registration
 from app.lti.tool import forget_tokens
 from app.users.models import User
-from tests.app.conftest import World, make_world
-from tests.app.lti.platform import Link, Person, ServerThread, TestPlatform, form_of, free_port
+from tests.app.conftest import PASSWORD, World, make_world
+from tests.app.lti.platform import (
+    INSTRUCTOR,
+    Course,
+    Link,
+    Person,
+    ServerThread,
+    TestPlatform,
+    form_of,
+    free_port,
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +60,23 @@ def tool() -> Iterator[str]:
 
 
 @pytest.fixture
+def production() -> Iterator[None]:
+    """KERNELGRADER_ENV=production for one test: what a deployed server does (the running
+    service reads the settings again)."""
+    before = os.environ["KERNELGRADER_ENV"]
+    os.environ["KERNELGRADER_ENV"] = "production"
+    get_settings.cache_clear()
+    try:
+        yield
+    finally:
+        os.environ["KERNELGRADER_ENV"] = before
+        get_settings.cache_clear()
+
+
+@pytest.fixture
 def lms(tool: str) -> Iterator[TestPlatform]:
     forget_tokens()
+    forget_key_sets()
     with TestPlatform(tool_base=tool) as platform:
         yield platform
 
@@ -61,11 +86,62 @@ def world(session: Session) -> World:
     return make_world(session)
 
 
-def register(session: Session, world: World, lms: TestPlatform) -> LtiPlatform:
-    values = lms.values()
-    platform = register_platform(session, course=world.course, user=world.instructor.user, **values)
+def register(session: Session, lms: TestPlatform, **changed: str) -> LtiPlatform:
+    """The LMS registered by a site administrator (as `kernelgrader lti add` does)."""
+    values = {**lms.values(), **changed}
+    platform = create_registration(
+        session, slug=values.pop("slug", lms.slug), values=RegistrationValues(**values), by=None
+    )
     session.commit()
     return platform
+
+
+def log_in(browser: Browser, email: str, then: str = "/") -> None:
+    """A login with the password, from the login page (`then` the page it goes on to)."""
+    answer = browser.http.post(
+        browser.tool + "/login",
+        data={
+            "email": email,
+            "password": PASSWORD,
+            "csrf_token": browser.csrf("/login"),
+            "next": then,
+        },
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == then, answer.text[:2000]
+
+
+def link_course(
+    browser: Browser, lms: TestPlatform, teacher: Person, course: Course, world: World
+) -> str:
+    """An instructor of the LMS course links it to the world's course: a deep-linking launch
+    from it, a login as the world's instructor, the course picked. Returns where it went
+    on (the deep-linking page, the browser logged in as that instructor)."""
+    landed = browser.launch(lms, teacher, deep_link_in=course)
+    assert landed.location.startswith("/lti/continue/"), landed.response.text[:2000]
+    log_in(browser, world.instructor.email, then=landed.location)
+    assert "Link this LMS course" in browser.page(landed.location)
+    done = browser.http.post(
+        browser.tool + landed.location,
+        data={"course": world.course.slug, "csrf_token": browser.csrf(landed.location)},
+    )
+    assert done.status_code == 303, done.text[:2000]
+    assert done.headers["location"].startswith("/lti/deep-link/")
+    return str(done.headers["location"])
+
+
+def registered_and_linked(
+    session: Session, world: World, lms: TestPlatform, course: Course, tool: str
+) -> Person:
+    """The common start: the LMS registered, and its course linked to the world's course by
+    an LMS instructor who is the world's instructor. Returns that LMS instructor."""
+    register(session, lms)
+    teacher = lms.person("Grace", f"grace.{lms.client_id}@uni.example", role=INSTRUCTOR)
+    browser = Browser(tool)
+    try:
+        link_course(browser, lms, teacher, course, world)
+    finally:
+        browser.close()
+    return teacher
 
 
 @dataclass

@@ -127,7 +127,8 @@ class Person:
     sub: str
     name: str
     email: str
-    role: str = LEARNER
+    # One role URI, or the list the LMS sends (context, institution and system roles mixed).
+    role: str | list[str] = LEARNER
     status: str = "Active"
 
 
@@ -153,6 +154,13 @@ class Course:
     late_penalty: float = 0.0  # Canvas's late policy: the share taken off a late score
     members: list[str] = field(default_factory=list)
     line_items: dict[str, LineItem] = field(default_factory=dict)
+    # A person's role in this course where it is not their usual one (an instructor of their
+    # own sandbox who is a learner elsewhere).
+    roles: dict[str, str | list[str]] = field(default_factory=dict)
+
+    def roles_of(self, person: Person) -> list[str]:
+        role = self.roles.get(person.sub, person.role)
+        return list(role) if isinstance(role, list) else [role]
 
 
 @dataclass
@@ -178,6 +186,10 @@ class TestPlatform:
         self.issuer = issuer or f"{self.base}/platform-{secrets.token_hex(3)}"
         self.client_id = f"client-{secrets.token_hex(4)}"
         self.deployment_id = f"deployment-{secrets.token_hex(3)}"
+        # The registration's name in kernelgrader; its key set URL is the one this LMS was
+        # given, and the only key set it checks the tool's signatures against.
+        self.slug = f"lms-{secrets.token_hex(4)}"
+        self.tool_key_set_url = f"{self.tool_base}/lti/jwks/{self.slug}"
         # Endpoint paths; a test may give an LMS's own (README values).
         self.paths = {
             "auth": "/auth",
@@ -197,6 +209,11 @@ class TestPlatform:
         # The `aud` a tool's token request must carry (D2L names one; others take the URL).
         self.token_audience = ""
         self.token_audiences: list[str] = []
+        # What the tests that attack the tool look at: how often the key set was read, the
+        # client assertions the tool sent, and a roster answer to fail with.
+        self.jwks_fetches = 0
+        self.assertions: list[str] = []
+        self.roster_failure: tuple[int, str] | None = None
         self._counter = 0
         self.server = ServerThread(self._app(), port=self.port)
 
@@ -213,7 +230,7 @@ class TestPlatform:
             .set_deeplink_launch_url(f"{self.tool_base}/lti/launch")
             .set_platform_public_key(self.public_pem)
             .set_platform_private_key(self.private_pem)
-            .set_tool_key_set_url(f"{self.tool_base}/lti/jwks")
+            .set_tool_key_set_url(self.tool_key_set_url)
         )
 
     def serve_at(self, **paths: str) -> None:
@@ -228,7 +245,7 @@ class TestPlatform:
         return self.base + self.paths[name]
 
     def values(self) -> dict[str, str]:
-        """What staff register in kernelgrader for this LMS."""
+        """What a site administrator registers in kernelgrader for this LMS."""
         return {
             "name": "Test LMS",
             "issuer": self.issuer,
@@ -286,6 +303,7 @@ class TestPlatform:
         )
 
     async def _jwks(self, request: Request) -> Response:
+        self.jwks_fetches += 1
         return JSONResponse({"keys": self.registration().get_jwks()})
 
     async def _auth(self, request: Request) -> Response:
@@ -309,19 +327,18 @@ class TestPlatform:
         config = self.config()
         launch = _Launch(params, config)
         launch.set_id_token_expiration(self.expires_in)
-        launch.set_user_data(
-            person.sub, [person.role], full_name=person.name, email_address=person.email
-        )
         kind, _, ident = params.get("lti_message_hint", "").partition(":")
+        course = self.courses[self.links[ident].course_id if kind == "rl" else ident]
+        launch.set_user_data(
+            person.sub, course.roles_of(person), full_name=person.name, email_address=person.email
+        )
         if kind == "rl":
             link = self.links[ident]
-            course = self.courses[link.course_id]
             launch.set_resource_link_claim(link.id, title=link.title)
             if link.custom:
                 launch.set_custom_parameters_claim(dict(link.custom))
             lineitem = self._item_url(course, link.line_item_id) if link.line_item_id else None
         else:
-            course = self.courses[ident]
             launch.set_dl(
                 f"{self.base}/deep-link-return/{course.id}",
                 title="Add a lab",
@@ -351,6 +368,7 @@ class TestPlatform:
 
     async def _token(self, request: Request) -> Response:
         form = {k: str(v) for k, v in (await request.form()).items()}
+        self.assertions.append(form.get("client_assertion", ""))
         aud = jwt.decode(form.get("client_assertion", ""), options={"verify_signature": False}).get(
             "aud"
         )
@@ -378,6 +396,9 @@ class TestPlatform:
     async def _memberships(self, request: Request) -> Response:
         if not self._allowed(request, [NRPS_SCOPE]):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
+        if self.roster_failure is not None:
+            status, text = self.roster_failure
+            return Response(text, status_code=status, media_type="text/plain")
         course = self.courses[request.path_params["course"]]
         page = int(request.query_params.get("page", "1"))
         size = self.nrps_page_size
@@ -387,7 +408,7 @@ class TestPlatform:
                 "user_id": p.sub,
                 "name": p.name,
                 "email": p.email,
-                "roles": [p.role],
+                "roles": course.roles_of(p),
                 "status": p.status,
             }
             for p in (self.people[s] for s in chosen)

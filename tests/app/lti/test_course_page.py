@@ -1,74 +1,129 @@
-"""The course's LMS page: the tool's values to copy, registering an LMS, who may do what."""
+"""LMS registrations are the site administrators' (/admin/lti); a course's LMS page shows its
+staff which LMSs exist and the LMS courses linked to their course, never the credentials."""
 
 from __future__ import annotations
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.lti.models import LtiPlatform
-from tests.app.conftest import PASSWORD, World
-from tests.app.lti.conftest import Browser
+from app.lti.models import LtiContext, LtiPlatform, LtiToolKey
+from app.users.models import User
+from tests.app.conftest import World, make_member, unique
+from tests.app.lti.conftest import Browser, log_in, registered_and_linked
 from tests.app.lti.platform import TestPlatform
 
 
-def _logged_in(browser: Browser, email: str) -> Browser:
-    answer = browser.http.post(
-        browser.tool + "/login",
-        data={"email": email, "password": PASSWORD, "csrf_token": browser.csrf("/login")},
-    )
-    assert answer.status_code == 303
-    return browser
+def _site_admin(session: Session) -> User:
+    from app.courses.models import Role
+
+    admin = make_member(session, None, Role.student).user
+    admin.is_site_admin = True
+    session.commit()
+    return admin
 
 
-def test_an_instructor_registers_an_lms_from_the_page_and_it_launches(
+def test_a_site_administrator_registers_an_lms_and_it_gets_its_own_key_set(
     session: Session, world: World, tool: str, lms: TestPlatform, browsers: object
 ) -> None:
-    teacher = _logged_in(browsers(), world.instructor.email)  # type: ignore[operator]
-    path = f"/courses/{world.course.slug}/lti"
-    page = teacher.page(path)
-    assert f'id="tool-login">{tool}/lti/login<' in page
-    assert f'id="tool-launch">{tool}/lti/launch<' in page
-    assert f'id="tool-jwks">{tool}/lti/jwks<' in page
+    admin = browsers()  # type: ignore[operator]
+    log_in(admin, _site_admin(session).email)
+    assert 'id="site-admin"' in admin.page("/account")  # the header links the page
+    # A site administrator is staff of no course by that.
+    assert admin.get(f"/courses/{world.course.slug}/lti").status_code == 403
+    assert admin.get(f"/courses/{world.course.slug}/gradebook").status_code == 403
+    page = admin.page("/admin/lti")
+    assert f"{tool}/lti/jwks/{{slug}}" in page and f"{tool}/lti/login" in page
     assert "https://sso.canvaslms.com/api/lti/authorize_redirect" in page  # the LMS hints
-    # The key set the page names is the tool's, as an LMS reads it.
-    keys = teacher.get("/lti/jwks").json()["keys"]
-    assert keys and all(k["kty"] == "RSA" and k["alg"] == "RS256" and "d" not in k for k in keys)
+    form = {**lms.values(), "slug": lms.slug, "csrf_token": admin.csrf("/admin/lti")}
 
-    bad = teacher.http.post(
-        tool + path + "/platforms",
-        data={**lms.values(), "key_set_url": "not a url", "csrf_token": teacher.csrf(path)},
+    bad = admin.http.post(tool + "/admin/lti", data={**form, "key_set_url": "not a url"})
+    assert "is not a web address; copy it from the LMS" in admin.page(bad.headers["location"])
+    done = admin.http.post(tool + "/admin/lti", data=form)
+    assert f"{tool}/lti/jwks/{lms.slug}" in admin.page(done.headers["location"])
+    # One issuer, one registration: a second one for it (another client id) is refused.
+    again = admin.http.post(
+        tool + "/admin/lti", data={**form, "slug": unique("other"), "client_id": "another"}
     )
-    assert "is not a web address; copy it from the LMS" in teacher.page(bad.headers["location"])
-    done = teacher.http.post(
-        tool + path + "/platforms", data={**lms.values(), "csrf_token": teacher.csrf(path)}
-    )
-    assert "Registered Test LMS" in teacher.page(done.headers["location"])
-    again = teacher.http.post(
-        tool + path + "/platforms", data={**lms.values(), "csrf_token": teacher.csrf(path)}
-    )
-    assert "is registered already" in teacher.page(again.headers["location"])
+    assert f"The registration {lms.slug} owns the issuer" in admin.page(again.headers["location"])
+
     session.expire_all()
-    platform = session.scalar(select(LtiPlatform).where(LtiPlatform.client_id == lms.client_id))
-    assert platform is not None and platform.course_id == world.course.id
-    assert platform.deployment_ids == [lms.deployment_id]
+    platform = session.scalar(select(LtiPlatform).where(LtiPlatform.slug == lms.slug))
+    assert platform is not None and platform.deployment_ids == [lms.deployment_id]
+    own = session.scalars(select(LtiToolKey).where(LtiToolKey.platform_id == platform.id)).all()
+    keys = admin.get(f"/lti/jwks/{lms.slug}").json()["keys"]
+    assert [k["kid"] for k in keys] == [k.kid for k in own] and len(own) == 1
+    assert all(k["kty"] == "RSA" and k["alg"] == "RS256" and "d" not in k for k in keys)
+    assert admin.get("/lti/jwks/no-such-registration").status_code == 404
 
+    # Rotating: a new key, the old one listed an hour more.
+    rotated = admin.http.post(
+        tool + f"/admin/lti/{lms.slug}/rotate-key", data={"csrf_token": admin.csrf("/admin/lti")}
+    )
+    assert "signs with a new key" in admin.page(rotated.headers["location"])
+    assert len(admin.get(f"/lti/jwks/{lms.slug}").json()["keys"]) == 2
+
+
+def test_course_staff_see_which_lmss_exist_and_their_links_but_register_nothing(
+    session: Session, world: World, tool: str, lms: TestPlatform, browsers: object
+) -> None:
     ada = lms.person("Ada", "ada.page@uni.example")
     course = lms.course("GPU", ada)
-    landed = browsers().launch(lms, ada, link=lms.link(course, "Scale", {"lab": world.lab.slug}))  # type: ignore[operator]
-    assert landed.location.endswith(f"/labs/{world.lab.slug}")
-    assert "GPU" in teacher.page(path)  # the LMS course now opens this course
-
-
-def test_tas_see_the_page_but_only_instructors_register(
-    world: World, tool: str, lms: TestPlatform, browsers: object
-) -> None:
-    ta = _logged_in(browsers(), world.ta.email)  # type: ignore[operator]
+    registered_and_linked(session, world, lms, course, tool)
     path = f"/courses/{world.course.slug}/lti"
-    page = ta.page(path)
-    assert 'id="tool-launch"' in page and 'id="register"' not in page
-    refused = ta.http.post(
-        tool + path + "/platforms", data={**lms.values(), "csrf_token": ta.csrf(path)}
+
+    teacher = browsers()  # type: ignore[operator]
+    log_in(teacher, world.instructor.email)
+    page = teacher.page(path)
+    assert "Test LMS" in page and lms.issuer in page  # which LMSs exist
+    assert lms.client_id not in page and lms.deployment_id not in page  # not their credentials
+    assert 'id="register"' not in page and "GPU" in page  # its linked LMS course
+    assert 'id="site-admin"' not in teacher.page("/account")
+    # The registration pages and their forms are refused to a course's instructor.
+    assert teacher.get("/admin/lti").status_code == 403
+    assert teacher.get("/admin/sign-in").status_code == 403
+    refused = teacher.http.post(
+        tool + "/admin/lti",
+        data={**lms.values(), "slug": unique("mine"), "csrf_token": teacher.csrf(path)},
     )
     assert refused.status_code == 403
-    student = _logged_in(browsers(), world.student.email)  # type: ignore[operator]
+    changed = teacher.http.post(
+        tool + f"/admin/lti/{lms.slug}",
+        data={
+            **lms.values(),
+            "key_set_url": "https://evil.example/jwks",
+            "csrf_token": teacher.csrf(path),
+        },
+    )
+    assert changed.status_code == 403
+    assert (
+        teacher.http.post(
+            tool + f"/admin/lti/{lms.slug}/rotate-key", data={"csrf_token": teacher.csrf(path)}
+        ).status_code
+        == 403
+    )
+
+    ta = browsers()  # type: ignore[operator]
+    log_in(ta, world.ta.email)
+    assert "GPU" in ta.page(path) and "Unlink" not in ta.page(path)
+    session.expire_all()
+    context = session.scalar(select(LtiContext).where(LtiContext.context_id == course.id))
+    assert context is not None
+    assert (
+        ta.http.post(
+            tool + path + "/unlink", data={"context": str(context.id), "csrf_token": ta.csrf(path)}
+        ).status_code
+        == 403
+    )
+    student = browsers()  # type: ignore[operator]
+    log_in(student, world.student.email)
     assert student.get(path).status_code == 403
+
+    # The instructor unlinks it: its launches then land nowhere.
+    gone = teacher.http.post(
+        tool + path + "/unlink", data={"context": str(context.id), "csrf_token": teacher.csrf(path)}
+    )
+    assert "Unlinked GPU" in teacher.page(gone.headers["location"])
+    link = lms.link(course, "Scale", {"lab": world.lab.slug})
+    landed = Browser(tool).launch(lms, ada, link=link)
+    assert landed.response.status_code == 400
+    assert "not connected to a kernelgrader course yet" in landed.response.text

@@ -10,16 +10,16 @@ from app.courses.models import Enrollment, Role
 from app.lti.models import LtiContext, LtiResourceLink
 from app.users.models import User
 from tests.app.conftest import World
-from tests.app.lti.conftest import Browser, register
+from tests.app.lti.conftest import Browser, registered_and_linked
 from tests.app.lti.platform import INSTRUCTOR, TA, TestPlatform
 
 
 def test_a_student_launches_straight_into_a_lab(
-    session: Session, world: World, lms: TestPlatform, browser: Browser
+    session: Session, world: World, tool: str, lms: TestPlatform, browser: Browser
 ) -> None:
-    register(session, world, lms)
     ada = lms.person("Ada Lovelace", "ada.launch@uni.example")
     course = lms.course("GPU Programming", ada)
+    registered_and_linked(session, world, lms, course, tool)
     link = lms.link(course, "Scale lab", {"lab": world.lab.slug})
 
     landed = browser.launch(lms, ada, link=link)
@@ -40,6 +40,7 @@ def test_a_student_launches_straight_into_a_lab(
     assert role == Role.student.value
     identity = session.scalar(select(UserIdentity).where(UserIdentity.user_id == user.id))
     assert identity is not None and (identity.issuer, identity.subject) == (lms.issuer, ada.sub)
+    assert identity.platform_id is not None
     context = session.scalar(select(LtiContext).where(LtiContext.context_id == course.id))
     assert context is not None and context.course_id == world.course.id
     assert context.memberships_url.endswith(f"/nrps/{course.id}")
@@ -51,12 +52,12 @@ def test_a_student_launches_straight_into_a_lab(
 
 
 def test_a_link_without_a_lab_opens_the_course_and_roles_come_from_the_lms(
-    session: Session, world: World, lms: TestPlatform, browsers: object
+    session: Session, world: World, tool: str, lms: TestPlatform, browsers: object
 ) -> None:
-    register(session, world, lms)
     grace = lms.person("Grace Hopper", "grace.launch@uni.example", role=INSTRUCTOR)
     alan = lms.person("Alan Turing", "alan.launch@uni.example", role=TA)
     course = lms.course("GPU Programming", grace, alan)
+    registered_and_linked(session, world, lms, course, tool)
     link = lms.link(course, "kernelgrader")
 
     for person, role in ((grace, Role.instructor), (alan, Role.ta)):
@@ -76,11 +77,11 @@ def test_a_link_without_a_lab_opens_the_course_and_roles_come_from_the_lms(
 
 
 def test_relaunching_matches_the_same_account_even_when_the_lms_email_changes(
-    session: Session, world: World, lms: TestPlatform, browsers: object
+    session: Session, world: World, tool: str, lms: TestPlatform, browsers: object
 ) -> None:
-    register(session, world, lms)
     ada = lms.person("Ada", "ada.change@uni.example")
     course = lms.course("GPU", ada)
+    registered_and_linked(session, world, lms, course, tool)
     link = lms.link(course, "Scale", {"lab": world.lab.slug})
     browsers().launch(lms, ada, link=link)  # type: ignore[operator]
     ada.email = "ada.renamed@uni.example"

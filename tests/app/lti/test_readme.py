@@ -18,13 +18,13 @@ from app.lti.grades import send_due_scores
 from app.lti.launch import tool_urls
 from app.lti.lms import LMSS
 from app.lti.scores import note_grading
-from app.lti.service import register_platform
 from app.lti.tool import forget_tokens
 from app.sso.service import urls as sso_urls
 from app.users.models import User
 from tests.app.conftest import World
 from tests.app.factories import make_submission
-from tests.app.lti.platform import TestPlatform
+from tests.app.lti.conftest import link_course, register
+from tests.app.lti.platform import INSTRUCTOR, TestPlatform
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 EXAMPLE = "https://kernelgrader.example.edu"
@@ -95,7 +95,7 @@ def test_the_readme_gives_each_lms_the_values_the_code_uses() -> None:
 def test_the_readme_gives_kernelgraders_own_values(example_public_url: None) -> None:
     text = section(README.read_text(), "### In the LMS: kernelgrader's values")
     table = rows(text)
-    urls = tool_urls()
+    urls = tool_urls("<name>")
     assert table == {
         "OpenID Connect login (initiation) URL": urls["login"],
         "Redirect URI, target link URI, launch URL": urls["launch"],
@@ -132,22 +132,20 @@ def test_a_platform_set_up_with_the_readmes_values_launches_and_takes_grades(
     )
     lms.token_audience = filled.get("auth_audience", "")
     with lms:
-        register_platform(
+        register(
             session,
-            course=world.course,
-            user=world.instructor.user,
+            lms,
             name=key,
             issuer=filled["issuer"],
-            client_id=lms.client_id,
-            deployment_ids=lms.deployment_id,
             auth_login_url=filled["auth_login_url"],
             auth_token_url=filled["auth_token_url"],
             key_set_url=filled["key_set_url"],
             auth_audience=filled.get("auth_audience", ""),
         )
-        session.commit()
         ada = lms.person("Ada", f"ada.{key}.{lms.client_id}@uni.example")
-        course = lms.course("GPU", ada)
+        teacher = lms.person("Grace", f"grace.{key}.{lms.client_id}@uni.example", INSTRUCTOR)
+        course = lms.course("GPU", ada, teacher)
+        link_course(browsers(), lms, teacher, course, world)  # type: ignore[operator]
         link = lms.link(course, "Scale", {"lab": world.lab.slug})
         landed = browsers().launch(lms, ada, link=link)  # type: ignore[operator]
         assert landed.location.endswith(f"/labs/{world.lab.slug}"), landed.response.text[:2000]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -17,23 +18,32 @@ from app.lti.roster import sync_wanted_rosters
 from app.lti.scores import note_grading
 from app.lti.service import overview
 from app.users.models import User
-from tests.app.conftest import PASSWORD, World
+from tests.app.conftest import World
 from tests.app.factories import make_submission
-from tests.app.lti.conftest import Browser, register
+from tests.app.lti.conftest import Browser, link_course, log_in, register, registered_and_linked
 from tests.app.lti.platform import INSTRUCTOR, TA, Course, Person, TestPlatform, form_of
 
 
 def _deep_link(
-    browser: Browser, lms: TestPlatform, teacher: Person, course: Course, lab: str
+    browser: Browser,
+    lms: TestPlatform,
+    teacher: Person,
+    course: Course,
+    lab: str,
+    *,
+    at: str = "",
 ) -> None:
-    """The instructor adds a link in the LMS, picking the lab in kernelgrader."""
-    landed = browser.launch(lms, teacher, deep_link_in=course)
-    assert landed.location.startswith("/lti/deep-link/"), landed.response.text[:2000]
-    page = browser.page(landed.location)
+    """The instructor adds a link in the LMS, picking the lab in kernelgrader (`at`: the
+    deep-linking page, where the launch went through linking first)."""
+    if not at:
+        landed = browser.launch(lms, teacher, deep_link_in=course)
+        assert landed.location.startswith("/lti/deep-link/"), landed.response.text[:2000]
+        at = landed.location
+    page = browser.page(at)
     assert lab in page
     chosen = browser.http.post(
-        browser.tool + landed.location,
-        data={"lab": lab, "csrf_token": browser.csrf(landed.location)},
+        browser.tool + at,
+        data={"lab": lab, "csrf_token": browser.csrf(at)},
     )
     assert chosen.status_code == 200, chosen.text[:2000]
     action, fields = form_of(chosen.text)
@@ -49,18 +59,10 @@ def _grade(session: Session, world: World, user: User, score: float, **kwargs: o
 
 
 def _log_in_once(browser: Browser, email: str, then: str) -> None:
+    """The page a launch went on to asks for a login first; the person logs in."""
     login = browser.get(then)
     assert login.status_code == 303 and login.headers["location"].startswith("/login")
-    logged = browser.http.post(
-        browser.tool + "/login",
-        data={
-            "email": email,
-            "password": PASSWORD,
-            "csrf_token": browser.csrf("/login"),
-            "next": then,
-        },
-    )
-    assert logged.status_code == 303 and logged.headers["location"] == then
+    log_in(browser, email, then=then)
 
 
 def _user(session: Session, email: str) -> User:
@@ -73,11 +75,15 @@ def _user(session: Session, email: str) -> User:
 def _setup(
     session: Session, world: World, lms: TestPlatform, browsers: object, *, published: bool = True
 ):  # type: ignore[no-untyped-def]
-    register(session, world, lms)
+    """The LMS registered; its instructor links the LMS course (logging in as the world's
+    instructor once) and places the lab through deep linking; a student launches it."""
+    register(session, lms)
     teacher = lms.person("Grace", f"grace.{lms.client_id}@uni.example", role=INSTRUCTOR)
     ada = lms.person("Ada", f"ada.{lms.client_id}@uni.example")
     course = lms.course("GPU Programming", teacher, ada, published=published)
-    _deep_link(browsers(), lms, teacher, course, world.lab.slug)  # type: ignore[operator]
+    browser = browsers()  # type: ignore[operator]
+    at = link_course(browser, lms, teacher, course, world)
+    _deep_link(browser, lms, teacher, course, world.lab.slug, at=at)
     student = browsers()  # type: ignore[operator]
     link = next(link for link in lms.links.values() if link.course_id == course.id)
     landed = student.launch(lms, ada, link=link)
@@ -130,9 +136,11 @@ def test_no_duplicate_columns_on_relaunch_a_second_link_or_a_second_course(
         == 1
     )
 
-    # A second LMS course linked to the same kernelgrader course gets its own one column,
-    # made by the tool through the line items service (no deep linking there).
+    # A second LMS course linked to the same kernelgrader course (by its instructor, as the
+    # first) gets its own one column, made by the tool through the line items service (no
+    # deep linking there).
     other = lms.course("GPU Programming, section 2", ada)
+    link_course(browsers(), lms, teacher, other, world)  # type: ignore[operator]
     hand = lms.link(other, "Scale", {"lab": world.lab.slug})
     student.launch(lms, ada, link=hand)
     student.launch(lms, ada, link=hand)
@@ -158,16 +166,18 @@ def test_grades_refused_while_the_course_is_unpublished_are_shown_and_sent_later
         select(LtiScoreSync).where(LtiScoreSync.user_id == _user(session, ada.email).id)
     )
     assert row is not None and row.state == SyncState.refused.value
-    assert row.error == "HTTP 422: Course not available for student"
+    # The status line only: what else the LMS answered is shown to nobody.
+    assert row.error == "HTTP 422 Unprocessable Entity"
     assert row.next_attempt_at > utcnow() + timedelta(seconds=30)
     # The course's LMS page counts the column's scores by state.
     (column,) = overview(session, course=world.course)["columns"]
     assert column.counts == {SyncState.refused.value: 1}
-    # The staff read the LMS's own words on the course's LMS page.
+    # The staff read the LMS's answer on the course's LMS page, as its status line.
     staff = browsers()  # type: ignore[operator]
     staff.launch(lms, teacher, link=link)
     page = staff.page(f"/courses/{world.course.slug}/lti")
-    assert "Course not available for student" in page and "Ada" in page
+    assert "HTTP 422 Unprocessable Entity" in page and "Ada" in page
+    assert "Course not available for student" not in page
     # Not retried before its time; then the course is published and the retry lands.
     assert not send_due_scores(course_id=world.course.id)
     course.published = True
@@ -239,60 +249,33 @@ def test_the_roster_comes_from_the_lms_page_by_page(
     assert "students and 2 staff enrolled from the LMS" in staff.page(answer.headers["location"])
 
 
-def test_a_password_account_in_the_course_is_the_one_the_lms_opens(
-    session: Session, world: World, lms: TestPlatform, browsers: object
+@pytest.mark.parametrize("who", ["student", "outsider"])
+def test_an_account_is_joined_to_its_lms_sign_in_only_by_its_owners_login(
+    session: Session, world: World, tool: str, lms: TestPlatform, browsers: object, who: str
 ) -> None:
-    """The student was enrolled by the roster import and logs in with a password; the LMS
-    sends the same email: one account, one gradebook row."""
-    register(session, world, lms)
-    existing = world.student.user
-    person = lms.person("Student", existing.email)
+    """The LMS sends the email of a password account (enrolled in the course by the roster
+    import, or in no course): the LMS alone opens nothing; its owner logs in once and joins
+    the two, and from then on there is one account, one gradebook row."""
+    owner = getattr(world, who).user
+    person = lms.person("Someone", owner.email)
     course = lms.course("GPU", person)
-    link = lms.link(course, "Scale", {"lab": world.lab.slug})
-    landed = browsers().launch(lms, person, link=link)  # type: ignore[operator]
-    assert landed.location.endswith(f"/labs/{world.lab.slug}")
-    session.expire_all()
-    assert session.scalars(select(User.id).where(User.email == existing.email)).all() == [
-        existing.id
-    ]
-    assert "@no-email.invalid" not in " ".join(session.scalars(select(User.email)).all())
-
-
-def test_an_account_outside_the_course_joins_its_lms_sign_in_after_one_login(
-    session: Session, world: World, lms: TestPlatform, browsers: object
-) -> None:
-    """The email belongs to an account that is not in the course: the LMS alone does not
-    get it; its owner logs in once and joins the two, and no second account appears."""
-    register(session, world, lms)
-    owner = world.outsider.user
-    person = lms.person("Outsider", owner.email)
-    course = lms.course("GPU", person)
+    registered_and_linked(session, world, lms, course, tool)
     link = lms.link(course, "Scale", {"lab": world.lab.slug})
     browser = browsers()  # type: ignore[operator]
     landed = browser.launch(lms, person, link=link)
     assert landed.location.startswith("/lti/continue/")
-    login = browser.get(landed.location)
-    assert login.status_code == 303 and login.headers["location"].startswith("/login")
-    form = browser.csrf("/login")
-    logged = browser.http.post(
-        browser.tool + "/login",
-        data={
-            "email": owner.email,
-            "password": "correct horse battery",
-            "csrf_token": form,
-            "next": landed.location,
-        },
-    )
-    assert logged.status_code == 303 and logged.headers["location"] == landed.location
+    assert browser.get("/account").status_code == 303  # nobody was logged in by it
+    _log_in_once(browser, owner.email, landed.location)
     assert "Join your LMS sign-in" in browser.page(landed.location)
     joined = browser.http.post(
         browser.tool + landed.location, data={"csrf_token": browser.csrf(landed.location)}
     )
     assert joined.headers["location"].endswith(f"/labs/{world.lab.slug}")
-    relaunch = browsers().launch(lms, person, link=link)  # type: ignore[operator]
-    assert relaunch.location.endswith(f"/labs/{world.lab.slug}")  # straight in now
+    again = browsers().launch(lms, person, link=link)  # type: ignore[operator]
+    assert again.location.endswith(f"/labs/{world.lab.slug}")  # straight in now
     session.expire_all()
     assert session.scalars(select(User.id).where(User.email == owner.email)).all() == [owner.id]
+    assert "@no-email.invalid" not in " ".join(session.scalars(select(User.email)).all())
     assert (
         session.scalar(
             select(Enrollment.role).where(
@@ -303,26 +286,24 @@ def test_an_account_outside_the_course_joins_its_lms_sign_in_after_one_login(
     )
 
 
-def test_an_instructor_connects_a_new_lms_course_to_a_new_course(
+def test_an_instructor_links_a_new_lms_course_to_a_new_course(
     session: Session, world: World, lms: TestPlatform, browsers: object
 ) -> None:
-    platform = register(session, world, lms)
-    platform.course_id = None  # an institution-wide registration: LMS courses get connected
-    session.commit()
+    register(session, lms)
     teacher = lms.person("Grace", world.instructor.email, role=INSTRUCTOR)
     ada = lms.person("Ada", "ada.new@uni.example")
     course = lms.course("Parallel Computing 2027", teacher, ada)
     link = lms.link(course, "kernelgrader")
     refused = browsers().launch(lms, ada, link=link)  # type: ignore[operator]
     assert refused.response.status_code == 400
-    assert "has not connected this LMS course" in refused.response.text
+    assert "not connected to a kernelgrader course yet" in refused.response.text
     browser = browsers()  # type: ignore[operator]
     landed = browser.launch(lms, teacher, link=link)
     assert landed.location.startswith("/lti/continue/")
-    # The LMS's email is an existing account's: its owner proves it with a login, once.
+    # The LMS's instructor proves with their own login which courses they teach here.
     _log_in_once(browser, world.instructor.email, landed.location)
     page = browser.page(landed.location)
-    assert "Connect this LMS course" in page and world.course.slug in page
+    assert "Link this LMS course" in page and world.course.slug in page
     done = browser.http.post(
         browser.tool + landed.location,
         data={"course": "new", "csrf_token": browser.csrf(landed.location)},

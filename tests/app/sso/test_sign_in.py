@@ -18,7 +18,7 @@ from app.auth.models import SignInProblem, UserIdentity
 from app.sso.service import add_provider
 from app.users.models import User
 from tests.app.conftest import World, make_world, unique
-from tests.app.lti.conftest import Browser, register
+from tests.app.lti.conftest import Browser, log_in, registered_and_linked
 from tests.app.lti.platform import TestPlatform
 from tests.app.sso.idp import TestIdp, read_form
 
@@ -107,10 +107,10 @@ def test_lti_then_university_sign_in_is_one_account(
     forget = __import__("app.lti.tool", fromlist=["forget_tokens"]).forget_tokens
     forget()
     with TestPlatform(tool_base=tool) as lms:
-        register(session, world, lms)
         email = f"{unique('hedy')}@uni.example"
         hedy = lms.person("Hedy Lamarr", email)
         course = lms.course("GPU", hedy)
+        registered_and_linked(session, world, lms, course, tool)
         landed = browsers().launch(
             lms, hedy, link=lms.link(course, "Scale", {"lab": world.lab.slug})
         )  # type: ignore[operator]
@@ -186,16 +186,16 @@ def test_an_attribute_mapping_error_is_a_sentence_and_a_detail_for_staff(
     assert problem is not None and problem.reference in answer.text
     assert detail in problem.detail and "received:" in problem.detail
     assert session.scalar(select(User.id).order_by(User.id.desc()).limit(1)) == users_before
+    # Every course's refusals are on this page: a course's instructor is refused it, a site
+    # administrator reads the detail there.
     staff = browsers()  # type: ignore[operator]
-    staff.http.post(
-        tool + "/login",
-        data={
-            "email": world.instructor.email,
-            "password": "correct horse battery",
-            "csrf_token": staff.csrf("/login"),
-        },
-    )
-    page = staff.page("/admin/sign-in")
+    log_in(staff, world.instructor.email)
+    assert staff.get("/admin/sign-in").status_code == 403
+    world.outsider.user.is_site_admin = True
+    session.commit()
+    admin = browsers()  # type: ignore[operator]
+    log_in(admin, world.outsider.email)
+    page = admin.page("/admin/sign-in")
     assert problem.reference in page and detail.split("'")[0] in page
 
 
