@@ -18,7 +18,7 @@ from app.cli.common import fail
 from app.cli.database import upgrade_database
 
 
-def _database_trouble(exc: Exception) -> str:
+def database_trouble(exc: Exception) -> str:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return (
         f"The database could not be read ({first}); check KERNELGRADER_DATABASE_URL, and run "
@@ -37,7 +37,7 @@ def status() -> None:
         with session_scope() as session:
             snapshot = fleet_snapshot(session)
     except SQLAlchemyError as exc:
-        raise fail(_database_trouble(exc)) from None
+        raise fail(database_trouble(exc)) from None
     timeout = get_settings().heartbeat_timeout_seconds
     typer.echo(render_status(snapshot, heartbeat_timeout=timeout), nl=False)
 
@@ -82,7 +82,7 @@ def worker(
     if missing is not None:
         raise fail(cannot_compile_sentence(missing))
     from app.core.settings import get_settings
-    from app.fleet.presence import Presence, announce
+    from app.fleet.presence import FLEET_JOB_VARIABLE, Activity, Presence, announce
     from app.grading.celery_app import QUEUE, celery_app
     from app.grading.engine import prepare_engine
     from app.grading.routing import gpu_queues
@@ -115,7 +115,19 @@ def worker(
             f"This worker compiles and runs kernels on {model or 'the GPU'}"
             + (f" (CUDA_VISIBLE_DEVICES={where})." if where else ".")
         )
+    borrowed = os.environ.get(FLEET_JOB_VARIABLE, "")
+    if borrowed:
+        typer.echo(
+            f"Borrowed by the fleet ({borrowed}): it drains and exits when the fleet no longer "
+            "needs it."
+        )
     presence: Presence | None = None
+    activity = Activity()
+    activity.connect()
+
+    def drain() -> None:
+        # Celery's warm shutdown: the task in hand finishes and no new one is taken.
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def stop_on_signal(signum: int, _frame: object) -> None:
         # Until Celery installs its own handler, SIGTERM (a supervisor stopping, `docker
@@ -141,9 +153,11 @@ def worker(
                 can_run=reason is None,
                 note=reason or "",
                 queues=queues,
+                activity=activity,
+                on_drain=drain,
             )
         except SQLAlchemyError as exc:
-            raise fail(_database_trouble(exc)) from None
+            raise fail(database_trouble(exc)) from None
         prepare_engine(settings, gpu=reason is None)
         SweeperThread(has_gpu=reason is None, gpu_model=model).start()
         LtiSyncThread().start()  # rosters and scores for the LMSs

@@ -61,8 +61,11 @@ def register_worker(
     note: str,
     queues: list[str],
     version: str,
+    fleet_job: str = "",
 ) -> None:
-    """Say who this worker is and what it can do; a name seen before (a reused pid) restarts."""
+    """Say who this worker is and what it can do; a name seen before (a reused pid) restarts.
+
+    `fleet_job`: the scheduler's job it runs in ("slurm:1234"), where the fleet borrowed it."""
     now = utcnow()
     with session_scope() as session:
         session.execute(delete(Worker).where(Worker.name == name))
@@ -81,17 +84,28 @@ def register_worker(
                 version=version,
                 started_at=now,
                 heartbeat_at=now,
+                fleet_job=fleet_job,
             )
         )
 
 
-def beat(name: str) -> bool:
-    """Mark the worker alive now; False when its row is gone (then it registers again)."""
+@dataclass(frozen=True)
+class BeatAnswer:
+    drain: bool  # asked to finish its task, take no new one, and exit (app.fleet.autoscale)
+
+
+def beat(name: str, *, busy_at: datetime | None = None) -> BeatAnswer | None:
+    """Mark the worker alive now (and busy at `busy_at`, when it last held a task); None when
+    its row is gone (then it registers again)."""
+    values: dict[str, Any] = {"heartbeat_at": utcnow(), "stopped_at": None}
+    if busy_at is not None:
+        values["busy_at"] = busy_at
     with session_scope() as session:
-        done = session.execute(
-            update(Worker).where(Worker.name == name).values(heartbeat_at=utcnow(), stopped_at=None)
-        )
-        return done.rowcount == 1  # type: ignore[attr-defined]
+        done = session.execute(update(Worker).where(Worker.name == name).values(**values))
+        if done.rowcount != 1:  # type: ignore[attr-defined]
+            return None
+        drain_at = session.scalar(select(Worker.drain_at).where(Worker.name == name))
+        return BeatAnswer(drain=drain_at is not None)
 
 
 def mark_stopped(name: str) -> None:
