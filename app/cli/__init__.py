@@ -12,6 +12,7 @@ from app.cli import (
     courses,
     database,
     extensions,
+    fleet,
     grading,
     latedays,
     people,
@@ -43,6 +44,7 @@ for sub, name in [
     (regrades.request_cli, "regrade-request"),
     (regrades.rubric_cli, "rubric"),
     (similarity.similarity_cli, "similarity"),
+    (fleet.fleet_cli, "fleet"),
 ]:
     cli.add_typer(sub, name=name)
 courses.course_cli.command("policies")(latedays.course_policies)

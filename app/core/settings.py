@@ -41,7 +41,7 @@ def default_data_dir() -> Path:
     return Path(base) / "kernelgrader"
 
 
-def _env_files() -> tuple[Path, ...]:
+def env_files() -> tuple[Path, ...]:
     # The checkout's .env, then the working directory's (which wins where both set a value).
     root = checkout_root()
     return (root / ".env", Path(".env")) if root is not None else (Path(".env"),)
@@ -49,7 +49,7 @@ def _env_files() -> tuple[Path, ...]:
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="KERNELGRADER_", env_file=_env_files(), env_file_encoding="utf-8", extra="ignore"
+        env_prefix="KERNELGRADER_", env_file=env_files(), env_file_encoding="utf-8", extra="ignore"
     )
 
     env: Literal["development", "production", "test"] = "development"

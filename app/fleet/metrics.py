@@ -12,6 +12,7 @@ replica, or take `max` over replicas: they all report the same numbers.
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -24,15 +25,21 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
+from pydantic import ValidationError
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from app import __version__
 from app.core.database import utcnow
 from app.courses.models import Course, Lab
+from app.fleet.inputs import current_plan
+from app.fleet.models import BorrowedState, BorrowedWorker
 from app.fleet.service import REPLACED_BY_REGRADE, live_workers
+from app.fleet.settings import fleet_settings
 from app.grading.models import GradingJob, JobState
 from app.submissions.models import Submission
+
+log = logging.getLogger(__name__)
 
 # Seconds, shared by the three stages so their histograms compare; waits can be long.
 STAGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
@@ -185,6 +192,40 @@ class FleetCollector(Collector):
                 clock.add_metric(list(where), w.timing_sm_clock_mhz)
         yield temperature
         yield clock
+        yield from _fleet(session, now)
+
+
+def _fleet(session: Session, now: datetime) -> Iterable[Metric]:
+    """What the fleet's policy needs per GPU model (the Kubernetes manifests scale on it), and
+    the borrowed workers by state."""
+    try:
+        settings = fleet_settings()
+    except ValidationError:
+        log.warning("the fleet's settings do not validate; /metrics leaves its figures out")
+        return
+    plan = current_plan(session, now=now, settings=settings)
+    needed = GaugeMetricFamily(
+        "kernelgrader_fleet_needed_workers",
+        "GPU workers the queue and the coming due dates call for, by GPU model ('' : labs "
+        "that name none), before the floor and the ceiling; 0 where nothing waits.",
+        labels=["gpu_model"],
+    )
+    for model_plan in plan.models:
+        needed.add_metric([model_plan.model], model_plan.needed)
+    yield needed
+    borrowed = GaugeMetricFamily(
+        "kernelgrader_fleet_borrowed_workers",
+        "Workers borrowed from the scheduler and not ended, by GPU model and state (pending, "
+        "starting, running, draining).",
+        labels=["gpu_model", "state"],
+    )
+    for model, state, count in session.execute(
+        select(BorrowedWorker.gpu_model, BorrowedWorker.state, func.count())
+        .where(BorrowedWorker.state != BorrowedState.ended.value)
+        .group_by(BorrowedWorker.gpu_model, BorrowedWorker.state)
+    ):
+        borrowed.add_metric([model, state], count)
+    yield borrowed
 
 
 def metrics_text(session: Session) -> tuple[bytes, str]:

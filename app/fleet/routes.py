@@ -1,4 +1,5 @@
-"""/metrics for Prometheus (a bearer token of its own) and /admin/system for course staff.
+"""/metrics for Prometheus (a bearer token of its own), /admin/system and /admin/fleet for course
+staff.
 
 As every handler, the database work is one function handed to `db.run` / `web.run`.
 """
@@ -14,7 +15,10 @@ from app.core.errors import Forbidden
 from app.core.settings import get_settings
 from app.courses.service import courses_of
 from app.fleet.metrics import metrics_text, token_matches
+from app.fleet.plan_text import model_name, scheduler_said
+from app.fleet.policy import minutes
 from app.fleet.service import describe_age, fleet_snapshot, grading_sentence
+from app.fleet.view import fleet_view, loop_sentence, settings_sentence
 from app.users.models import User
 from app.web.templating import render
 
@@ -48,9 +52,7 @@ async def system_page(request: Request, web: WebDb) -> Response:
     """Workers, the queue and the latest errors; jobs and errors of the viewer's courses only."""
 
     def page(session: Session, user: User) -> Response:
-        staff_of = {course.id for course, role in courses_of(session, user=user) if role.is_staff}
-        if not staff_of:
-            raise Forbidden("This page is for course staff (TAs and instructors).")
+        staff_of = _staff_courses(session, user)
         snapshot = fleet_snapshot(session, course_ids=staff_of)
         return render(
             request,
@@ -60,6 +62,38 @@ async def system_page(request: Request, web: WebDb) -> Response:
                 "grading": grading_sentence(snapshot.workers),
                 "timeout": get_settings().heartbeat_timeout_seconds,
                 "age": describe_age,
+            },
+        )
+
+    return await web.run(page)
+
+
+def _staff_courses(session: Session, user: User) -> set[int]:
+    staff_of = {course.id for course, role in courses_of(session, user=user) if role.is_staff}
+    if not staff_of:
+        raise Forbidden("This page is for course staff (TAs and instructors).")
+    return staff_of
+
+
+@router.get("/admin/fleet", response_class=HTMLResponse)
+async def fleet_page(request: Request, web: WebDb) -> Response:
+    """The borrowed workers: the plan per GPU model and why, each job, the loop. A lab of
+    another course is not named."""
+
+    def page(session: Session, user: User) -> Response:
+        staff_of = _staff_courses(session, user)
+        view = fleet_view(session)
+        return render(
+            request,
+            "admin_fleet.html",
+            {
+                "view": view,
+                "courses": staff_of,
+                "loop": loop_sentence(view),
+                "settings": settings_sentence(view.settings),
+                "span": minutes,
+                "model_name": model_name,
+                "said": scheduler_said,
             },
         )
 

@@ -6,7 +6,7 @@ from app.core.timefmt import when_text
 from app.fleet.service import FleetSnapshot, describe_age, grading_sentence
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return [
         "  "
@@ -54,7 +54,7 @@ def render_status(fleet: FleetSnapshot, *, heartbeat_timeout: float) -> str:
             ]
         )
     if rows:
-        lines += _table(
+        lines += table(
             [
                 "HOST",
                 "PID",
@@ -86,7 +86,7 @@ def render_status(fleet: FleetSnapshot, *, heartbeat_timeout: float) -> str:
         f"waiting for a GPU{f' ({by_model})' if by_model else ''}{oldest}."
     )
     if fleet.jobs:
-        lines += _table(
+        lines += table(
             ["SUBMISSION", "COURSE/LAB", "STATE", "NEEDS GPU", "QUEUED", "ATTEMPT", "WORKER"],
             [
                 [

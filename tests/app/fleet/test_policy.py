@@ -96,9 +96,7 @@ def test_every_kind_of_waiting_job_counts() -> None:
 
 
 def test_an_empty_queue_with_nothing_due_has_no_plan() -> None:
-    plan = plan_fleet(
-        now=NOW, demand={"": Demand()}, borrowed=[], deadlines=[], settings=SETTINGS
-    )
+    plan = plan_fleet(now=NOW, demand={"": Demand()}, borrowed=[], deadlines=[], settings=SETTINGS)
     assert plan.models == []
 
 
