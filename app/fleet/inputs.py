@@ -153,15 +153,14 @@ def _students(session: Session, course_id: int) -> int:
 
 
 def _curve(session: Session, lab: Lab, *, now: datetime, lead_seconds: float) -> UploadCurve | None:
-    """The same lab's uploads before its due date in the latest other course whose due date
-    has passed ("last term"), over the lead time."""
+    """The same lab's uploads before its due date in the latest course whose due date for it
+    has passed ("last term"; this lab's own is still to come), over the lead time."""
     if lead_seconds <= 0:
         return None
     earlier = session.scalars(
         select(Lab)
         .where(
             Lab.slug == lab.slug,
-            Lab.course_id != lab.course_id,
             Lab.due_at.is_not(None),
             Lab.due_at < now,
         )

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
@@ -118,6 +118,33 @@ def test_the_command_shows_every_course(session: Session, fleet_rows: dict[str, 
     assert f"  {fleet_rows['draining']}: idle and not needed. Nothing waits." in lines
     ended = shown.output.split("Ended in the last day:")[1]
     assert fleet_rows["ended"] in ended and "TIMEOUT on gpu-node-2" in ended
+
+
+def test_a_loop_silent_for_three_passes_is_said_to_have_stopped(on_slurm: None) -> None:
+    with session_scope() as s:
+        s.execute(delete(FleetRunner).where(FleetRunner.backend == "slurm"))
+        quiet = utcnow() - timedelta(minutes=2)
+        s.add(FleetRunner(backend="slurm", holder="login1:77", started_at=quiet, ticked_at=quiet))
+    try:
+        # Passes every 30 s: silent for more than 90 s (at least 60) reads as stopped.
+        shown = CliRunner().invoke(cli, ["fleet", "status"])
+        assert shown.exit_code == 0, shown.output
+        assert (
+            "No `kernelgrader fleet run` loop has acted lately (the last, login1:77, 2 min ago): "
+            "the plan below is not carried out." in shown.output
+        )
+        with environment(KERNELGRADER_FLEET_TICK_SECONDS="60"):
+            shown = CliRunner().invoke(cli, ["fleet", "status"])
+        assert "The loop login1:77 carries the plan out through slurm" in shown.output
+        # Passes every 5 s: still a minute's grace, as the lease gives.
+        with session_scope() as s:
+            s.execute(update(FleetRunner).values(ticked_at=utcnow() - timedelta(seconds=30)))
+        with environment(KERNELGRADER_FLEET_TICK_SECONDS="5"):
+            shown = CliRunner().invoke(cli, ["fleet", "status"])
+        assert "The loop login1:77 carries the plan out through slurm" in shown.output
+    finally:
+        with session_scope() as s:
+            s.execute(delete(FleetRunner).where(FleetRunner.backend == "slurm"))
 
 
 def test_the_command_refuses_settings_that_do_not_hold(on_slurm: None) -> None:
