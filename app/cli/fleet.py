@@ -55,6 +55,9 @@ def fleet_run(
 ) -> None:
     """Carry the plan out: submit, cancel and drain borrowed workers, a pass every
     KERNELGRADER_FLEET_TICK_SECONDS, until SIGTERM or Ctrl-C."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.cli.workers import database_trouble
     from app.fleet.autoscale import FleetLoop, backend_for
 
     logging.basicConfig(
@@ -71,7 +74,10 @@ def fleet_run(
     loop = FleetLoop(backend, settings)
     if not once:
         raise typer.Exit(code=loop.run())
-    report = loop.once()
+    try:
+        report = loop.once()
+    except SQLAlchemyError as exc:
+        raise fail(database_trouble(exc)) from None
     if report is None:
         typer.echo("Another fleet loop holds the lease and acts; this one did nothing.")
         return

@@ -226,13 +226,13 @@ def _link_workers(session: Session, backend: str, now: datetime) -> None:
         )
     }
     workers = session.scalars(
-        select(Worker)
-        .where(Worker.fleet_job.like(f"{backend}:%"), Worker.stopped_at.is_(None))
-        .order_by(Worker.started_at)
+        select(Worker).where(Worker.fleet_job.like(f"{backend}:%")).order_by(Worker.started_at)
     ).all()
     for worker in workers:
         row = rows.get(worker.fleet_job)
         if row is None:
+            if worker.stopped_at is not None:
+                continue  # its job ended, or will: nothing to adopt
             job_id = worker.fleet_job.split(":", 1)[1]
             known = session.scalar(
                 select(BorrowedWorker.id).where(

@@ -199,7 +199,7 @@ def parse_sacct(text: str) -> list[JobStatus]:
 
 def observe(job_ids: Iterable[str]) -> dict[str, JobStatus]:
     """What Slurm says of these jobs; a job it no longer knows is missing from the answer."""
-    ids = sorted(set(job_ids), key=int)
+    ids = sorted(set(job_ids), key=lambda job_id: (len(job_id), job_id))
     if not ids:
         return {}
     listed = _run(
