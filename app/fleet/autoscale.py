@@ -269,8 +269,6 @@ def _overdue(
     session: Session, backend: str, *, now: datetime, settings: FleetSettings
 ) -> list[tuple[BorrowedWorker, str]]:
     """Jobs to cancel whatever the plan says, each with why."""
-    start = timedelta(seconds=settings.fleet_start_seconds)
-    drain = timedelta(seconds=settings.fleet_drain_seconds)
     found = []
     for row in session.scalars(
         select(BorrowedWorker).where(
@@ -279,32 +277,31 @@ def _overdue(
             BorrowedWorker.cancel_at.is_(None),
         )
     ):
-        if row.state == BorrowedState.starting.value and row.started_at is not None:
-            if now - row.started_at >= start:
-                found.append(
-                    (
-                        row,
-                        f"its worker did not register within {minutes(start.total_seconds())} "
-                        "of the job starting (see the job's log).",
-                    )
-                )
-        elif row.state == BorrowedState.draining.value and row.drain_at is not None:
-            if now - row.drain_at >= drain:
-                found.append(
-                    (
-                        row,
-                        f"still running {minutes(drain.total_seconds())} after it was asked to "
-                        "drain.",
-                    )
-                )
-        elif row.state == BorrowedState.running.value and row.worker_name:
-            heard = session.scalar(
-                select(Worker.heartbeat_at).where(Worker.name == row.worker_name)
-            )
-            if heard is not None and now - heard >= start:
-                silent = minutes((now - heard).total_seconds())
-                found.append((row, f"its worker has not been heard from for {silent}."))
+        why = _overdue_because(session, row, now=now, settings=settings)
+        if why is not None:
+            found.append((row, why))
     return found
+
+
+def _overdue_because(
+    session: Session, row: BorrowedWorker, *, now: datetime, settings: FleetSettings
+) -> str | None:
+    start, drain = settings.fleet_start_seconds, settings.fleet_drain_seconds
+    if row.state == BorrowedState.starting.value and row.started_at is not None:
+        if (now - row.started_at).total_seconds() >= start:
+            return (
+                f"its worker did not register within {minutes(start)} of the job starting (see "
+                "the job's log)."
+            )
+    elif row.state == BorrowedState.draining.value and row.drain_at is not None:
+        if (now - row.drain_at).total_seconds() >= drain:
+            return f"still running {minutes(drain)} after it was asked to drain."
+    elif row.state == BorrowedState.running.value and row.worker_name:
+        heard = session.scalar(select(Worker.heartbeat_at).where(Worker.name == row.worker_name))
+        silent = (now - heard).total_seconds() if heard is not None else 0.0
+        if silent >= start:
+            return f"its worker has not been heard from for {minutes(silent)}."
+    return None
 
 
 # --- one pass ----------------------------------------------------------------------------
