@@ -42,8 +42,9 @@ from tests.app.scaled import sending_through, settings_from
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-# NVRTC takes seconds over this (about 3 s on a quiet 2-core machine, a minute on a busy one):
-# long enough to kill its worker while it compiles. Its lab allows the compiler 3 minutes.
+# NVRTC takes seconds over this (about 4 s on a quiet 2-core machine, a minute on a busy one),
+# more than scancel takes to kill its worker (with 20000 unrolled, the compile finished first
+# once). Its lab allows the compiler 3 minutes.
 SLOW_KERNEL = """\
 extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, float factor)
 {
@@ -51,7 +52,7 @@ extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, f
     if (i >= n) return;
     float x = src[i];
 #pragma unroll
-    for (int k = 0; k < 40000; ++k) x = x * src[(i + k) % n] + sinf(x * (float)k);
+    for (int k = 0; k < 80000; ++k) x = x * src[(i + k) % n] + sinf(x * (float)k);
     dst[i] = factor * src[i] + 0.0f * x;
 }
 """
