@@ -42,6 +42,7 @@ PAGES = [
     ("ta", "/courses/demo/extensions"),
     ("ta", "/courses/demo/people"),
     ("ta", "/admin/system"),
+    ("ta", "/admin/fleet"),
     ("instructor", "/courses/demo"),
     ("instructor", "/courses/demo/labs/matmul-tiled/settings"),
     ("instructor", "/courses/demo/people"),
