@@ -92,9 +92,15 @@ def environment(**variables: str) -> Iterator[None]:
         yield
 
 
-def wait_for(what: str, check: Callable[[], T | None], *, timeout: float, every: float = 0.3,
-             between: Callable[[], object] | None = None, logs: Callable[[], str] | None = None
-             ) -> T:  # fmt: skip
+def wait_for(
+    what: str,
+    check: Callable[[], T | None],
+    *,
+    timeout: float,
+    every: float = 0.3,
+    between: Callable[[], object] | None = None,
+    logs: Callable[[], str] | None = None,
+) -> T:
     """Poll `check` until it returns something other than None or False; fail after `timeout`
     with `what` and the logs. `between` runs before each poll (a fleet pass, say)."""
     deadline = time.monotonic() + timeout
