@@ -7,7 +7,6 @@ import logging
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 
 from app.cli.common import fail
 
@@ -21,13 +20,12 @@ fleet_cli = typer.Typer(
 
 
 def _settings() -> FleetSettings:
-    from app.fleet.settings import fleet_settings
+    from app.fleet.settings import FleetSettingsInvalid, fleet_settings
 
     try:
         return fleet_settings()
-    except ValidationError as exc:
-        messages = [str(e["msg"]).removeprefix("Value error, ") for e in exc.errors()]
-        raise fail(" ".join(messages)) from None
+    except FleetSettingsInvalid as exc:
+        raise fail(exc.message) from None
 
 
 @fleet_cli.command("status")

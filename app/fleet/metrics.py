@@ -25,7 +25,6 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
-from pydantic import ValidationError
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
@@ -35,7 +34,7 @@ from app.courses.models import Course, Lab
 from app.fleet.inputs import current_plan
 from app.fleet.models import BorrowedState, BorrowedWorker
 from app.fleet.service import REPLACED_BY_REGRADE, live_workers
-from app.fleet.settings import fleet_settings
+from app.fleet.settings import FleetSettingsInvalid, fleet_settings
 from app.grading.models import GradingJob, JobState
 from app.submissions.models import Submission
 
@@ -200,7 +199,7 @@ def _fleet(session: Session, now: datetime) -> Iterable[Metric]:
     the borrowed workers by state."""
     try:
         settings = fleet_settings()
-    except ValidationError:
+    except FleetSettingsInvalid:
         log.warning("the fleet's settings do not validate; /metrics leaves its figures out")
         return
     plan = current_plan(session, now=now, settings=settings)

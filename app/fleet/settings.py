@@ -6,10 +6,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.core.errors import DomainError
 from app.core.settings import env_files
+
+
+class FleetSettingsInvalid(DomainError):
+    """The fleet's settings do not hold; the message says which and how (a server's fault)."""
+
+    status_code = 500
 
 
 class FleetSettings(BaseSettings):
@@ -80,4 +87,12 @@ class FleetSettings(BaseSettings):
 
 def fleet_settings() -> FleetSettings:
     """Read afresh each time: a loop's pass is seconds apart, and tests change them."""
-    return FleetSettings()
+    try:
+        return FleetSettings()
+    except ValidationError as exc:
+        said = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"])
+            message = str(error["msg"]).removeprefix("Value error, ")
+            said.append(f"KERNELGRADER_{where.upper()}: {message}" if where else message)
+        raise FleetSettingsInvalid("The fleet's settings do not hold: " + " ".join(said)) from None

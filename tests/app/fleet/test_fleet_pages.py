@@ -152,6 +152,26 @@ def test_the_command_refuses_settings_that_do_not_hold(on_slurm: None) -> None:
         refused = CliRunner().invoke(cli, ["fleet", "status"])
     assert refused.exit_code == 1
     assert "KERNELGRADER_FLEET_FLOOR (3) is above KERNELGRADER_FLEET_CEILING (2)" in refused.output
+    with environment(KERNELGRADER_FLEET_CEILING="many"):
+        refused = CliRunner().invoke(cli, ["fleet", "run", "--once"])
+    assert refused.exit_code == 1
+    assert "The fleet's settings do not hold: KERNELGRADER_FLEET_CEILING: " in refused.output
+
+
+async def test_the_page_says_which_setting_does_not_hold(
+    client: httpx.AsyncClient, session: Session, on_slurm: None
+) -> None:
+    world = make_world(session)
+    await login(client, world.ta)
+    with environment(KERNELGRADER_FLEET_FLOOR="3", KERNELGRADER_FLEET_CEILING="2"):
+        page = await client.get("/admin/fleet")
+        # /metrics leaves the fleet's figures out rather than failing the scrape.
+        with settings_from(metrics_token=TOKEN):
+            scrape = await client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert page.status_code == 500
+    assert "KERNELGRADER_FLEET_FLOOR (3) is above KERNELGRADER_FLEET_CEILING (2)" in page.text
+    assert scrape.status_code == 200 and "kernelgrader_queue_depth" in scrape.text
+    assert "kernelgrader_fleet_needed_workers" not in scrape.text
 
 
 def test_fleet_run_without_a_scheduler_says_what_to_set() -> None:
