@@ -14,6 +14,7 @@ from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.courses.models import Course, Lab
 from app.fleet.models import Worker
+from app.fleet.settings import FleetSettingsInvalid, fleet_settings
 from app.grading.models import GradingJob, JobState
 from app.grading.routing import serves
 from app.submissions.models import Submission
@@ -33,6 +34,17 @@ NO_COMPILER = (
     "No grading worker has been heard from in the last {seconds:.0f} s: start one with "
     "`kernelgrader worker` (or `kernelgrader serve`, which starts one beside the web server); "
     "the workers are listed at /admin/system."
+)
+# Where the fleet borrows workers from a scheduler (app.fleet.autoscale), none may be running
+# between rushes: not a fault, the first uploads wait for one to start.
+BORROWED_FOR_STUDENTS = (
+    "Graders start when there is work to do, so it waits a few minutes for one; nothing is "
+    "lost, and it is graded as soon as one is up."
+)
+BORROWED = (
+    "No grading worker has been heard from in the last {seconds:.0f} s; the fleet borrows them "
+    "from {backend} as the queue grows (`kernelgrader fleet run`; its plan and jobs are on "
+    "/admin/fleet)."
 )
 NO_RUNNER = (
     "No worker that can run it{model} has been heard from in the last {seconds:.0f} s: start "
@@ -150,6 +162,14 @@ def queued_message(
     if any(w.can_compile for w in live_workers(session, now=now)):
         return message, ""
     seconds = get_settings().heartbeat_timeout_seconds
+    try:
+        backend = fleet_settings().fleet_backend
+    except FleetSettingsInvalid:  # said on /admin/fleet; the usual sentence here
+        backend = ""
+    if backend:
+        return f"{message} {BORROWED_FOR_STUDENTS}", BORROWED.format(
+            seconds=seconds, backend=backend.capitalize()
+        )
     return f"{message} {NO_COMPILER_FOR_STUDENTS}", NO_COMPILER.format(seconds=seconds)
 
 

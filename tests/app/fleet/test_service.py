@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
@@ -64,6 +65,24 @@ def test_a_queued_submission_says_when_no_live_worker_could_take_it(session: Ses
     assert note.startswith("No grading worker has been heard from")
     assert "/admin/system" in note and "kernelgrader worker" in note
     service.mark_stopped(name)
+
+
+def test_where_the_fleet_borrows_workers_a_queued_upload_says_one_is_coming(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERNELGRADER_FLEET_BACKEND", "slurm")
+    later = utcnow() + timedelta(hours=1)
+    message, note = service.queued_message(session, "Waiting.", now=later)
+    assert message == (
+        "Waiting. Graders start when there is work to do, so it waits a few minutes for one; "
+        "nothing is lost, and it is graded as soon as one is up."
+    )
+    assert note.startswith("No grading worker has been heard from in the last 30 s; the fleet ")
+    assert "from Slurm as the queue grows" in note and "/admin/fleet" in note
+    # Settings that do not hold: the usual sentences (the fleet's page says what is wrong).
+    monkeypatch.setenv("KERNELGRADER_FLEET_CEILING", "many")
+    message, _ = service.queued_message(session, "Waiting.", now=later)
+    assert message.startswith("Waiting. The grader is not running at the moment")
 
 
 def test_a_job_for_a_gpu_model_nobody_serves_gets_a_note_for_staff(session: Session) -> None:
