@@ -377,10 +377,18 @@ def run_pass(
             log.info(
                 "submitted %s:%s for %s: %s", backend.name, job_id, shown(model_plan.model), why
             )
+        wants = (
+            f"the plan wants {model_plan.wanted} for {shown(model_plan.model)}, "
+            f"{model_plan.held} held."
+        )
+        idle = minutes(settings.fleet_idle_seconds)
         for key in model_plan.cancel:
-            _cancel(backend, key.split(":", 1)[1], key, f"not needed. {why}", now, report)
+            why_gone = f"pending and not needed: {wants}"
+            _cancel(backend, key.split(":", 1)[1], key, why_gone, now, report)
         for key in model_plan.drain:
-            _drain(backend.name, key.split(":", 1)[1], f"idle and not needed. {why}", now)
+            _drain(
+                backend.name, key.split(":", 1)[1], f"idle {idle} or more, not needed: {wants}", now
+            )
             report.drained.append(key)
     return report
 

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.anyio
 
 _ids = itertools.count(int(time.time()) % 10**6 * 1000)
 TOKEN = "metrics-token-for-the-tests-0123456789"
+DRAINING = "idle 10 min or more, not needed: the plan wants 0 for GPU model h100, 1 held."
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def fleet_rows(session: Session, on_slurm: None) -> Iterator[dict[str, str]]:
             node="gpu-node-4",
             worker_name="gpu-node-4:311",
             drain_at=now,
-            end_reason="idle and not needed. Nothing waits.",
+            end_reason=DRAINING,
         ),
         "ended": borrowed(
             "ended",
@@ -99,7 +100,7 @@ async def test_staff_read_the_plan_and_the_borrowed_workers(
     assert theirs.course.slug not in page.text and "A lab is due in" in plan
     table = page.text.split('id="borrowed"')[1].split("</table>")[0]
     assert fleet_rows["pending"] in table and "PENDING Priority" in table
-    assert fleet_rows["draining"] in table and "idle and not needed. Nothing waits." in table
+    assert fleet_rows["draining"] in table and DRAINING in table
     ended = page.text.split('id="ended"')[1].split("</table>")[0]
     assert fleet_rows["ended"] in ended and "at its time limit (TIMEOUT on gpu-node-2)" in ended
     system = await client.get("/admin/system")
@@ -115,7 +116,7 @@ def test_the_command_shows_every_course(session: Session, fleet_rows: dict[str, 
     lines = shown.output.splitlines()
     pending = next(line for line in lines if line.strip().startswith(fleet_rows["pending"]))
     assert "pending" in pending and "PENDING Priority" in pending
-    assert f"  {fleet_rows['draining']}: idle and not needed. Nothing waits." in lines
+    assert f"  {fleet_rows['draining']}: {DRAINING}" in lines
     ended = shown.output.split("Ended in the last day:")[1]
     assert fleet_rows["ended"] in ended and "TIMEOUT on gpu-node-2" in ended
 

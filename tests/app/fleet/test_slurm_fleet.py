@@ -250,7 +250,10 @@ async def test_a_burst_borrows_workers_that_compile_then_drain(
     for row in linked:
         assert row.can_run is False and row.worker_note, row.worker_note
         assert row.drain_at is not None and row.scheduler_state == "COMPLETED", row.end_reason
-        assert row.end_reason.startswith("Drained: idle and not needed."), row.end_reason
+        assert row.end_reason.startswith(
+            "Drained: idle 3 s or more, not needed: the plan wants 0 for labs that name no GPU "
+            "model, "
+        ), row.end_reason
     plan = bed.loop.once()
     assert plan is not None and plan.plan is not None
     assert not plan.submitted, "the jobs waiting for a GPU are not counted after a no-GPU worker"
