@@ -117,7 +117,10 @@ def test_one_worker_per_gpu_is_restarted_when_it_dies_and_all_stop_together(
 
 
 def _sandbox_children(pid: int) -> list[int]:
-    found = []
+    """The sandbox processes below a worker: its zygotes and the children forked from them, or
+    children it started fresh (where no zygote could start)."""
+    parents: dict[int, list[int]] = {}
+    sandbox = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -126,8 +129,15 @@ def _sandbox_children(pid: int) -> list[int]:
             command = (entry / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == pid and b"graders.sandbox.child" in command:
-            found.append(int(entry.name))
+        parents.setdefault(ppid, []).append(int(entry.name))
+        if b"graders.sandbox." in command:
+            sandbox.add(int(entry.name))
+    found, below = [], list(parents.get(pid, []))
+    while below:
+        child = below.pop()
+        if child in sandbox:
+            found.append(child)
+            below.extend(parents.get(child, []))
     return found
 
 
