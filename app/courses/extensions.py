@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import Invalid, NotFound
@@ -52,9 +52,8 @@ def grant_extension(
         )
     if len(note) > 200:
         raise Invalid("The note is longer than 200 characters; shorten it.")
-    row = session.scalar(
-        select(Extension).where(Extension.lab_id == lab.id, Extension.user_id == student.id)
-    )
+    _take_turn(session, course_id=course.id, student=student)
+    row = _extension_of(session, lab=lab, student=student)
     if row is None:
         row = Extension(lab_id=lab.id, user_id=student.id, due_at=due_at)
         session.add(row)
@@ -64,6 +63,24 @@ def grant_extension(
     refresh_late_flags(session, lab=lab, user_id=student.id)
     _settle(session, course=course, lab=lab, student=student)
     return row
+
+
+def _take_turn(session: Session, *, course_id: int, student: User) -> None:
+    # Grants and revocations for one student take turns (the student's late-day turn: a row
+    # lock on PostgreSQL, the write lock on SQLite), so two at once never both insert the
+    # extension (a 500 before); the later one replaces the earlier's date.
+    from app.latedays.service import take_turn
+
+    take_turn(session, course_id=course_id, user_id=student.id)
+
+
+def _extension_of(session: Session, *, lab: Lab, student: User) -> Extension | None:
+    # Read afresh once the turn is ours: another request may have just written it.
+    return session.scalar(
+        select(Extension)
+        .where(Extension.lab_id == lab.id, Extension.user_id == student.id)
+        .execution_options(populate_existing=True)
+    )
 
 
 def _settle(session: Session, *, course: Course, lab: Lab, student: User) -> None:
@@ -76,12 +93,15 @@ def _settle(session: Session, *, course: Course, lab: Lab, student: User) -> Non
 
 def revoke_extension(session: Session, *, lab: Lab, student: User) -> bool:
     """Take an extension back; False when the student had none for this lab."""
-    row = session.scalar(
-        select(Extension).where(Extension.lab_id == lab.id, Extension.user_id == student.id)
+    _take_turn(session, course_id=lab.course_id, student=student)
+    # A statement, not the row: of two revocations at once, the later finds nothing to delete.
+    gone = session.execute(
+        delete(Extension)
+        .where(Extension.lab_id == lab.id, Extension.user_id == student.id)
+        .execution_options(synchronize_session="fetch")
     )
-    if row is None:
+    if gone.rowcount == 0:  # type: ignore[attr-defined]
         return False
-    session.delete(row)
     refresh_late_flags(session, lab=lab, user_id=student.id)
     _settle(session, course=session.get_one(Course, lab.course_id), lab=lab, student=student)
     return True
