@@ -17,7 +17,7 @@ from app.lti.models import (
 from app.profiling.models import KernelProfile, ProfileReport, ReferenceProfile
 from app.regrades.models import RegradeEvent, RegradeRequest
 from app.rubric.models import RubricComment, RubricItem, RubricScore
-from app.similarity.models import SimilarityPair, SimilarityReport
+from app.similarity.models import EarlierOffering, SimilarityPair, SimilarityReport
 from app.sso.models import SsoProvider
 from app.submissions.models import Submission, SubmissionEvent
 from app.teams.models import SubmissionCredit, Team, TeamInvite, TeamMember
@@ -28,6 +28,7 @@ __all__ = [
     "Base",
     "CaseResult",
     "Course",
+    "EarlierOffering",
     "Enrollment",
     "Extension",
     "GradingJob",
