@@ -5,7 +5,7 @@ from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
 from app.fleet.models import Worker
 from app.grading.models import CaseResult, GradingJob, ReferenceTiming
-from app.latedays.models import LateDayCharge, LateDayEvent
+from app.latedays.models import LateDayCharge, LateDayEvent, LateDayReservation
 from app.lti.models import (
     LtiContext,
     LtiLineItem,
@@ -37,6 +37,7 @@ __all__ = [
     "Lab",
     "LateDayCharge",
     "LateDayEvent",
+    "LateDayReservation",
     "LeaderboardEntry",
     "ProfileReport",
     "ReferenceProfile",

@@ -36,6 +36,7 @@ def late_days_read(session: Session, course: Course, student: User) -> LateDaysR
         budget=balance.budget,
         adjusted=balance.adjusted,
         spent=balance.spent,
+        held=balance.held,
         left=balance.left,
         per_lab_cap=course.late_day_cap,
         labs=[
@@ -86,6 +87,7 @@ async def all_late_days(course: str, api: ApiDb) -> list[LateDaysRead]:
                 budget=row.balance.budget,
                 adjusted=row.balance.adjusted,
                 spent=row.balance.spent,
+                held=row.balance.held,
                 left=row.balance.left,
                 per_lab_cap=found.late_day_cap,
             )

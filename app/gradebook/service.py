@@ -33,6 +33,7 @@ from app.core.database import as_dict
 from app.courses.deadlines import Deadline, deadline_from
 from app.courses.models import Course, Enrollment, Extension, Lab, Role, ScorePolicy
 from app.courses.service import labs_of
+from app.latedays.holds import held_beyond_charges
 from app.latedays.models import LateDayCharge, LateDayEvent
 from app.rubric.models import RubricItem, RubricScore
 from app.submissions.models import Status, Submission
@@ -282,11 +283,12 @@ def late_day_sums(session: Session, *, course: Course) -> tuple[dict[int, int], 
 
 def late_days_left(session: Session, *, course: Course) -> dict[int, int]:
     """Each student's late days left: the course's budget, plus the staff's adjustments, less
-    what was spent."""
+    what was spent and what late uploads still being graded hold."""
     adjusted, spent = late_day_sums(session, course=course)
+    held = held_beyond_charges(session, course_id=course.id)
     return {
-        uid: course.late_days + adjusted.get(uid, 0) - spent.get(uid, 0)
-        for uid in set(adjusted) | set(spent)
+        uid: course.late_days + adjusted.get(uid, 0) - spent.get(uid, 0) - held.get(uid, 0)
+        for uid in set(adjusted) | set(spent) | set(held)
     }
 
 

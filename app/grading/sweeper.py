@@ -32,6 +32,7 @@ from app.grading.bulk import background_jobs_to_send
 from app.grading.celery_app import GPU_QUEUE, QUEUE
 from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import STAMP_MARGIN, Send, send_in_order, waiting_in_broker
+from app.grading.record import settle_late_days
 from app.grading.routing import gpu_queue, served_keys
 from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
 from app.profiling.queue import send_profile
@@ -140,6 +141,7 @@ def sweep(
                     set_status(
                         session, submission, Status.error, NOT_YOUR_FAULT, staff_note=job.error
                     )
+                    settle_late_days(session, submission=submission)
                     report.failed.append(job.id)
                 continue
             # Back to the queue its worker took it from: a compiled job on its GPU model's

@@ -16,7 +16,7 @@ class LateDayUse(BaseModel):
 
 class LateDayEventRead(BaseModel):
     at: datetime
-    kind: str  # spend, refund, adjust
+    kind: str  # spend, refund, adjust, hold, release
     delta: int
     remaining_after: int
     lab: str | None
@@ -28,6 +28,8 @@ class LateDaysRead(BaseModel):
     budget: int  # the course's, per student
     adjusted: int  # the staff's grants and deductions
     spent: int
+    # Held by late uploads still being graded (spent if they count, back if they do not).
+    held: int = 0
     left: int
     per_lab_cap: int | None
     labs: list[LateDayUse] = []

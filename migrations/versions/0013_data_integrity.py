@@ -38,6 +38,28 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_earlier_offerings_course_id'), ['course_id'], unique=False)
         batch_op.create_index(batch_op.f('ix_earlier_offerings_earlier_course_id'), ['earlier_course_id'], unique=False)
 
+    op.create_table('late_day_reservations',
+    sa.Column('id', sa.Integer(), nullable=False),
+    sa.Column('course_id', sa.Integer(), nullable=False),
+    sa.Column('lab_id', sa.Integer(), nullable=False),
+    sa.Column('user_id', sa.Integer(), nullable=False),
+    sa.Column('submission_id', sa.Integer(), nullable=False),
+    sa.Column('days', sa.Integer(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.CheckConstraint('days > 0', name=op.f('ck_late_day_reservations_days_positive')),
+    sa.ForeignKeyConstraint(['course_id'], ['courses.id'], name=op.f('fk_late_day_reservations_course_id_courses'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['lab_id'], ['labs.id'], name=op.f('fk_late_day_reservations_lab_id_labs'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['submission_id'], ['submissions.id'], name=op.f('fk_late_day_reservations_submission_id_submissions'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['user_id'], ['users.id'], name=op.f('fk_late_day_reservations_user_id_users'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_late_day_reservations')),
+    sa.UniqueConstraint('submission_id', 'user_id', name=op.f('uq_late_day_reservations_submission_id_user_id'))
+    )
+    with op.batch_alter_table('late_day_reservations', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_late_day_reservations_course_id'), ['course_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_late_day_reservations_lab_id'), ['lab_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_late_day_reservations_submission_id'), ['submission_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_late_day_reservations_user_id'), ['user_id'], unique=False)
+
     _close_duplicate_open_requests()
     with op.batch_alter_table('regrade_requests', schema=None) as batch_op:
         batch_op.create_index('uq_regrade_requests_open_submission', ['submission_id'], unique=True, sqlite_where=sa.text("state = 'open'"), postgresql_where=sa.text("state = 'open'"))
@@ -50,6 +72,13 @@ def downgrade() -> None:
     with op.batch_alter_table('regrade_requests', schema=None) as batch_op:
         batch_op.drop_index('uq_regrade_requests_open_submission', sqlite_where=sa.text("state = 'open'"), postgresql_where=sa.text("state = 'open'"))
 
+    with op.batch_alter_table('late_day_reservations', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_late_day_reservations_user_id'))
+        batch_op.drop_index(batch_op.f('ix_late_day_reservations_submission_id'))
+        batch_op.drop_index(batch_op.f('ix_late_day_reservations_lab_id'))
+        batch_op.drop_index(batch_op.f('ix_late_day_reservations_course_id'))
+
+    op.drop_table('late_day_reservations')
     with op.batch_alter_table('earlier_offerings', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_earlier_offerings_earlier_course_id'))
         batch_op.drop_index(batch_op.f('ix_earlier_offerings_course_id'))
