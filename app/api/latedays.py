@@ -13,12 +13,14 @@ from app.core.errors import Invalid
 from app.courses.models import Course
 from app.courses.service import get_course, require_instructor, require_member, require_staff
 from app.latedays import service as latedays
+from app.latedays.recount import recount_owed, recount_state
 from app.latedays.schemas import (
     CoursePolicies,
     CoursePoliciesRead,
     LateDayAdjust,
     LateDayEventRead,
     LateDaysRead,
+    LateDaysRecountRead,
     LateDayUse,
 )
 from app.users.models import User
@@ -146,13 +148,19 @@ def set_regrade_window(course: Course, days: int) -> list[str]:
     return [f"takes regrade requests until {days} days after a lab's grades are released"]
 
 
-def policies_read(course: Course, changes: list[str]) -> CoursePoliciesRead:
+def policies_read(session: Session, course: Course, changes: list[str]) -> CoursePoliciesRead:
+    state = recount_state(session, course=course)
     return CoursePoliciesRead(
         course=course.slug,
         late_days=course.late_days,
         late_day_cap=course.late_day_cap,
         regrade_window_days=course.regrade_window_days,
         changes=changes,
+        recount=None
+        if state is None
+        else LateDaysRecountRead(
+            since=state.since, students_done=state.done, students=state.students
+        ),
     )
 
 
@@ -163,7 +171,7 @@ async def get_policies(course: str, api: ApiDb) -> CoursePoliciesRead:
     def work(session: Session, user: User) -> CoursePoliciesRead:
         found = get_course(session, slug=course)
         require_member(session, user=user, course=found)
-        return policies_read(found, [])
+        return policies_read(session, found, [])
 
     return await api.run(work)
 
@@ -171,7 +179,8 @@ async def get_policies(course: str, api: ApiDb) -> CoursePoliciesRead:
 @router.patch("/courses/{course}/policies", tags=["courses"])
 async def patch_policies(course: str, body: CoursePolicies, api: ApiDb) -> CoursePoliciesRead:
     """Instructors: the late days per student (0: none; never below what a student spent), the
-    per-lab cap (null: none) and the regrade window. Late days are settled again for all."""
+    per-lab cap (null: none) and the regrade window. Late days are settled again for all, a
+    few students at a time, before the answer comes."""
 
     def work(session: Session, user: User) -> CoursePoliciesRead:
         found = get_course(session, slug=course)
@@ -187,6 +196,12 @@ async def patch_policies(course: str, body: CoursePolicies, api: ApiDb) -> Cours
             cap=body.late_day_cap if "late_day_cap" in given else "keep",
             now=utcnow(),
         )
-        return policies_read(found, changes)
+        # The change is committed first, then every student's late days are settled again
+        # in short transactions of their own (app.latedays.recount).
+        session.commit()
+        if found.late_days_recount_at is not None:
+            recount_owed(found.id)
+        session.refresh(found)
+        return policies_read(session, found, changes)
 
     return await api.run(work)

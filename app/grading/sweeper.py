@@ -35,6 +35,7 @@ from app.grading.queue import STAMP_MARGIN, Send, send_in_order, waiting_in_brok
 from app.grading.record import settle_late_days
 from app.grading.routing import gpu_queue, served_keys
 from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
+from app.latedays.recount import sweep_recounts
 from app.profiling.queue import send_profile
 from app.profiling.sweep import profiles_to_send
 from app.similarity.service import send_report
@@ -58,6 +59,7 @@ class SweepReport:
     background: list[int] = field(default_factory=list)  # a lab regrade's jobs, a few at a time
     profiles: list[int] = field(default_factory=list)  # profiling jobs, when no grading waits
     similarity: list[int] = field(default_factory=list)  # similarity reports (re)sent
+    recounts: list[int] = field(default_factory=list)  # courses whose late days were recounted
 
     def __bool__(self) -> bool:
         return bool(
@@ -69,6 +71,7 @@ class SweepReport:
             or self.background
             or self.profiles
             or self.similarity
+            or self.recounts
         )
 
 
@@ -213,6 +216,8 @@ def sweep(
         send_profile(profile_id=profile_id, queue=queue, stamped_at=stamp)
     for report_id in report.similarity:
         send_report(report_id)
+    # A late-day recount its request left half-way (app.latedays.recount), batch by batch.
+    report.recounts = sweep_recounts(now=now)
     return report
 
 

@@ -51,9 +51,19 @@ class CoursePolicies(BaseModel):
     )
 
 
+class LateDaysRecountRead(BaseModel):
+    """Every student's late days being settled again after a policy change, a few at a time."""
+
+    since: datetime
+    students_done: int
+    students: int
+
+
 class CoursePoliciesRead(BaseModel):
     course: str
     late_days: int
     late_day_cap: int | None
     regrade_window_days: int
     changes: list[str] = []
+    # null once every student's late days follow the policy (a recount is under way otherwise)
+    recount: LateDaysRecountRead | None = None

@@ -418,11 +418,6 @@ def settle_lab(
         settle(session, course=course, lab=lab, user_id=uid, now=now)
 
 
-def settle_course(session: Session, *, course: Course, now: datetime) -> None:
-    for lab in labs_of(session, course=course):
-        settle_lab(session, course=course, lab=lab, now=now)
-
-
 def set_budget(
     session: Session,
     *,
@@ -431,7 +426,9 @@ def set_budget(
     cap: int | None | str = "keep",
     now: datetime,
 ) -> list[str]:
-    """Instructors: the course's late days per student and its per-lab cap (None: no cap)."""
+    """Instructors: the course's late days per student and its per-lab cap (None: no cap).
+    Where either changed, every student's late days are owed a recount: the caller commits,
+    then runs it (app.latedays.recount.recount_owed)."""
     changes = []
     if days is not None:
         if days < 0 or days > MAX_LATE_DAYS:
@@ -459,8 +456,11 @@ def set_budget(
             course.late_day_cap = cap  # type: ignore[assignment]
             changes.append(f"caps late days at {cap} per lab" if cap is not None else "has no cap")
     if changes:
+        # Every student's late days are settled again, but not here: in short batches after
+        # this commits (app.latedays.recount), so the change never holds the write lock long.
+        course.late_days_recount_at = now
+        course.late_days_recounted_to = 0
         session.flush()
-        settle_course(session, course=course, now=now)
     return changes
 
 
