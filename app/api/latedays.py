@@ -13,7 +13,7 @@ from app.core.errors import Invalid
 from app.courses.models import Course
 from app.courses.service import get_course, require_instructor, require_member, require_staff
 from app.latedays import service as latedays
-from app.latedays.recount import recount_owed, recount_state
+from app.latedays.recount import recount_after_change, recount_state
 from app.latedays.schemas import (
     CoursePolicies,
     CoursePoliciesRead,
@@ -180,7 +180,8 @@ async def get_policies(course: str, api: ApiDb) -> CoursePoliciesRead:
 async def patch_policies(course: str, body: CoursePolicies, api: ApiDb) -> CoursePoliciesRead:
     """Instructors: the late days per student (0: none; never below what a student spent), the
     per-lab cap (null: none) and the regrade window. Late days are settled again for all, a
-    few students at a time, before the answer comes."""
+    few students at a time; in a large course the recount goes on after the answer, and
+    `recount` says how far it got."""
 
     def work(session: Session, user: User) -> CoursePoliciesRead:
         found = get_course(session, slug=course)
@@ -200,7 +201,7 @@ async def patch_policies(course: str, body: CoursePolicies, api: ApiDb) -> Cours
         # in short transactions of their own (app.latedays.recount).
         session.commit()
         if found.late_days_recount_at is not None:
-            recount_owed(found.id)
+            recount_after_change(found.id)
         session.refresh(found)
         return policies_read(session, found, changes)
 

@@ -7,9 +7,9 @@ marks the recount as owed (app.latedays.service.set_budget: `Course.late_days_re
 `late_days_recounted_to`, the last student done, by id) in its own quick transaction; then
 `recount_owed` settles the students in batches of about `BATCH_SETTLES` settles (students times
 labs), each batch its own transaction, so the lock is free between batches and other writes go
-in. The request that made the change runs the batches at once, after its commit; if it dies
-half-way, the workers' sweep finishes what is left. Until then the late-days page says the
-recount is under way.
+in. The request that made the change runs batches after its commit for up to REQUEST_SECONDS,
+then a thread of its process takes over; if that process stops half-way, the workers' sweep
+finishes what is left. Until then the API and the late-days page say how far it got.
 
 A batch first takes the course's row (a row lock on PostgreSQL, the write lock on SQLite), so
 two recounters (the request and a sweep) take batches in turn and never settle one batch
@@ -19,6 +19,7 @@ twice; a new policy change meanwhile starts the recount over from the first stud
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 BATCH_SETTLES = 32
 # The longest pause between batches on SQLite, so that waiting writers (uploads) go first.
 PAUSE_SECONDS = 0.1
+# How long the request that changed the policy recounts before a thread takes over.
+REQUEST_SECONDS = 2.0
 # A recount owed for longer than this is taken up by the sweep (its request died half-way).
 SWEEP_AFTER = timedelta(seconds=30)
 
@@ -124,22 +127,47 @@ def _to_settle(session: Session, *, labs: list[Lab], students: list[int]) -> set
     return pairs
 
 
-def recount_owed(course_id: int, *, now: datetime | None = None) -> int:
-    """Run the course's owed recount to its end, batch after batch; the number of batches.
+def recount_owed(
+    course_id: int, *, now: datetime | None = None, seconds: float | None = None
+) -> bool:
+    """Run the course's owed recount, batch after batch, to its end (True) or until `seconds`
+    have passed (False: some is left).
 
     On SQLite it pauses between batches (as long as the batch took, 0.02 to 0.1 s): a writer
     that found the lock taken sleeps up to 0.1 s before it asks again (SQLite's busy handler),
     and a batch begun at once would take the lock before it ever woke."""
     sqlite = get_settings().database_url.startswith("sqlite")
-    batches = 0
+    began = time.monotonic()
     while True:
-        batches += 1
         started = time.monotonic()
         if not recount_batch(course_id=course_id, now=now or utcnow()):
-            return batches
+            return True
+        if seconds is not None and time.monotonic() - began >= seconds:
+            return False
         if sqlite:
             # As long as the batch held the lock, within bounds: waiting writers go first.
             time.sleep(min(PAUSE_SECONDS, max(0.02, time.monotonic() - started)))
+
+
+def recount_after_change(course_id: int) -> None:
+    """In the request that changed the policy, once it committed: recount for up to
+    REQUEST_SECONDS, then leave the rest to a thread of this process (the answer and the page
+    say how far it got; should the process stop, the workers' sweep finishes it)."""
+    if recount_owed(course_id, seconds=REQUEST_SECONDS):
+        return
+    threading.Thread(
+        target=_recount_in_background,
+        args=(course_id,),
+        name=f"kernelgrader-late-day-recount-{course_id}",
+        daemon=True,
+    ).start()
+
+
+def _recount_in_background(course_id: int) -> None:
+    try:
+        recount_owed(course_id)
+    except Exception:
+        log.exception("recounting the late days of course %s stopped; the sweep goes on", course_id)
 
 
 def recount_state(session: Session, *, course: Course) -> RecountState | None:
@@ -171,11 +199,8 @@ def sweep_recounts(*, now: datetime | None = None) -> list[int]:
         )
     for course_id in owing:
         started = time.monotonic()
-        batches = recount_owed(course_id)
+        recount_owed(course_id)
         log.info(
-            "recounted the late days of course %s in %d batches (%.1f s)",
-            course_id,
-            batches,
-            time.monotonic() - started,
+            "recounted the late days of course %s (%.1f s)", course_id, time.monotonic() - started
         )
     return owing

@@ -28,7 +28,7 @@ from app.courses.service import (
     require_staff,
 )
 from app.latedays import service as latedays
-from app.latedays.recount import recount_owed, recount_state
+from app.latedays.recount import recount_after_change, recount_state
 from app.teams import service as teams
 from app.users.models import User
 from app.users.service import get_user
@@ -226,7 +226,7 @@ async def late_days_form(
                 # Committed first; then late days are settled again in short transactions.
                 session.commit()
                 if found.late_days_recount_at is not None:
-                    recount_owed(found.id)
+                    recount_after_change(found.id)
             else:
                 raise Invalid("That is not something this page does; reload it.")
         except DomainError as exc:

@@ -64,6 +64,7 @@ async def test_an_upload_goes_through_between_two_batches_of_a_recount(
     world, members = _late_course(session, students=6)
     # Each student spent 2 days on each of the three labs; a cap of 1 per lab changes that.
     monkeypatch.setattr(recount, "BATCH_SETTLES", 3)  # one student a batch
+    monkeypatch.setattr(recount, "REQUEST_SECONDS", 600.0)  # all of it in the request
     first_done, uploaded = threading.Event(), threading.Event()
     real = recount.recount_batch
 
@@ -113,8 +114,8 @@ async def test_the_sweep_finishes_a_recount_its_request_left(
     monkeypatch.setattr(recount, "BATCH_SETTLES", 3)
     import app.api.latedays as api
 
-    # The request dies after its first batch.
-    monkeypatch.setattr(api, "recount_owed", lambda course_id: recount.recount_batch(
+    # The request's process stops after the first batch, before a thread took the rest over.
+    monkeypatch.setattr(api, "recount_after_change", lambda course_id: recount.recount_batch(
         course_id=course_id, now=utcnow()
     ))  # fmt: skip
     r = await client.patch(
@@ -132,5 +133,25 @@ async def test_the_sweep_finishes_a_recount_its_request_left(
     page = (await client.get(f"/courses/{world.course.slug}/late-days")).text
     assert 'id="recount"' not in page
     # One day on each of the three labs, for every student.
+    for member in members:
+        assert await _spent(client, world, member) == (3, 3)
+
+
+async def test_a_large_courses_answer_comes_first_and_the_recount_goes_on(
+    client: httpx.AsyncClient, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world, members = _late_course(session, students=5)
+    monkeypatch.setattr(recount, "BATCH_SETTLES", 3)
+    monkeypatch.setattr(recount, "REQUEST_SECONDS", 0.0)  # one batch, then a thread
+    base = f"/api/v1/courses/{world.course.slug}/policies"
+    r = await client.patch(base, headers=world.instructor.auth, json={"late_day_cap": 1})
+    assert r.status_code == 200, r.text
+    assert r.json()["recount"]["students_done"] == 1
+    for _ in range(600):  # the thread's batches; 60 s at most
+        state = (await client.get(base, headers=world.student.auth)).json()["recount"]
+        if state is None:
+            break
+        await asyncio.sleep(0.1)
+    assert state is None
     for member in members:
         assert await _spent(client, world, member) == (3, 3)
