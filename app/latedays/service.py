@@ -3,7 +3,7 @@ submission comes to count, the staff's adjustments, and what each student has le
 
 A course gives every student `Course.late_days` days, at most a cap of them on one lab
 (app.courses.release.late_day_cap). A late upload holds the days it needs from its intake
-(`reserve_for_upload`: a `LateDayReservation` per student it counts for), so the queue's delay
+(app.latedays.intake: a `LateDayReservation` per student it counts for), so the queue's delay
 is no window: a lab that refuses late work takes an upload only while the days it needs are
 there to hold, and parallel uploads hold them one after the other. A late submission spends
 days when it becomes the one that counts for the student (a worker recorded its grade, or a
@@ -122,70 +122,7 @@ def available_for(session: Session, *, course: Course, lab: Lab, user_id: int) -
     return max(0, min(late_day_cap(course, lab), left + hold))
 
 
-def reserve_for_upload(
-    session: Session, *, course: Course, lab: Lab, submission_id: int, now: datetime
-) -> dict[int, int]:
-    """At intake, for a late upload: each student it counts for holds the late days it needs
-    (as late as it is by their own due date, within the lab's cap and what they have left),
-    under their turn, so parallel uploads never hold the same day twice. Returns the days held
-    per student (the uploader's is all it needs where the lab refuses late work: the intake
-    checked that under the same turn)."""
-    if course.late_days <= 0:
-        return {}
-    created_at = session.scalars(
-        select(Submission.created_at).where(Submission.id == submission_id)
-    ).one()
-    held: dict[int, int] = {}
-    for user_id in sorted(credited_users(session, submission_id=submission_id)):
-        need = min(
-            deadline_for(session, lab=lab, user_id=user_id).days_late(created_at),
-            late_day_cap(course, lab),
-        )
-        if need <= 0:
-            continue
-        take_turn(session, course_id=course.id, user_id=user_id)
-        before = lab_hold(
-            _charge_of(session, lab=lab, user_id=user_id),
-            reservations_of(session, lab_id=lab.id, user_id=user_id),
-        )
-        days = min(need, available_for(session, course=course, lab=lab, user_id=user_id))
-        if days <= 0:
-            continue
-        session.add(
-            LateDayReservation(
-                course_id=course.id,
-                lab_id=lab.id,
-                user_id=user_id,
-                submission_id=submission_id,
-                days=days,
-                created_at=now,
-            )
-        )
-        session.flush()
-        left = balance(session, course=course, user_id=user_id).left
-        session.add(
-            LateDayEvent(
-                course_id=course.id,
-                user_id=user_id,
-                lab_id=lab.id,
-                submission_id=submission_id,
-                kind="hold",
-                delta=before - max(before, days),
-                remaining_after=left,
-                reason=(
-                    f"submission {submission_id} came {_days(need)} late: it holds {_days(days)} "
-                    "while it is graded (given back if it does not compile or another "
-                    "submission counts instead)"
-                ),
-                at=now,
-            )
-        )
-        held[user_id] = days
-    session.flush()
-    return held
-
-
-def _days(n: int) -> str:
+def days_text(n: int) -> str:
     return f"{n} day{'s' if n != 1 else ''}"
 
 
@@ -252,7 +189,7 @@ def settle(
     if want != before or hold_after != hold_before:
         if want > before:
             kind = "spend"
-            why = f"submission {submission_id} counts, {_days(days_late)} late"
+            why = f"submission {submission_id} counts, {days_text(days_late)} late"
             if hold_after == hold_before:
                 why += ": it spends the days it held"
         elif want < before:
@@ -266,24 +203,53 @@ def settle(
         else:
             kind = "release"
             why = "; ".join(released) or "what the upload held is no longer needed"
-        session.add(
-            LateDayEvent(
-                course_id=course.id,
-                user_id=user_id,
-                lab_id=lab.id,
-                submission_id=submission_id,
-                kind=kind,
-                delta=hold_before - hold_after,
-                remaining_after=balance(session, course=course, user_id=user_id).left,
-                reason=reason or why,
-                by_id=by.id if by else None,
-                at=now,
-            )
+        note_change(
+            session,
+            course=course,
+            lab=lab,
+            user_id=user_id,
+            submission_id=submission_id,
+            kind=kind,
+            delta=hold_before - hold_after,
+            reason=reason or why,
+            by=by,
+            now=now,
         )
-        session.flush()
     if hold_after < hold_before:
         _offer_back(session, course=course, user_id=user_id, now=now, skip=lab.id)
     return held
+
+
+def note_change(
+    session: Session,
+    *,
+    course: Course,
+    lab: Lab,
+    user_id: int,
+    submission_id: int | None,
+    kind: str,
+    delta: int,
+    reason: str,
+    now: datetime,
+    by: User | None = None,
+) -> None:
+    """A line in the student's history, with what they have left once the change is made."""
+    session.flush()
+    session.add(
+        LateDayEvent(
+            course_id=course.id,
+            user_id=user_id,
+            lab_id=lab.id,
+            submission_id=submission_id,
+            kind=kind,
+            delta=delta,
+            remaining_after=balance(session, course=course, user_id=user_id).left,
+            reason=reason,
+            by_id=by.id if by else None,
+            at=now,
+        )
+    )
+    session.flush()
 
 
 def _anything_held(session: Session, *, lab: Lab, user_id: int) -> bool:
@@ -344,7 +310,9 @@ def _release_reservations(
             continue
         if need < row.days:
             row.days = need
-            said.append(f"submission {row.submission_id} is less late now: it holds {_days(need)}")
+            said.append(
+                f"submission {row.submission_id} is less late now: it holds {days_text(need)}"
+            )
         kept.append(row)
     return said, kept
 

@@ -128,7 +128,8 @@ def create_submission(
 ) -> Intake:
     """Check and store a submission with a queued grading job; the caller commits, then sends."""
     from app.latedays.holds import held_per_lab
-    from app.latedays.service import available_for, reserve_for_upload, take_turn
+    from app.latedays.intake import reserve_for_upload
+    from app.latedays.service import available_for, take_turn
     from app.teams.service import credit_submission, current_members, team_of
 
     role = require_member(session, user=user, course=course)
