@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Invalid, NotFound
@@ -52,7 +52,7 @@ def grant_extension(
         )
     if len(note) > 200:
         raise Invalid("The note is longer than 200 characters; shorten it.")
-    _take_turn(session, course_id=course.id, student=student)
+    _take_turn(session, lab=lab)
     row = _extension_of(session, lab=lab, student=student)
     if row is None:
         row = Extension(lab_id=lab.id, user_id=student.id, due_at=due_at)
@@ -65,13 +65,19 @@ def grant_extension(
     return row
 
 
-def _take_turn(session: Session, *, course_id: int, student: User) -> None:
-    # Grants and revocations for one student take turns (the student's late-day turn: a row
-    # lock on PostgreSQL, the write lock on SQLite), so two at once never both insert the
-    # extension (a 500 before); the later one replaces the earlier's date.
-    from app.latedays.service import take_turn
-
-    take_turn(session, course_id=course_id, user_id=student.id)
+def _take_turn(session: Session, *, lab: Lab) -> None:
+    # Grants and revocations of one lab take turns on its row (a row lock on PostgreSQL, the
+    # write lock on SQLite), so two at once never both insert a student's extension (a 500
+    # before); the later one replaces the earlier's date. The lab's row, not the student's:
+    # a grant then updates submissions' late flags and settles late days in the order a lab's
+    # new due date does (lab, submissions, the student's turn at their late days), so it never
+    # waits crosswise on a grading that holds a submission and wants that turn.
+    session.execute(
+        update(Lab)
+        .where(Lab.id == lab.id)
+        .values(position=Lab.position)
+        .execution_options(synchronize_session=False)
+    )
 
 
 def _extension_of(session: Session, *, lab: Lab, student: User) -> Extension | None:
@@ -93,7 +99,7 @@ def _settle(session: Session, *, course: Course, lab: Lab, student: User) -> Non
 
 def revoke_extension(session: Session, *, lab: Lab, student: User) -> bool:
     """Take an extension back; False when the student had none for this lab."""
-    _take_turn(session, course_id=lab.course_id, student=student)
+    _take_turn(session, lab=lab)
     # A statement, not the row: of two revocations at once, the later finds nothing to delete.
     gone = session.execute(
         delete(Extension)
