@@ -5,7 +5,7 @@ from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
 from app.fleet.models import Worker
 from app.grading.models import CaseResult, GradingJob, ReferenceTiming
-from app.latedays.models import LateDayCharge, LateDayEvent
+from app.latedays.models import LateDayCharge, LateDayEvent, LateDayReservation
 from app.lti.models import (
     LtiContext,
     LtiLineItem,
@@ -17,7 +17,7 @@ from app.lti.models import (
 from app.profiling.models import KernelProfile, ProfileReport, ReferenceProfile
 from app.regrades.models import RegradeEvent, RegradeRequest
 from app.rubric.models import RubricComment, RubricItem, RubricScore
-from app.similarity.models import SimilarityPair, SimilarityReport
+from app.similarity.models import EarlierOffering, SimilarityPair, SimilarityReport
 from app.sso.models import SsoProvider
 from app.submissions.models import Submission, SubmissionEvent
 from app.teams.models import SubmissionCredit, Team, TeamInvite, TeamMember
@@ -28,6 +28,7 @@ __all__ = [
     "Base",
     "CaseResult",
     "Course",
+    "EarlierOffering",
     "Enrollment",
     "Extension",
     "GradingJob",
@@ -36,6 +37,7 @@ __all__ = [
     "Lab",
     "LateDayCharge",
     "LateDayEvent",
+    "LateDayReservation",
     "LeaderboardEntry",
     "ProfileReport",
     "ReferenceProfile",

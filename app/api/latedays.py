@@ -13,12 +13,14 @@ from app.core.errors import Invalid
 from app.courses.models import Course
 from app.courses.service import get_course, require_instructor, require_member, require_staff
 from app.latedays import service as latedays
+from app.latedays.recount import recount_after_change, recount_state
 from app.latedays.schemas import (
     CoursePolicies,
     CoursePoliciesRead,
     LateDayAdjust,
     LateDayEventRead,
     LateDaysRead,
+    LateDaysRecountRead,
     LateDayUse,
 )
 from app.users.models import User
@@ -36,6 +38,7 @@ def late_days_read(session: Session, course: Course, student: User) -> LateDaysR
         budget=balance.budget,
         adjusted=balance.adjusted,
         spent=balance.spent,
+        held=balance.held,
         left=balance.left,
         per_lab_cap=course.late_day_cap,
         labs=[
@@ -86,6 +89,7 @@ async def all_late_days(course: str, api: ApiDb) -> list[LateDaysRead]:
                 budget=row.balance.budget,
                 adjusted=row.balance.adjusted,
                 spent=row.balance.spent,
+                held=row.balance.held,
                 left=row.balance.left,
                 per_lab_cap=found.late_day_cap,
             )
@@ -144,13 +148,19 @@ def set_regrade_window(course: Course, days: int) -> list[str]:
     return [f"takes regrade requests until {days} days after a lab's grades are released"]
 
 
-def policies_read(course: Course, changes: list[str]) -> CoursePoliciesRead:
+def policies_read(session: Session, course: Course, changes: list[str]) -> CoursePoliciesRead:
+    state = recount_state(session, course=course)
     return CoursePoliciesRead(
         course=course.slug,
         late_days=course.late_days,
         late_day_cap=course.late_day_cap,
         regrade_window_days=course.regrade_window_days,
         changes=changes,
+        recount=None
+        if state is None
+        else LateDaysRecountRead(
+            since=state.since, students_done=state.done, students=state.students
+        ),
     )
 
 
@@ -161,7 +171,7 @@ async def get_policies(course: str, api: ApiDb) -> CoursePoliciesRead:
     def work(session: Session, user: User) -> CoursePoliciesRead:
         found = get_course(session, slug=course)
         require_member(session, user=user, course=found)
-        return policies_read(found, [])
+        return policies_read(session, found, [])
 
     return await api.run(work)
 
@@ -169,7 +179,9 @@ async def get_policies(course: str, api: ApiDb) -> CoursePoliciesRead:
 @router.patch("/courses/{course}/policies", tags=["courses"])
 async def patch_policies(course: str, body: CoursePolicies, api: ApiDb) -> CoursePoliciesRead:
     """Instructors: the late days per student (0: none; never below what a student spent), the
-    per-lab cap (null: none) and the regrade window. Late days are settled again for all."""
+    per-lab cap (null: none) and the regrade window. Late days are settled again for all, a
+    few students at a time; in a large course the recount goes on after the answer, and
+    `recount` says how far it got."""
 
     def work(session: Session, user: User) -> CoursePoliciesRead:
         found = get_course(session, slug=course)
@@ -185,6 +197,12 @@ async def patch_policies(course: str, body: CoursePolicies, api: ApiDb) -> Cours
             cap=body.late_day_cap if "late_day_cap" in given else "keep",
             now=utcnow(),
         )
-        return policies_read(found, changes)
+        # The change is committed first, then every student's late days are settled again
+        # in short transactions of their own (app.latedays.recount).
+        session.commit()
+        if found.late_days_recount_at is not None:
+            recount_after_change(found.id)
+        session.refresh(found)
+        return policies_read(session, found, changes)
 
     return await api.run(work)

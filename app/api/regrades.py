@@ -45,7 +45,12 @@ def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
     return found, get_lab(session, course=found, slug=lab)
 
 
-@router.post("/submissions/{submission_id}/regrade-requests", status_code=201, tags=["regrades"])
+@router.post(
+    "/submissions/{submission_id}/regrade-requests",
+    status_code=201,
+    tags=["regrades"],
+    responses=errors(409),
+)
 async def ask_regrade(submission_id: RowId, body: RegradeAsk, api: ApiDb) -> RegradeRequestRead:
     """Students: ask the staff to look at a submission that counts for me (or one of its
     cases), until the lab's window closes (some days after its grades are released)."""

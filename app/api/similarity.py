@@ -8,11 +8,14 @@ from sqlalchemy.orm import Session
 from app.api.errors import COURSE, errors
 from app.core.database import utcnow
 from app.core.deps import ApiDb, RowId
+from app.core.errors import NotFound
 from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, require_staff
+from app.similarity import offerings
 from app.similarity import service as similarity
-from app.similarity.models import SimilarityPair, SimilarityReport
+from app.similarity.models import SimilarityReport
 from app.similarity.schemas import (
+    EarlierOfferingRead,
     PassageRead,
     SimilarityAsk,
     SimilarityPairDetail,
@@ -24,13 +27,15 @@ from app.users.models import User
 router = APIRouter(prefix="/api/v1", tags=["similarity"], responses=errors(*COURSE))
 
 
-def _pair_read(report: SimilarityReport, pair: SimilarityPair) -> SimilarityPairRead:
+def _pair_read(report: SimilarityReport, shown: similarity.ShownPair) -> SimilarityPairRead:
+    pair = shown.pair
     return SimilarityPairRead(
         rank=pair.rank,
         a_submission=pair.a_submission_id,
         b_submission=pair.b_submission_id,
-        a=pair.a_label,
-        b=pair.b_label,
+        a=shown.a_label,
+        b=shown.b_label,
+        withheld=shown.a_withheld or shown.b_withheld,
         a_similarity=pair.a_similarity,
         b_similarity=pair.b_similarity,
         overlap_tokens=pair.overlap_tokens,
@@ -63,7 +68,7 @@ async def ask_similarity(
 ) -> SimilarityReportRead:
     """Staff: compute a similarity report of the lab's counted submissions in a worker (the lab's
     references and starter code are boilerplate); `include_past` also compares with the same
-    lab in the other courses."""
+    lab in the course's earlier offerings (linked by an instructor of both, and over)."""
 
     def work(session: Session, user: User) -> SimilarityReportRead:
         found = get_course(session, slug=course)
@@ -113,7 +118,7 @@ async def get_similarity_pair(report_id: RowId, rank: int, api: ApiDb) -> Simila
     def work(session: Session, user: User) -> SimilarityPairDetail:
         report, _ = similarity.get_report(session, user=user, report_id=report_id)
         view = similarity.pair_view(session, report=report, rank=rank)
-        base = _pair_read(report, view.pair)
+        base = _pair_read(report, view.shown)
         return SimilarityPairDetail(
             **base.model_dump(),
             a_passages=[PassageRead(text=p.text, shared=p.shared) for p in view.a_passages],
@@ -121,3 +126,57 @@ async def get_similarity_pair(report_id: RowId, rank: int, api: ApiDb) -> Simila
         )
 
     return await api.run(work)
+
+
+@router.get("/courses/{course}/earlier-offerings")
+async def list_earlier_offerings(course: str, api: ApiDb) -> list[EarlierOfferingRead]:
+    """Staff: the course's earlier offerings, and the later courses that compare with it."""
+
+    def work(session: Session, user: User) -> list[EarlierOfferingRead]:
+        found = get_course(session, slug=course)
+        return [
+            _offering_read(link) for link in offerings.links_of(session, course=found, user=user)
+        ]
+
+    return await api.run(work)
+
+
+@router.put("/courses/{course}/earlier-offerings/{earlier}")
+async def link_earlier_offering(course: str, earlier: str, api: ApiDb) -> EarlierOfferingRead:
+    """An instructor of both courses: link `earlier` (over: every lab's grades released) as an
+    earlier offering of `course`, whose similarity reports may then compare with it."""
+
+    def work(session: Session, user: User) -> EarlierOfferingRead:
+        found = get_course(session, slug=course)
+        link = offerings.link_earlier(
+            session, course=found, earlier_slug=earlier, user=user, now=utcnow()
+        )
+        links = offerings.links_of(session, course=found, user=user)
+        return _offering_read(
+            next(
+                x for x in links if (x.later.id, x.earlier.id) == (found.id, link.earlier_course_id)
+            )
+        )
+
+    return await api.run(work)
+
+
+@router.delete("/courses/{course}/earlier-offerings/{other}", status_code=204)
+async def unlink_earlier_offering(course: str, other: str, api: ApiDb) -> None:
+    """Staff of either course: remove the link between the two, whichever way it points."""
+
+    def work(session: Session, user: User) -> None:
+        found = get_course(session, slug=course)
+        if not offerings.unlink(session, course=found, other_slug=other, user=user):
+            raise NotFound(f"{other} is not linked to {found.slug}.")
+
+    await api.run(work)
+
+
+def _offering_read(link: offerings.OfferingLink) -> EarlierOfferingRead:
+    return EarlierOfferingRead(
+        course=link.later.slug,
+        earlier=link.earlier.slug,
+        linked_by=link.linked_by,
+        created_at=link.created_at,
+    )

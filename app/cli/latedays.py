@@ -98,6 +98,7 @@ def course_policies(
     from app.api.latedays import set_regrade_window
     from app.core.database import session_scope, utcnow
     from app.courses.service import get_course
+    from app.latedays.recount import recount_owed
     from app.latedays.service import set_budget
 
     cap: int | None | str = "keep"
@@ -120,8 +121,11 @@ def course_policies(
                 f"cap {found.late_day_cap if found.late_day_cap is not None else 'none'} per lab, "
                 f"regrade requests until {found.regrade_window_days} days after release."
             )
+            owed = found.id if found.late_days_recount_at is not None else None
     except DomainError as exc:
         raise fail(exc.message) from None
+    if owed is not None:
+        recount_owed(owed)
     if changes:
         typer.echo(f"{course} now " + "; ".join(changes) + ".")
     typer.echo(state)

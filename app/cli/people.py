@@ -130,11 +130,11 @@ def roster_import(
 
 
 def _write_invites(path: Path, links: list[IssuedInvite]) -> None:
-    import csv
+    from app.core.csv_out import SafeCsvWriter
 
     try:
         with path.open("w", encoding="utf-8", newline="") as out:
-            writer = csv.writer(out, lineterminator="\n")
+            writer = SafeCsvWriter(out)
             writer.writerow(["email", "name", "link", "expires_at"])
             for link in links:
                 writer.writerow(

@@ -17,7 +17,10 @@ def similarity_run(
     course: str,
     lab: str,
     include_past: Annotated[
-        bool, typer.Option(help="also compare with the same lab in the other courses")
+        bool,
+        typer.Option(
+            help="also compare with the same lab in the course's linked earlier offerings"
+        ),
     ] = False,
 ) -> None:
     """Ask a worker to compute a report of the lab's counted submissions."""
@@ -54,7 +57,8 @@ def similarity_show(report_id: int) -> None:
         lines = [
             f"Report {report.id}: {report.state}" + (f" ({report.error})" if report.error else "")
         ]
-        for p in pairs_of(session, report=report):
+        for shown in pairs_of(session, report=report):
+            p = shown.pair
             shares = f"{p.a_similarity:4.0%} / {p.b_similarity:4.0%}"
-            lines.append(f"{p.rank:3d}. {shares}  {p.a_label}  <->  {p.b_label}")
+            lines.append(f"{p.rank:3d}. {shares}  {shown.a_label}  <->  {shown.b_label}")
     typer.echo("\n".join(lines))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Invalid, NotFound
@@ -52,9 +52,8 @@ def grant_extension(
         )
     if len(note) > 200:
         raise Invalid("The note is longer than 200 characters; shorten it.")
-    row = session.scalar(
-        select(Extension).where(Extension.lab_id == lab.id, Extension.user_id == student.id)
-    )
+    _take_turn(session, lab=lab)
+    row = _extension_of(session, lab=lab, student=student)
     if row is None:
         row = Extension(lab_id=lab.id, user_id=student.id, due_at=due_at)
         session.add(row)
@@ -64,6 +63,30 @@ def grant_extension(
     refresh_late_flags(session, lab=lab, user_id=student.id)
     _settle(session, course=course, lab=lab, student=student)
     return row
+
+
+def _take_turn(session: Session, *, lab: Lab) -> None:
+    # Grants and revocations of one lab take turns on its row (a row lock on PostgreSQL, the
+    # write lock on SQLite), so two at once never both insert a student's extension (a 500
+    # before); the later one replaces the earlier's date. The lab's row, not the student's:
+    # a grant then updates submissions' late flags and settles late days in the order a lab's
+    # new due date does (lab, submissions, the student's turn at their late days), so it never
+    # waits crosswise on a grading that holds a submission and wants that turn.
+    session.execute(
+        update(Lab)
+        .where(Lab.id == lab.id)
+        .values(position=Lab.position)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def _extension_of(session: Session, *, lab: Lab, student: User) -> Extension | None:
+    # Read afresh once the turn is ours: another request may have just written it.
+    return session.scalar(
+        select(Extension)
+        .where(Extension.lab_id == lab.id, Extension.user_id == student.id)
+        .execution_options(populate_existing=True)
+    )
 
 
 def _settle(session: Session, *, course: Course, lab: Lab, student: User) -> None:
@@ -76,12 +99,15 @@ def _settle(session: Session, *, course: Course, lab: Lab, student: User) -> Non
 
 def revoke_extension(session: Session, *, lab: Lab, student: User) -> bool:
     """Take an extension back; False when the student had none for this lab."""
-    row = session.scalar(
-        select(Extension).where(Extension.lab_id == lab.id, Extension.user_id == student.id)
+    _take_turn(session, lab=lab)
+    # A statement, not the row: of two revocations at once, the later finds nothing to delete.
+    gone = session.execute(
+        delete(Extension)
+        .where(Extension.lab_id == lab.id, Extension.user_id == student.id)
+        .execution_options(synchronize_session="fetch")
     )
-    if row is None:
+    if gone.rowcount == 0:  # type: ignore[attr-defined]
         return False
-    session.delete(row)
     refresh_late_flags(session, lab=lab, user_id=student.id)
     _settle(session, course=session.get_one(Course, lab.course_id), lab=lab, student=student)
     return True

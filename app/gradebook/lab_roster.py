@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import re
 import zipfile
@@ -14,6 +13,7 @@ from typing import IO
 from sqlalchemy import select
 from sqlalchemy.orm import Session, load_only
 
+from app.core.csv_out import SafeCsvWriter
 from app.core.errors import Invalid
 from app.courses.deadlines import Deadline, deadline_from
 from app.courses.models import Enrollment, Lab, Role
@@ -206,7 +206,7 @@ def counted_sources_zip(session: Session, *, lab: Lab, now: datetime, out: IO[by
         )
     }
     manifest = io.StringIO()
-    writer = csv.writer(manifest, lineterminator="\n")
+    writer = SafeCsvWriter(manifest)
     writer.writerow(
         ["email", "name", "submission_id", "which", "score", "late", "created_at", "sha256", "path"]
     )

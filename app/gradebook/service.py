@@ -18,7 +18,6 @@ student by student, so it holds one student's submissions at a time, whatever th
 
 from __future__ import annotations
 
-import csv
 import io
 import itertools
 from collections.abc import Iterable, Iterator
@@ -29,10 +28,12 @@ from typing import IO, NamedTuple
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.core.csv_out import SafeCsvWriter
 from app.core.database import as_dict
 from app.courses.deadlines import Deadline, deadline_from
 from app.courses.models import Course, Enrollment, Extension, Lab, Role, ScorePolicy
 from app.courses.service import labs_of
+from app.latedays.holds import held_beyond_charges
 from app.latedays.models import LateDayCharge, LateDayEvent
 from app.rubric.models import RubricItem, RubricScore
 from app.submissions.models import Status, Submission
@@ -282,11 +283,12 @@ def late_day_sums(session: Session, *, course: Course) -> tuple[dict[int, int], 
 
 def late_days_left(session: Session, *, course: Course) -> dict[int, int]:
     """Each student's late days left: the course's budget, plus the staff's adjustments, less
-    what was spent."""
+    what was spent and what late uploads still being graded hold."""
     adjusted, spent = late_day_sums(session, course=course)
+    held = held_beyond_charges(session, course_id=course.id)
     return {
-        uid: course.late_days + adjusted.get(uid, 0) - spent.get(uid, 0)
-        for uid in set(adjusted) | set(spent)
+        uid: course.late_days + adjusted.get(uid, 0) - spent.get(uid, 0) - held.get(uid, 0)
+        for uid in set(adjusted) | set(spent) | set(held)
     }
 
 
@@ -385,11 +387,6 @@ def best_scores(
     return student_cells(session, labs=labs, user_id=user.id, rubric=shown)
 
 
-def _cell(text: str) -> str:
-    # A spreadsheet would run a cell that starts with = + - @ as a formula.
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
-
-
 def _number(value: float) -> str:
     return f"{value:g}"
 
@@ -403,7 +400,7 @@ def write_gradebook_csv(session: Session, *, course: Course, out: IO[str]) -> No
     labs = labs_of(session, course=course)
     budget = course.late_days > 0
     left = late_days_left(session, course=course) if budget else {}
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SafeCsvWriter(out)
     header = ["student_id", "name", "email"]
     for lab in labs:
         header += [lab.slug, f"{lab.slug}_late", f"{lab.slug}_pending"]
@@ -413,7 +410,7 @@ def write_gradebook_csv(session: Session, *, course: Course, out: IO[str]) -> No
         header.append("late_days_left")
     writer.writerow([*header, "total"])
     for row in gradebook_rows(session, course=course, labs=labs):
-        line: list[str] = [str(row.user.id), _cell(row.user.name), _cell(row.user.email)]
+        line: list[str] = [str(row.user.id), row.user.name, row.user.email]
         for cell in row.cells:
             line.append("" if cell.score is None else _number(cell.score))
             line.append("" if cell.counted is None else ("1" if cell.late else "0"))
@@ -433,7 +430,7 @@ def write_canvas_csv(session: Session, *, course: Course, out: IO[str]) -> None:
     pending or not, is an empty cell, which Canvas's import leaves as it was. Scores are the
     gradebook's: late penalties applied, rubric points added (and in Points Possible)."""
     labs = labs_of(session, course=course)
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SafeCsvWriter(out)
     writer.writerow(
         [
             "Student",
@@ -441,7 +438,7 @@ def write_canvas_csv(session: Session, *, course: Course, out: IO[str]) -> None:
             "SIS User ID",
             "SIS Login ID",
             "Section",
-            *[_cell(lab.title) for lab in labs],
+            *[lab.title for lab in labs],
         ]
     )
     extra = rubric_max(session, labs=labs)
@@ -449,7 +446,7 @@ def write_canvas_csv(session: Session, *, course: Course, out: IO[str]) -> None:
     writer.writerow(["Points Possible", "", "", "", "", *possible])
     for row in gradebook_rows(session, course=course, labs=labs):
         scores = ["" if c.score is None else _number(c.score) for c in row.cells]
-        writer.writerow([_cell(row.user.display_name), "", "", _cell(row.user.email), "", *scores])
+        writer.writerow([row.user.display_name, "", "", row.user.email, "", *scores])
 
 
 def gradebook_csv(session: Session, *, course: Course) -> str:

@@ -32,6 +32,8 @@ def _failed_on_our_side(
     job.finished_at = utcnow()
     job.error = error
     set_status(session, submission, Status.error, NOT_YOUR_FAULT, staff_note=error)
+    # What a late upload held comes back (it may be graded again, and then charged).
+    settle_late_days(session, submission=submission)
 
 
 def record_compile(

@@ -32,8 +32,10 @@ from app.grading.bulk import background_jobs_to_send
 from app.grading.celery_app import GPU_QUEUE, QUEUE
 from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import STAMP_MARGIN, Send, send_in_order, waiting_in_broker
+from app.grading.record import settle_late_days
 from app.grading.routing import gpu_queue, served_keys
 from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
+from app.latedays.recount import sweep_recounts
 from app.profiling.queue import send_profile
 from app.profiling.sweep import profiles_to_send
 from app.similarity.service import send_report
@@ -57,6 +59,7 @@ class SweepReport:
     background: list[int] = field(default_factory=list)  # a lab regrade's jobs, a few at a time
     profiles: list[int] = field(default_factory=list)  # profiling jobs, when no grading waits
     similarity: list[int] = field(default_factory=list)  # similarity reports (re)sent
+    recounts: list[int] = field(default_factory=list)  # courses whose late days were recounted
 
     def __bool__(self) -> bool:
         return bool(
@@ -68,6 +71,7 @@ class SweepReport:
             or self.background
             or self.profiles
             or self.similarity
+            or self.recounts
         )
 
 
@@ -140,6 +144,7 @@ def sweep(
                     set_status(
                         session, submission, Status.error, NOT_YOUR_FAULT, staff_note=job.error
                     )
+                    settle_late_days(session, submission=submission)
                     report.failed.append(job.id)
                 continue
             # Back to the queue its worker took it from: a compiled job on its GPU model's
@@ -211,6 +216,8 @@ def sweep(
         send_profile(profile_id=profile_id, queue=queue, stamped_at=stamp)
     for report_id in report.similarity:
         send_report(report_id)
+    # A late-day recount its request left half-way (app.latedays.recount), batch by batch.
+    report.recounts = sweep_recounts(now=now)
     return report
 
 

@@ -28,7 +28,13 @@ from app.grading.gpu_probe import run_unavailable_reason, worker_arch, worker_gp
 from app.grading.heartbeat import Heartbeat
 from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import send_job, stamp_send
-from app.grading.record import NOT_YOUR_FAULT, record_compile, record_progress, record_report
+from app.grading.record import (
+    NOT_YOUR_FAULT,
+    record_compile,
+    record_progress,
+    record_report,
+    settle_late_days,
+)
 from app.grading.reference_cache import keep_timings, kept_timings
 from app.grading.routing import model_key, serves
 from app.submissions.models import Status, Submission
@@ -353,6 +359,7 @@ def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
             job.state = JobState.failed.value
             job.finished_at = utcnow()
             set_status(session, submission, Status.error, NOT_YOUR_FAULT, staff_note=error)
+            settle_late_days(session, submission=submission)
             return
         job.state = JobState.queued.value
         job.queued_at = utcnow()

@@ -1,10 +1,11 @@
-"""What each student spent of their course's late days, per lab, and every change to it."""
+"""What each student spent of their course's late days, per lab, what their late uploads still
+being graded hold, and every change to it."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import CheckConstraint, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
@@ -29,6 +30,30 @@ class LateDayCharge(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class LateDayReservation(Base):
+    """Late days one late upload holds for one student it counts for, from its intake: taken
+    under the student's turn (so parallel uploads cannot all count the same last day) and
+    given back when it cannot count (it did not compile, failed, or another submission counts
+    instead), or handed to the lab's charge when it counts. A lab holds the most of its
+    reservations and its charge, never their sum: it is charged once."""
+
+    __tablename__ = "late_day_reservations"
+    __table_args__ = (
+        UniqueConstraint("submission_id", "user_id"),
+        CheckConstraint("days > 0", name="days_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    lab_id: Mapped[int] = mapped_column(ForeignKey("labs.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    submission_id: Mapped[int] = mapped_column(
+        ForeignKey("submissions.id", ondelete="CASCADE"), index=True
+    )
+    days: Mapped[int]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class LateDayEvent(Base):
     """One change to a student's late days: a charge, a refund, or a staff adjustment."""
 
@@ -43,8 +68,10 @@ class LateDayEvent(Base):
     submission_id: Mapped[int | None] = mapped_column(
         ForeignKey("submissions.id", ondelete="SET NULL"), default=None
     )
-    kind: Mapped[str] = mapped_column(String(20))  # spend, refund, adjust
-    # Days the budget changes by: negative for spending, positive for a refund or a grant.
+    # spend, refund, adjust; hold (a late upload's reservation), release (one given back)
+    kind: Mapped[str] = mapped_column(String(20))
+    # Days left change by: negative for spending or holding, positive for a refund, a release
+    # or a grant (0 where days held at an upload are spent as they were held).
     delta: Mapped[int]
     remaining_after: Mapped[int]
     reason: Mapped[str] = mapped_column(Text, default="")

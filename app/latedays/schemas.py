@@ -16,7 +16,7 @@ class LateDayUse(BaseModel):
 
 class LateDayEventRead(BaseModel):
     at: datetime
-    kind: str  # spend, refund, adjust
+    kind: str  # spend, refund, adjust, hold, release
     delta: int
     remaining_after: int
     lab: str | None
@@ -28,6 +28,8 @@ class LateDaysRead(BaseModel):
     budget: int  # the course's, per student
     adjusted: int  # the staff's grants and deductions
     spent: int
+    # Held by late uploads still being graded (spent if they count, back if they do not).
+    held: int = 0
     left: int
     per_lab_cap: int | None
     labs: list[LateDayUse] = []
@@ -49,9 +51,19 @@ class CoursePolicies(BaseModel):
     )
 
 
+class LateDaysRecountRead(BaseModel):
+    """Every student's late days being settled again after a policy change, a few at a time."""
+
+    since: datetime
+    students_done: int
+    students: int
+
+
 class CoursePoliciesRead(BaseModel):
     course: str
     late_days: int
     late_day_cap: int | None
     regrade_window_days: int
     changes: list[str] = []
+    # null once every student's late days follow the policy (a recount is under way otherwise)
+    recount: LateDaysRecountRead | None = None

@@ -93,6 +93,8 @@ class HistoryPointRead(BaseModel):
     peak_percent: float | None
     peak_kind: str
     top_finding: str
+    # The profile ran on a hidden case: its findings show once the lab's grades are released.
+    profile_withheld: bool
     best_so_far: bool
 
 
@@ -224,8 +226,10 @@ async def lab_history(
     def work(session: Session, user: User) -> list[HistoryPointRead]:
         found = get_course(session, slug=course)
         lab_row = get_lab(session, course=found, slug=lab)
-        owner = history_owner(session, user=user, lab=lab_row, email=student)
-        points = history(session, lab=lab_row, spec=spec_for(lab_row), user_id=owner.id)
+        owner, staff = history_owner(session, user=user, lab=lab_row, email=student)
+        points = history(
+            session, lab=lab_row, spec=spec_for(lab_row), user_id=owner.id, viewer_is_staff=staff
+        )
         return [
             HistoryPointRead(
                 submission=p.submission_id,
@@ -239,6 +243,7 @@ async def lab_history(
                 peak_percent=p.peak_percent,
                 peak_kind=p.peak_kind,
                 top_finding=p.top_finding,
+                profile_withheld=p.profile_withheld,
                 best_so_far=p.best_so_far,
             )
             for p in points
@@ -251,20 +256,23 @@ def _example(submission_id: int, line: int | None) -> str:
     return f"/submissions/{submission_id}" + (f"#L{line}" if line else "")
 
 
-def history_owner(session: Session, *, user: User, lab: Lab, email: str | None) -> User:
-    """Whose history: the viewer's own, or (staff only) the student with this email."""
+def history_owner(
+    session: Session, *, user: User, lab: Lab, email: str | None
+) -> tuple[User, bool]:
+    """Whose history: the viewer's own, or (staff only) the student with this email; and
+    whether the viewer is the course's staff."""
     from app.courses.models import Course
 
     course = session.get_one(Course, lab.course_id)
     role = require_member(session, user=user, course=course)
     if not email or email.strip().lower() == user.email.lower():
-        return user
+        return user, role.is_staff
     if not role.is_staff:
         raise Forbidden("Only the course's staff may see another student's history.")
     owner = find_user(session, email=email.strip())
     if owner is None:
         raise NotFound(f"There is no user with email {email}.")
-    return owner
+    return owner, True
 
 
 @router.get("/courses/{course}/labs/{lab}/profiles")

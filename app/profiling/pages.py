@@ -50,8 +50,10 @@ async def history_page(
     def page(session: Session, viewer: User) -> Response:
         found = get_course(session, slug=course)
         lab_row = get_lab(session, course=found, slug=lab)
-        owner = history_owner(session, user=viewer, lab=lab_row, email=user or None)
-        points = history(session, lab=lab_row, spec=spec_for(lab_row), user_id=owner.id)
+        owner, staff = history_owner(session, user=viewer, lab=lab_row, email=user or None)
+        points = history(
+            session, lab=lab_row, spec=spec_for(lab_row), user_id=owner.id, viewer_is_staff=staff
+        )
         references = _reference_times(points)
         return render(
             request,
@@ -83,7 +85,7 @@ async def compare_page(request: Request, web: WebDb, a: int = 0, b: int = 0) -> 
     def page(session: Session, user: User) -> Response:
         if a <= 0 or b <= 0 or a >= 2**63 or b >= 2**63:
             raise Invalid("Pick two submissions to compare (?a=ID&b=ID).")
-        first, _ = visible_submission(session, user=user, submission_id=a)
+        first, staff = visible_submission(session, user=user, submission_id=a)
         second, _ = visible_submission(session, user=user, submission_id=b)
         if first.lab_id != second.lab_id or first.user_id != second.user_id:
             raise Invalid(
@@ -98,6 +100,8 @@ async def compare_page(request: Request, web: WebDb, a: int = 0, b: int = 0) -> 
             b=second,
             a_source=source_text_of(session, submission=first),
             b_source=source_text_of(session, submission=second),
+            spec=spec_for(lab_row),
+            viewer_is_staff=staff,
         )
         return render(
             request,

@@ -119,16 +119,22 @@ def may_download(spec: LabSpec, *, viewer_is_staff: bool) -> bool:
     return viewer_is_staff or spec.profile.report_download == "students"
 
 
-def _withheld(
-    session: Session, spec: LabSpec, case: str, *, lab: Lab, viewer_is_staff: bool
-) -> bool:
+def withheld_cases(
+    session: Session, spec: LabSpec, *, lab: Lab, viewer_is_staff: bool
+) -> frozenset[str]:
+    """The lab's hidden cases whose details the viewer may not see yet (none for staff, or once
+    the grades are released): a profile that ran on one of them is withheld wherever it would
+    show (the submission's page, its history, a comparison, their APIs)."""
     from app.courses.models import Course
     from app.submissions.schemas import hidden_details_visible
 
-    if not any(c.name == case and c.hidden for c in spec.cases):
-        return False
+    hidden = frozenset(c.name for c in spec.cases if c.hidden)
+    if not hidden:
+        return hidden
     course = session.get_one(Course, lab.course_id)
-    return not hidden_details_visible(course, lab, viewer_is_staff=viewer_is_staff)
+    if hidden_details_visible(course, lab, viewer_is_staff=viewer_is_staff):
+        return frozenset()
+    return hidden
 
 
 def ladder_view(
@@ -186,7 +192,7 @@ def profile_view(
         report_bytes=profile.report_bytes,
         report_kept=profile.report_kept,
     )
-    if _withheld(session, spec, profile.case_name, lab=lab, viewer_is_staff=viewer_is_staff):
+    if profile.case_name in withheld_cases(session, spec, lab=lab, viewer_is_staff=viewer_is_staff):
         view.state = "withheld"
         view.message = (
             f"The profile ran on a hidden case ({profile.case_name} is hidden until the due "
@@ -230,6 +236,8 @@ class HistoryPoint:
     peak_kind: str = ""  # "memory" or "arithmetic"
     top_finding: str = ""  # the title of the profile's first access-pattern finding
     top_kind: str = ""
+    # Its profile ran on a hidden case the viewer may not see yet: no finding is shown.
+    profile_withheld: bool = False
     best_so_far: bool = False
 
 
@@ -271,9 +279,12 @@ def _peak(spec: LabSpec, sizes_of: dict[str, Any], gpu: str, median_ms: float) -
     return (100 * memory, "memory") if memory >= arithmetic else (100 * arithmetic, "arithmetic")
 
 
-def history(session: Session, *, lab: Lab, spec: LabSpec, user_id: int) -> list[HistoryPoint]:
+def history(
+    session: Session, *, lab: Lab, spec: LabSpec, user_id: int, viewer_is_staff: bool
+) -> list[HistoryPoint]:
     """Every submission of one student to one lab, oldest first, with its time, ratios to the
-    references, percent of peak and top finding; the best fully correct time so far marked."""
+    references, percent of peak and top finding (withheld where the profile ran on a hidden
+    case the viewer may not see yet); the best fully correct time so far marked."""
     from app.performance.service import timed_results
 
     subs = list(
@@ -294,6 +305,7 @@ def history(session: Session, *, lab: Lab, spec: LabSpec, user_id: int) -> list[
     )
     timed = {sid: t for sid, t in timed_results(session, lab=lab).items() if t.user_id == user_id}
     profiles = done_profiles(session, [s.id for s in subs])
+    withheld = withheld_cases(session, spec, lab=lab, viewer_is_staff=viewer_is_staff)
     points = []
     best: float | None = None
     for number, sub in enumerate(subs, start=1):
@@ -316,7 +328,9 @@ def history(session: Session, *, lab: Lab, spec: LabSpec, user_id: int) -> list[
                 best = result.median_ms
                 point.best_so_far = True
         profile = profiles.get(sub.id)
-        if profile is not None:
+        if profile is not None and profile.case_name in withheld:
+            point.profile_withheld = True
+        elif profile is not None:
             top = _top_finding(profile.summary)
             if top is not None:
                 point.top_kind, point.top_finding = top.group
@@ -343,6 +357,8 @@ class Comparison:
     both: list[str]  # titles found in both
     times: dict[str, float | None]  # "a", "b": median ms
     profiled: dict[str, bool]
+    # "a", "b": profiled on a hidden case the viewer may not see yet (shown as not profiled).
+    withheld: dict[str, bool] = field(default_factory=dict)
 
 
 def source_diff(old: str, new: str, *, context: int = 3) -> list[DiffLine]:
@@ -363,14 +379,28 @@ def source_diff(old: str, new: str, *, context: int = 3) -> list[DiffLine]:
 
 
 def compare(
-    session: Session, *, a: Submission, b: Submission, a_source: str, b_source: str
+    session: Session,
+    *,
+    a: Submission,
+    b: Submission,
+    a_source: str,
+    b_source: str,
+    spec: LabSpec,
+    viewer_is_staff: bool,
 ) -> Comparison:
-    """Two submissions of one student to one lab: source diff, figures, findings, times."""
+    """Two submissions of one student to one lab: source diff, figures, findings, times; a
+    profile on a hidden case the viewer may not see yet counts as none."""
     from app.performance.service import timed_results
 
     lab = session.get_one(Lab, a.lab_id)
     profiles = done_profiles(session, [a.id, b.id])
-    pa, pb = profiles.get(a.id), profiles.get(b.id)
+    hidden = withheld_cases(session, spec, lab=lab, viewer_is_staff=viewer_is_staff)
+    withheld = {
+        side: sub.id in profiles and profiles[sub.id].case_name in hidden
+        for side, sub in (("a", a), ("b", b))
+    }
+    pa = None if withheld["a"] else profiles.get(a.id)
+    pb = None if withheld["b"] else profiles.get(b.id)
     fa = figures_of(pa.summary) if pa else {}
     fb = figures_of(pb.summary) if pb else {}
     rows = []
@@ -410,6 +440,7 @@ def compare(
             "b": timed[b.id].median_ms if b.id in timed else None,
         },
         profiled={"a": pa is not None, "b": pb is not None},
+        withheld=withheld,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, Text
+from sqlalchemy import ForeignKey, Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
@@ -20,6 +20,17 @@ class RequestState(enum.StrEnum):
 
 class RegradeRequest(Base):
     __tablename__ = "regrade_requests"
+    # One open request per submission, held by the database: two asks at once (a double
+    # click, a script, two teammates) cannot both open one, whatever the service checked.
+    __table_args__ = (
+        Index(
+            "uq_regrade_requests_open_submission",
+            "submission_id",
+            unique=True,
+            sqlite_where=text("state = 'open'"),
+            postgresql_where=text("state = 'open'"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     lab_id: Mapped[int] = mapped_column(ForeignKey("labs.id", ondelete="CASCADE"), index=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.database import as_dict
@@ -117,19 +118,16 @@ def ask(
                 f"Submission {submission.id} has no test case {case_name!r}; pick one of its "
                 "cases, or leave the case empty to ask about the whole submission."
             )
-    # One open request per submission and student: the staff answer it, then another may follow.
-    open_one = session.scalar(
-        select(RegradeRequest.id).where(
-            RegradeRequest.submission_id == submission.id,
-            RegradeRequest.user_id == user.id,
-            RegradeRequest.state == RequestState.open.value,
-        )
+    # One open request per submission (a team's submission: one for the team). The asks take
+    # turns on the submission's row (a row lock on PostgreSQL, the write lock on SQLite), so a
+    # second ask sees the first's request; the partial unique index holds it regardless.
+    session.execute(
+        update(Submission)
+        .where(Submission.id == submission.id)
+        .values(status=Submission.status)
+        .execution_options(synchronize_session=False)
     )
-    if open_one is not None:
-        raise Conflict(
-            f"You already have an open request (#{open_one}) about submission {submission.id}; "
-            "wait for its answer, or withdraw it and ask again."
-        )
+    _refuse_a_second_open_request(session, user=user, submission_id=submission.id)
     request = RegradeRequest(
         lab_id=lab.id,
         submission_id=submission.id,
@@ -138,11 +136,42 @@ def ask(
         text=body,
         created_at=now,
     )
-    session.add(request)
-    session.flush()
+    try:
+        with session.begin_nested():
+            session.add(request)
+    except IntegrityError:
+        _refuse_a_second_open_request(session, user=user, submission_id=submission.id)
+        raise Conflict(
+            f"Another request about submission {submission.id} was opened at the same moment; "
+            "reload the page to read it."
+        ) from None
     _event(session, request, by=user, action="asked", text=body, now=now)
     session.flush()
     return request
+
+
+def _refuse_a_second_open_request(session: Session, *, user: User, submission_id: int) -> None:
+    open_one = session.execute(
+        select(RegradeRequest.id, User.email)
+        .join(User, User.id == RegradeRequest.user_id)
+        .where(
+            RegradeRequest.submission_id == submission_id,
+            RegradeRequest.state == RequestState.open.value,
+        )
+    ).first()
+    if open_one is None:
+        return
+    request_id, email = open_one
+    if email == user.email:
+        raise Conflict(
+            f"You already have an open request (#{request_id}) about submission "
+            f"{submission_id}; wait for its answer, or withdraw it and ask again."
+        )
+    raise Conflict(
+        f"Your teammate {email} already has an open request (#{request_id}) about submission "
+        f"{submission_id}, which counts for you both; a submission has one open request at a "
+        "time, so wait for its answer (or ask them to add what you want to say)."
+    )
 
 
 def _lock(session: Session, request_id: int) -> RegradeRequest:
@@ -198,7 +227,14 @@ def answer(
             raise Invalid("Give the points to add (or, negative, to take away); not 0.")
         if abs(points) > MAX_POINTS:
             raise Invalid(f"An adjustment is at most {MAX_POINTS:g} points either way.")
-        submission.points_adjustment = (submission.points_adjustment or 0.0) + points
+        # Added by the database to what it holds now, never to a copy read earlier.
+        session.execute(
+            update(Submission)
+            .where(Submission.id == submission.id)
+            .values(points_adjustment=Submission.points_adjustment + points)
+            .execution_options(synchronize_session=False)
+        )
+        session.expire(submission, ["points_adjustment"])
     request.state = (
         RequestState.declined.value if decision == "decline" else RequestState.accepted.value
     )

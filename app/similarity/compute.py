@@ -1,10 +1,11 @@
 """Computing a similarity report in a worker, with copydetect's winnowing (the MOSS method).
 
 What is compared: each student's counted submission of the lab (their latest where nothing
-counts yet), a team's once; with `include_past`, also the same lab's submissions in the other
-courses (earlier terms), each author's latest graded one, against this course's only. What is
-left out as boilerplate: every fingerprint of the lab's own files, its reference kernels and
-any starter code (the `.cu`/`.cuh` files at the top of the lab folder and in `starter/`).
+counts yet), a team's once; with `include_past`, also the same lab's submissions in the course's
+earlier offerings (app.similarity.offerings: linked by an instructor of both, and over), each
+author's latest graded one, against this course's only. What is left out as boilerplate: every
+fingerprint of the lab's own files, its reference kernels and any starter code (the `.cu`/`.cuh`
+files at the top of the lab folder and in `starter/`).
 
 Run as the task `similarity.compute(report_id)`: it claims the report, computes, and writes
 the pairs in one transaction, replacing any of an earlier attempt, so a job delivered twice
@@ -105,7 +106,13 @@ def _entries(session: Session, lab: Lab) -> list[Entry]:
 
 
 def _past_entries(session: Session, lab: Lab) -> list[Entry]:
-    """The same lab in the other courses: each author's latest graded submission."""
+    """The same lab in the course's linked earlier offerings that are over (never another
+    course merely because it has a lab of that name): each author's latest graded one."""
+    from app.similarity.offerings import past_labs
+
+    earlier = past_labs(session, lab=lab, now=utcnow())
+    if not earlier:
+        return []
     rows = session.execute(
         select(Submission.id, Submission.user_id, Submission.lab_id, User.email, Course.slug)
         .join(Lab, Lab.id == Submission.lab_id)
@@ -116,8 +123,7 @@ def _past_entries(session: Session, lab: Lab) -> list[Entry]:
             (Enrollment.user_id == Submission.user_id) & (Enrollment.course_id == Course.id),
         )
         .where(
-            Lab.slug == lab.slug,
-            Lab.course_id != lab.course_id,
+            Submission.lab_id.in_([past.id for past in earlier]),
             Submission.graded_at.is_not(None),
             Enrollment.role == Role.student.value,
         )

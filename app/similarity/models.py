@@ -6,7 +6,7 @@ import enum
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, String, Text
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
@@ -27,7 +27,8 @@ class SimilarityReport(Base):
     requested_by_id: Mapped[int | None] = mapped_column(
         ForeignKey("users.id", ondelete="SET NULL"), default=None
     )
-    # Also compare with the same lab's submissions in the other courses (earlier terms).
+    # Also compare with the same lab's submissions in the course's earlier offerings (those
+    # linked to it by EarlierOffering, once they are over).
     include_past: Mapped[bool] = mapped_column(default=False)
     state: Mapped[str] = mapped_column(String(20), default=ReportState.queued.value, index=True)
     attempt: Mapped[int] = mapped_column(default=0)
@@ -59,3 +60,25 @@ class SimilarityPair(Base):
     overlap_tokens: Mapped[int]
     a_slices: Mapped[list[Any]] = mapped_column(JSON, default=list)
     b_slices: Mapped[list[Any]] = mapped_column(JSON, default=list)
+
+
+class EarlierOffering(Base):
+    """A course's earlier offering (the same course in an earlier term), linked by someone who
+    teaches both: the one thing that lets one course's similarity reports read another
+    course's submissions. Seen and removed by the staff of either course."""
+
+    __tablename__ = "earlier_offerings"
+    __table_args__ = (
+        UniqueConstraint("course_id", "earlier_course_id"),
+        CheckConstraint("course_id <> earlier_course_id", name="not_itself"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    earlier_course_id: Mapped[int] = mapped_column(
+        ForeignKey("courses.id", ondelete="CASCADE"), index=True
+    )
+    linked_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

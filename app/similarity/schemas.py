@@ -21,6 +21,9 @@ class SimilarityPairRead(BaseModel):
     a_similarity: float
     b_similarity: float
     overlap_tokens: int
+    # A side from a course no longer (or never) linked as an earlier offering of this one:
+    # its label and source are not shown.
+    withheld: bool = False
     url: str
 
 
@@ -45,3 +48,10 @@ class PassageRead(BaseModel):
 class SimilarityPairDetail(SimilarityPairRead):
     a_passages: list[PassageRead]
     b_passages: list[PassageRead]
+
+
+class EarlierOfferingRead(BaseModel):
+    course: str  # the later course, whose reports compare with `earlier`
+    earlier: str
+    linked_by: str
+    created_at: datetime

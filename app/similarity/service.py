@@ -31,13 +31,34 @@ class Passage:
     shared: bool
 
 
+# What a report shows in place of a submission of a course it may not read (one that is no
+# longer, or never was, linked as an earlier offering of the report's course).
+WITHHELD_LABEL = "a submission of another course (not linked to this one)"
+
+
+@dataclass(frozen=True)
+class ShownPair:
+    """A pair as its report's readers may see it: a side from a course that is not the
+    report's, nor linked to it as an earlier offering, shows neither its label nor its source."""
+
+    pair: SimilarityPair
+    a_label: str
+    b_label: str
+    a_withheld: bool = False
+    b_withheld: bool = False
+
+
 @dataclass(frozen=True)
 class PairView:
-    pair: SimilarityPair
+    shown: ShownPair
     a_passages: list[Passage]
     b_passages: list[Passage]
     a_lab: str
     b_lab: str
+
+    @property
+    def pair(self) -> SimilarityPair:
+        return self.shown.pair
 
 
 def request_report(
@@ -110,14 +131,47 @@ def get_report(session: Session, *, user: User, report_id: int) -> tuple[Similar
     return report, lab
 
 
-def pairs_of(session: Session, *, report: SimilarityReport) -> list[SimilarityPair]:
-    return list(
+def _screen(
+    session: Session, report: SimilarityReport, pairs: list[SimilarityPair]
+) -> list[ShownPair]:
+    from app.similarity.offerings import earlier_course_ids
+
+    course_id = session.get_one(Lab, report.lab_id).course_id
+    readable = {course_id} | earlier_course_ids(session, course_id=course_id)
+    ids = {p.a_submission_id for p in pairs} | {p.b_submission_id for p in pairs}
+    course_of = as_dict(
+        session.execute(
+            select(Submission.id, Lab.course_id)
+            .join(Lab, Lab.id == Submission.lab_id)
+            .where(Submission.id.in_(ids or {-1}))
+        )
+    )
+    shown = []
+    for pair in pairs:
+        a_hidden = course_of.get(pair.a_submission_id) not in readable
+        b_hidden = course_of.get(pair.b_submission_id) not in readable
+        shown.append(
+            ShownPair(
+                pair=pair,
+                a_label=WITHHELD_LABEL if a_hidden else pair.a_label,
+                b_label=WITHHELD_LABEL if b_hidden else pair.b_label,
+                a_withheld=a_hidden,
+                b_withheld=b_hidden,
+            )
+        )
+    return shown
+
+
+def pairs_of(session: Session, *, report: SimilarityReport) -> list[ShownPair]:
+    """The report's pairs, most similar first, as its readers may see them."""
+    pairs = list(
         session.scalars(
             select(SimilarityPair)
             .where(SimilarityPair.report_id == report.id)
             .order_by(SimilarityPair.rank)
         )
     )
+    return _screen(session, report, pairs)
 
 
 def _passages(text: str, slices: list[list[int]]) -> list[Passage]:
@@ -145,6 +199,7 @@ def pair_view(session: Session, *, report: SimilarityReport, rank: int) -> PairV
     )
     if pair is None:
         raise NotFound(f"Similarity report {report.id} has no pair {rank}.")
+    (shown,) = _screen(session, report, [pair])
     sources = as_dict(
         session.execute(
             select(Submission.id, Submission.source_text).where(
@@ -159,10 +214,12 @@ def pair_view(session: Session, *, report: SimilarityReport, rank: int) -> PairV
             .where(Submission.id.in_([pair.a_submission_id, pair.b_submission_id]))
         )
     )
+    a_text = "" if shown.a_withheld else sources.get(pair.a_submission_id, "")
+    b_text = "" if shown.b_withheld else sources.get(pair.b_submission_id, "")
     return PairView(
-        pair=pair,
-        a_passages=_passages(sources.get(pair.a_submission_id, ""), pair.a_slices),
-        b_passages=_passages(sources.get(pair.b_submission_id, ""), pair.b_slices),
+        shown=shown,
+        a_passages=_passages(a_text, pair.a_slices),
+        b_passages=_passages(b_text, pair.b_slices),
         a_lab=labs.get(pair.a_submission_id, ""),
         b_lab=labs.get(pair.b_submission_id, ""),
     )

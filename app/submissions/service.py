@@ -127,11 +127,23 @@ def create_submission(
     size: int | None = None,
 ) -> Intake:
     """Check and store a submission with a queued grading job; the caller commits, then sends."""
-    from app.latedays.service import available_for
-    from app.teams.service import credit_submission, team_of
+    from app.latedays.holds import held_per_lab
+    from app.latedays.intake import reserve_for_upload
+    from app.latedays.service import available_for, take_turn
+    from app.teams.service import credit_submission, current_members, team_of
 
     role = require_member(session, user=user, course=course)
     deadline = deadline_for(session, lab=lab, user_id=user.id)
+    team = team_of(session, lab=lab, user_id=user.id) if lab.team_size > 1 else None
+    # A late upload holds the late days it needs from now on (reserve_for_upload, below):
+    # first the turn at their days of everyone it counts for, in id order (a row lock on
+    # PostgreSQL, the write lock on SQLite), so that parallel late uploads read and hold the
+    # budget one after the other and never all count the same last day.
+    holds_days = deadline.is_late(now) and not role.is_staff and course.late_days > 0
+    if holds_days:
+        members = [u.id for u in current_members(session, team=team)] if team else []
+        for user_id in sorted({user.id, *members}):
+            take_turn(session, course_id=course.id, user_id=user_id)
     # A lab that refuses late work takes it as long as the student's late days can cover it.
     grace = 0
     if lab.late_policy == LatePolicy.refuse.value and deadline.is_late(now):
@@ -156,6 +168,19 @@ def create_submission(
                 if grace
                 else "; you have no late days left for it"
             )
+            held = sum(
+                days
+                for lab_id, days in held_per_lab(
+                    session, course_id=course.id, user_id=user.id
+                ).items()
+                if lab_id != lab.id
+            )
+            if held:
+                are, come = ("is", "comes") if held == 1 else ("are", "come")
+                days += (
+                    f" ({held} more {are} held by your late uploads to other labs still being "
+                    f"graded, and {come} back if those do not count)"
+                )
         raise Closed(
             f"{lab.title} was due at {when_text(deadline.due_at)}{yours} and does not "
             f"accept late submissions{days}. Ask the course staff if you need an extension."
@@ -174,7 +199,6 @@ def create_submission(
             .execution_options(synchronize_session=False)
         )
         # A team shares one quota: its members' uploads take turns on the team's row too.
-        team = team_of(session, lab=lab, user_id=user.id) if lab.team_size > 1 else None
         if team is not None:
             session.execute(
                 update(Team)
@@ -196,6 +220,8 @@ def create_submission(
     session.add(submission)
     session.flush()
     credit_submission(session, submission=submission, lab=lab)
+    if holds_days:
+        reserve_for_upload(session, course=course, lab=lab, submission_id=submission.id, now=now)
     message, note = queued_message(session, "Waiting for a worker to compile it.", now=now)
     set_status(session, submission, Status.queued, message, staff_note=note)
     job = GradingJob(submission_id=submission.id, queued_at=now)

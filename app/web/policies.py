@@ -28,6 +28,7 @@ from app.courses.service import (
     require_staff,
 )
 from app.latedays import service as latedays
+from app.latedays.recount import recount_after_change, recount_state
 from app.teams import service as teams
 from app.users.models import User
 from app.users.service import get_user
@@ -158,6 +159,7 @@ def _late_days_context(session: Session, user: User, found: Course) -> dict[str,
         "message": "",
         "error": None,
     }
+    context["recount"] = recount_state(session, course=found)
     if role.is_staff:
         context["rows"] = latedays.balances(session, course=found)
     else:
@@ -221,6 +223,10 @@ async def late_days_form(
                     now=utcnow(),
                 )
                 said = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
+                # Committed first; then late days are settled again in short transactions.
+                session.commit()
+                if found.late_days_recount_at is not None:
+                    recount_after_change(found.id)
             else:
                 raise Invalid("That is not something this page does; reload it.")
         except DomainError as exc:

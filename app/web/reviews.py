@@ -26,6 +26,7 @@ from app.grading.sender import send_after_commit
 from app.regrades import service as regrades
 from app.regrades.models import RegradeRequest
 from app.rubric import service as rubric
+from app.similarity import offerings
 from app.similarity import service as similarity
 from app.submissions.models import Submission
 from app.users.models import User
@@ -313,6 +314,7 @@ async def similarity_page(
                 "reports": reports,
                 "latest": latest,
                 "pairs": similarity.pairs_of(session, report=latest) if latest else [],
+                "offerings": offerings.links_of(session, course=found, user=user),
                 "busy": any(r.state in ("queued", "running") for r in reports),
                 "message": message[:300],
             },
@@ -343,6 +345,37 @@ async def similarity_form(
             f"/courses/{found.slug}/labs/{row.slug}/similarity",
             f"Report {report_id} is queued; a worker computes it (reload to see it).",
         )
+
+    return await web.run(work)
+
+
+@router.post("/courses/{course}/earlier-offerings", response_class=HTMLResponse)
+async def earlier_offerings_form(
+    request: Request,
+    course: str,
+    web: WebDb,
+    action: Annotated[str, Form()] = "",
+    other: Annotated[str, Form()] = "",
+    back: Annotated[str, Form()] = "",
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    """Link an earlier offering (an instructor of both), or remove a link (staff of either)."""
+
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found, row = _lab(session, course, back)
+        if action == "link":
+            link = offerings.link_earlier(
+                session, course=found, earlier_slug=other, user=user, now=utcnow()
+            )
+            said = f"{session.get_one(Course, link.earlier_course_id).slug} is linked as an "
+            said += f"earlier offering of {found.slug}."
+        elif action == "unlink":
+            gone = offerings.unlink(session, course=found, other_slug=other, user=user)
+            said = f"The link with {other} is removed." if gone else f"{other} was not linked."
+        else:
+            raise Invalid("That is not something this page does; reload it.")
+        return _back(f"/courses/{found.slug}/labs/{row.slug}/similarity", said)
 
     return await web.run(work)
 

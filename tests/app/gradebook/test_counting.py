@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from app.core.csv_out import safe_cell
 from app.courses.models import ScorePolicy
 from app.gradebook.service import (
     Counted,
@@ -17,7 +18,6 @@ from app.gradebook.service import (
     LabCell,
     Scored,
     Student,
-    _cell,
     _number,
     counted_submission,
     is_pending,
@@ -114,7 +114,7 @@ def test_a_row_adds_up_counted_scores_and_pending_submissions() -> None:
 
 
 def test_csv_cells_never_start_a_formula_and_numbers_are_short() -> None:
-    for text in ("=1+1", "+1", "-1", "@SUM(A1)"):
-        assert _cell(text) == "'" + text
-    assert _cell("Ada") == "Ada" and _cell("") == ""
+    for text in ("=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1"):
+        assert safe_cell(text) == "'" + text
+    assert safe_cell("Ada") == "Ada" and safe_cell("") == ""
     assert (_number(10.0), _number(2.5), _number(0.0)) == ("10", "2.5", "0")

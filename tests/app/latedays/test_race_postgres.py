@@ -1,16 +1,17 @@
 """The late-day race on PostgreSQL: two late submissions that come to count at the same moment
-(two workers recording their gradings in parallel, after two parallel uploads) spend the budget
-once. Needs the server of KERNELGRADER_TEST_POSTGRES_URL (scripts/ci-services.sh); skipped with
-that hint elsewhere, failing under CI without it.
+(two workers recording their gradings in parallel) spend the budget once. Needs the server of
+KERNELGRADER_TEST_POSTGRES_URL (scripts/ci-services.sh); skipped with that hint elsewhere,
+failing under CI without it.
 
-Both gradings are made to reach the student's turn at their late days together (a barrier in
-front of `take_turn`, the real lock after it), so the test fails whenever that turn does not
-serialize them: with the lock removed, both read one day left and both spend it.
+The submissions hold no days of their own (made as main's uploads were, before late days were
+held at upload: test_holds_race.py races the uploads themselves), so only the student's turn at
+their days stands between the two gradings. Both are made to reach that turn together (a
+barrier in front of `take_turn`, the real lock after it), so the test fails whenever the turn
+does not serialize them: with the lock removed, both read one day left and both spend it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,12 +25,14 @@ from sqlalchemy.orm import Session
 import app.latedays.service as latedays_service
 from app.cli.database import upgrade_database
 from app.core.database import utcnow
+from app.courses.models import Lab
 from app.courses.service import add_lab
-from app.grading.models import GradingJob
-from app.grading.tasks import grade
+from app.grading.models import JobState
 from app.latedays.models import LateDayCharge, LateDayEvent
-from tests.app.conftest import make_world
-from tests.app.grading.test_worker import SYNTAX_ERROR
+from app.submissions.models import Status
+from tests.app.conftest import World, make_world
+from tests.app.factories import make_submission
+from tests.app.latedays.helpers import record_graded
 from tests.app.scaled import (
     POSTGRES_VAR,
     fresh_database,
@@ -51,21 +54,23 @@ def on_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield url
 
 
-async def _upload(client: httpx.AsyncClient, course: str, lab: str, auth: dict[str, str]) -> int:
-    r = await client.post(
-        f"/api/v1/courses/{course}/labs/{lab}/submissions",
-        headers=auth,
-        files={"file": ("broken.cu", SYNTAX_ERROR.encode(), "text/plain")},
+def _late(session: Session, world: World, lab: Lab) -> int:
+    """A late upload waiting for its verdict, as main stored one (no days held)."""
+    assert lab.due_at is not None
+    sub, _ = make_submission(
+        session,
+        user=world.student.user,
+        lab=lab,
+        status=Status.queued,
+        job_state=JobState.queued,
+        created_at=lab.due_at + timedelta(minutes=30),
+        late=True,
     )
-    assert r.status_code == 202, r.text
-    return int(r.json()["id"])
+    session.commit()
+    return sub.id
 
 
 def _grade_together(session: Session, ids: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
-    jobs = {
-        sid: session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid)).one()
-        for sid in ids
-    }
     session.rollback()
     barrier = threading.Barrier(len(ids), timeout=120)
     real = latedays_service.take_turn
@@ -76,9 +81,7 @@ def _grade_together(session: Session, ids: list[int], monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(latedays_service, "take_turn", meet_then_take_turn)
     with ThreadPoolExecutor(len(ids)) as pool:
-        outcomes = list(pool.map(lambda sid: grade.apply(args=[sid, jobs[sid]]).get(), ids))
-    # A compile error is a verdict: each one counts (0 points), late.
-    assert outcomes == ["compile_error"] * len(ids)
+        list(pool.map(lambda sid: record_graded(sid, score=7), ids))
 
 
 async def _spent(client: httpx.AsyncClient, course: str, auth: dict[str, str]) -> dict:
@@ -104,11 +107,8 @@ async def test_two_labs_counted_at_once_spend_the_last_day_once(
         f"/api/v1/courses/{course}/policies", headers=world.instructor.auth, json={"late_days": 1}
     )
     assert r.status_code == 200, r.text
-    ids = await asyncio.gather(
-        _upload(client, course, world.lab.slug, world.student.auth),
-        _upload(client, course, second.slug, world.student.auth),
-    )
-    _grade_together(session, list(ids), monkeypatch)
+    ids = [_late(session, world, world.lab), _late(session, world, second)]
+    _grade_together(session, ids, monkeypatch)
     mine = await _spent(client, course, world.student.auth)
     assert (mine["spent"], mine["left"]) == (1, 0), mine
     assert sorted(u["days_spent"] for u in mine["labs"]) == [0, 1]
@@ -118,7 +118,10 @@ async def test_two_labs_counted_at_once_spend_the_last_day_once(
         f"/api/v1/courses/{course}/gradebook.csv", headers=world.instructor.auth
     )
     row = next(line for line in book.text.splitlines() if world.student.email in line)
-    assert row.endswith(",0,0")  # late_days_left 0, total 0
+    cells = row.split(",")[3:]
+    # Per lab: score, late, pending, late days; then late_days_left and the total.
+    assert sorted([cells[0:4], cells[4:8]]) == [["7", "0", "0", "1"], ["7", "1", "0", "0"]]
+    assert cells[8:] == ["0", "14"]
 
 
 async def test_two_submissions_of_one_lab_counted_at_once_charge_it_once(
@@ -131,11 +134,8 @@ async def test_two_submissions_of_one_lab_counted_at_once_charge_it_once(
     world.course.late_days = 3
     session.commit()
     course = world.course.slug
-    ids = await asyncio.gather(
-        _upload(client, course, world.lab.slug, world.student.auth),
-        _upload(client, course, world.lab.slug, world.student.auth),
-    )
-    _grade_together(session, list(ids), monkeypatch)
+    ids = [_late(session, world, world.lab), _late(session, world, world.lab)]
+    _grade_together(session, ids, monkeypatch)
     charges = session.scalars(
         select(LateDayCharge).where(LateDayCharge.user_id == world.student.user.id)
     ).all()

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.courses.models import Lab, Role
 from app.courses.service import add_lab, create_course
-from app.similarity.models import ReportState, SimilarityReport
+from app.similarity.models import EarlierOffering, ReportState, SimilarityReport
 from app.similarity.sweep import reports_to_send
 from app.similarity.tasks import compute
 from app.submissions.models import Submission
@@ -123,8 +123,12 @@ async def test_a_report_pairs_the_copies_and_leaves_the_references_out(
 def test_earlier_terms_are_compared_when_asked(session: Session) -> None:
     world, lab = vector_world(session)
     earlier = create_course(session, slug=unique("past"), title="Last year")
-    old_lab = add_lab(session, course=earlier, ref="vector-scale")
+    old_lab = add_lab(
+        session, course=earlier, ref="vector-scale", due_at=utcnow() - timedelta(days=200)
+    )
     old_student = make_member(session, earlier, Role.student)
+    # Linked as this course's earlier offering (app.similarity.offerings), and over.
+    session.add(EarlierOffering(course_id=world.course.id, earlier_course_id=earlier.id))
     _submit(session, old_lab, old_student.user, SHARED)
     _submit(session, lab, world.student.user, SHARED)
     _submit(session, lab, world.other_student.user, OTHER)
@@ -136,9 +140,9 @@ def test_earlier_terms_are_compared_when_asked(session: Session) -> None:
     session.expire_all()
     from app.similarity.service import pairs_of
 
-    # Other tests' courses hold this lab too: look for this one's pair among them.
-    pairs = {(p.a_label, p.b_label): p for p in pairs_of(session, report=report)}
-    found = pairs[(world.student.email, f"{earlier.slug}: {old_student.email}")]
+    pairs = {(p.a_label, p.b_label): p.pair for p in pairs_of(session, report=report)}
+    assert list(pairs) == [(world.student.email, f"{earlier.slug}: {old_student.email}")]
+    (found,) = pairs.values()
     assert found.a_similarity == pytest.approx(1.0)
     # The other student's own kernel matches nobody; the plain report compares nothing past.
     assert not any(world.other_student.email in key for key in pairs)
