@@ -4,8 +4,10 @@ An outside identity (an OpenID Connect subject, a SAML name id) is looked up by 
 subject) first, an LMS user by (registration, subject): once matched, it keeps its account
 even when the provider later sends another email. A new identity joins the account that has
 its email only when the provider is trusted for emails (an SSO provider's email that is
-verified and in the institution's domains); an LMS's email never joins an account by itself
-(app.lti.launch: its owner logs in once), though a new account may take it as its address.
+verified and in the institution's domains), and not even then an account whose password was
+set through a link shown to a course's staff rather than mailed to its address; an LMS's email
+never joins an account by itself (app.lti.launch: its owner logs in once), though a new account
+may take it as its address.
 So a student with a password account who then launches from Canvas, or signs in through the
 university, stays one person with one gradebook row.
 """
@@ -78,6 +80,11 @@ def account_for(session: Session, identity: OutsideIdentity) -> Matched:
         session.flush()
         return Matched(user=user, created=False, linked=False)
     found = find_user(session, email=email) if email and identity.email_trusted else None
+    if found is not None and found.password_via_shown_link:
+        # Whoever set its password may not be the address's owner (another course's staff
+        # could have made it and used the link they were shown): this person gets an account
+        # of their own rather than one a stranger can log in to.
+        found = None
     created = found is None
     if found is None:
         # An untrusted email is not taken as an address either: it could be someone else's.

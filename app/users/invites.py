@@ -120,6 +120,8 @@ def accept_invite(
     if used.rowcount != 1:  # type: ignore[attr-defined]
         raise NotFound(UNKNOWN)
     set_password(session, user=user, password=password, now=now)
+    # A mailed link proves the address; a link shown to a course's staff proves nothing of it.
+    user.password_via_shown_link = invite.shown_in_course_id is not None
     return user
 
 

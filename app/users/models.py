@@ -25,6 +25,10 @@ class User(Base):
     # Login sessions begun before this are over (a new password, "sign out everywhere"): the
     # session cookie carries when it began, and each request compares (app.core.deps).
     sessions_ended_at: Mapped[datetime | None] = mapped_column(default=None)
+    # The password was set through a link shown to a course's staff (a server without mail),
+    # not one mailed to the address: nothing shows that whoever set it receives that mail, so
+    # a university sign-in with this email does not join the account (app.auth.accounts).
+    password_via_shown_link: Mapped[bool] = mapped_column(default=False, server_default=false())
 
     @property
     def display_name(self) -> str:

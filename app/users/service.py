@@ -54,6 +54,7 @@ def ensure_user(
             user.name = name.strip()
         if password is not None:
             set_password(session, user=user, password=password, now=utcnow())
+            user.password_via_shown_link = False  # the operator's CLI vouches for it
     session.flush()
     return user
 

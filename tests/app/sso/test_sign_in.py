@@ -15,12 +15,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth.models import SignInProblem, UserIdentity
+from app.core.mail import outbox
 from app.sso.service import add_provider
 from app.users.models import User
+from app.users.service import find_user
 from tests.app.conftest import World, make_world, unique
 from tests.app.lti.conftest import Browser, log_in, registered_and_linked
 from tests.app.lti.platform import TestPlatform
+from tests.app.mail.smtp import Inbox, body_of, mail_server  # noqa: F401
 from tests.app.sso.idp import TestIdp, read_form
+from tests.app.web.test_people_links import LINK, logged_in, post
 
 
 @pytest.fixture
@@ -264,3 +268,77 @@ def test_saml_signs_in_through_a_real_identity_provider(
     assert forged.status_code == 400 and "could not be accepted" in forged.text
     session.expire_all()
     assert session.scalar(select(User).where(User.email == "admin@uni.example")) is None
+
+
+def _set_password_through(browser: Browser, link: str, password: str) -> None:
+    path = link[link.index("/invite/") :]
+    answer = browser.http.post(
+        browser.tool + path,
+        data={"password": password, "confirm": password, "csrf_token": browser.csrf(path)},
+    )
+    assert answer.status_code == 303, answer.text[:2000]
+
+
+def _added_with_a_link(
+    browsers: object, course: World, email: str, mail: Inbox | None = None
+) -> str:
+    """The course's instructor adds a new person by email and asks for a link: the link shown
+    to them (no mail), or the one mailed to the person."""
+    staff = logged_in(browsers, course.instructor)
+    added = post(staff, course, "/add", {"email": email, "invite": "true"})
+    # A link shown is a page of its own (not kept in history); a mailed one, back to the list.
+    assert added.status_code == (200 if mail is None else 303), added.text[:2000]
+    if mail is None:
+        shown = LINK.search(added.text)
+        assert shown, added.text[:2000]
+        return shown.group(0)
+    outbox.wait_until_sent()
+    (sent,) = mail.to(email)
+    mailed = LINK.search(body_of(sent))
+    assert mailed and not LINK.search(added.text)
+    return mailed.group(0)
+
+
+def test_a_password_set_through_a_link_shown_to_staff_is_not_joined_by_a_sign_in_with_its_email(
+    session: Session, tool: str, oidc_provider: str, browsers: object
+) -> None:
+    # Issue 31, class 1: another course's instructor makes an account for an address, uses the
+    # link they were shown, and waits for its owner to sign in through the university.
+    slug, provider = _oidc(session, tool, oidc_provider)
+    attackers = make_world(session)
+    email = f"{unique('newcomer')}@uni.edu"
+    link = _added_with_a_link(browsers, attackers, email)
+    _set_password_through(browsers(), link, "the-attackers-password")  # type: ignore[operator]
+    held = find_user(session, email=email)
+    assert held is not None and held.password_via_shown_link
+    owner: Browser = browsers()  # type: ignore[operator]
+    sub = unique("sub")
+    done = _oidc_sign_in(owner, slug, provider, sub, {"email": email, "email_verified": True})
+    assert done.status_code == 303, done.text[:2000]
+    session.expire_all()
+    identity = session.scalar(select(UserIdentity).where(UserIdentity.subject == sub))
+    assert identity is not None and identity.user_id != held.id
+    assert session.scalars(select(UserIdentity).where(UserIdentity.user_id == held.id)).all() == []
+
+
+def test_a_password_set_through_a_mailed_link_is_joined_by_a_sign_in_with_its_email(
+    session: Session,
+    tool: str,
+    oidc_provider: str,
+    browsers: object,
+    mail_server: Inbox,  # noqa: F811
+) -> None:
+    slug, provider = _oidc(session, tool, oidc_provider)
+    course = make_world(session)
+    email = f"{unique('newcomer')}@uni.edu"
+    link = _added_with_a_link(browsers, course, email, mail=mail_server)
+    _set_password_through(browsers(), link, "the-owners-password")  # type: ignore[operator]
+    owned = find_user(session, email=email)
+    assert owned is not None and not owned.password_via_shown_link
+    sub = unique("sub")
+    signed_in: Browser = browsers()  # type: ignore[operator]
+    done = _oidc_sign_in(signed_in, slug, provider, sub, {"email": email, "email_verified": True})
+    assert done.status_code == 303, done.text[:2000]
+    session.expire_all()
+    identity = session.scalar(select(UserIdentity).where(UserIdentity.subject == sub))
+    assert identity is not None and identity.user_id == owned.id
