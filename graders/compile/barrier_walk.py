@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from graders.compile import work
-from graders.compile.taint import FlowState, assignments, tainted_anywhere
+from graders.compile.source_text import match_table
+from graders.compile.taint import BLOCK_REDUCTIONS, FlowState, assignments, tainted_anywhere
 from graders.results import Finding
 
 # Statements nest deeper than this only in generated or hostile code; the walk recurses per level.
@@ -23,7 +24,6 @@ MAX_DEPTH = 300
 # Conditions that split threads only at warp boundaries (a warp barrier under them is fine).
 _WARP_ALIGNED = re.compile(r"\b(?:32|31|warpSize|WARP_SIZE|warp\w*|lane\w*)\b")
 _IDENT = re.compile(r"[A-Za-z_]\w*", re.ASCII)
-_BRACKETS = {"{": "}", "(": ")", "[": "]"}
 
 
 @dataclass
@@ -48,20 +48,6 @@ class Conds:
             return Conds(cond, self, self.divergent, self.warp_aligned)
         aligned = self.warp_aligned and bool(_WARP_ALIGNED.search(cond.text))
         return Conds(cond, self, cond, aligned)
-
-
-def match_table(tokens: list[str]) -> dict[int, int]:
-    """Index of each opening bracket -> index of its closing one, in one pass."""
-    table: dict[int, int] = {}
-    stacks: dict[str, list[int]] = {"{": [], "(": [], "[": []}
-    closers = {v: k for k, v in _BRACKETS.items()}
-    for j, tok in enumerate(tokens):
-        if tok in _BRACKETS:
-            stacks[tok].append(j)
-        elif tok in closers and stacks[closers[tok]]:
-            table[stacks[closers[tok]].pop()] = j
-    work.add(len(tokens))
-    return table
 
 
 @dataclass(frozen=True)
@@ -130,7 +116,16 @@ class Walker:
 
     def cond(self, keyword: str, start: int, end: int) -> Cond:
         work.add(max(end - start, 0) + 1)
-        names = {t for t in self.toks[start:end] if _IDENT.fullmatch(t)}
+        names: set[str] = set()
+        k = start
+        while k < end:  # a block-wide reduction's argument is the block's, not a thread's
+            tok = self.toks[k]
+            if tok in BLOCK_REDUCTIONS and k + 1 < end and self.toks[k + 1] == "(":
+                k = self.matching(k + 1) + 1
+                continue
+            if _IDENT.fullmatch(tok):
+                names.add(tok)
+            k += 1
         tainted = sorted(n for n in names if self.flow.is_tainted(n))
         text = ""
         if start < end <= len(self.toks):

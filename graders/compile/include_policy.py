@@ -5,18 +5,25 @@ compile log), and `__has_include` tells whether a path exists. A submission is o
 `.cu` file, so the only includes allowed are a few headers that kernels copied from course
 material start with; the grader serves them from memory (`BUILTIN_HEADERS`), never from disk.
 
-The policy reads the preprocessed program (`graders.compile.preprocess`): a directive the
-compiler reads (LIVE), or may read (UNKNOWN: a condition the grader cannot evaluate), is judged;
-`#include <cstdlib>` inside a comment or under `#if 0` / `#ifndef __CUDACC__` (an old host
-harness) is not the compiler's business and is accepted. The policy does not trust its own
-reading for that: every line that any of three views (comments blanked with literals
-understood, comments blanked with quotes ignored, the raw text) shows as an include, or that
-holds a pragma the grader does not allow, and that the grader judged dead or commented out, has
-its directive's name rewritten to `error` in the text NVRTC compiles (`#include <cstdlib>`
-becomes `#error <cstdlib>`, never longer than before, line numbers kept). Where the grader was
-right, that text is a comment or a skipped branch and changes nothing; where it was wrong,
-NVRTC stops at the `#error` instead of opening the file, and the pipeline refuses the line
-(`refused_by_compiler`). The rewritten text is scanned again before NVRTC sees it.
+The policy reads the preprocessed program (`graders.compile.preprocess`) through the one lexer
+of `graders.compile.source_text` (a line that starts inside a raw string is no directive): a
+directive the compiler reads (LIVE), or may read (UNKNOWN: a condition the grader cannot
+evaluate), is judged; `#include <cstdlib>` inside a comment or under `#if 0` / `#ifndef
+__CUDACC__` (an old host harness) is not the compiler's business and is accepted. The policy
+does not trust its own reading for that: every line that any of three views (comments blanked
+with literals understood, comments blanked with quotes ignored, the raw text) shows as an
+include, or as a pragma that can reach outside the file (`FILE_PRAGMAS`, or a path-like
+operand in any pragma but `TEXT_PRAGMAS`), and that the grader judged dead, commented out or
+inside a raw string, has its directive's name rewritten to `error` in the text NVRTC compiles
+(`#include <cstdlib>` becomes `#error <cstdlib>`, never longer than before, line numbers
+kept). Where the grader was right, that text is a comment, a skipped branch or a string's
+text and changes nothing the kernel does (a raw string's text reads `#error` there); where it
+was wrong, NVRTC stops at the `#error` instead of opening the file, and the pipeline refuses
+the line (`refused_by_compiler`). The rewritten text is scanned again before NVRTC sees it.
+
+Any other pragma is the compiler's business: `#pragma nv_diagnostic push`, `#pragma unroll`,
+`#pragma warning(disable: 4996)` reach nothing outside the file (NVRTC ignores those it does
+not know, with a warning).
 
 `#include` spellings with digraphs (`%:include`), spaces, comments or line continuations are
 all directives here, as they are to the compiler. `__has_include`, token pasting and
@@ -42,19 +49,32 @@ __all__ = [
     "without_line_directives",
 ]
 
-ALLOWED_PRAGMAS = frozenset(
+# Pragmas that can reach outside the submission: they name a file or a directory, or change how
+# later includes are found or what they mean (MSVC's and EDG's include and precompiled-header
+# pragmas, GCC's dependency check, linker comments). Refused wherever the compiler may read them.
+FILE_PRAGMAS = frozenset(
     {
-        "unroll", "nounroll", "once", "message", "push_macro", "pop_macro",
-        "nv_diag_suppress", "nv_diag_warning", "nv_diag_error", "nv_diag_default",
-        "nv_diag_once", "diag_suppress", "diag_warning", "diag_error", "diag_default",
+        "include_alias", "include_directory", "include_path", "dependency", "system_header",
+        "hdrstop", "no_pch", "create_pch", "use_pch", "pch_dir", "pch_preprocess", "comment",
+        "include", "include_next", "import", "embed", "linker", "lib", "library",
     }
 )  # fmt: skip
+# Pragmas whose string operand is only text or a macro's name, never a file: a string in any
+# other pragma may be a path (`hdrstop("x.pch")`), so such a pragma counts as naming one.
+TEXT_PRAGMAS = frozenset(
+    {"message", "warning", "error", "ident", "push_macro", "pop_macro", "diagnostic",
+     "nv_diagnostic", "region", "endregion", "deprecated", "poison", "unroll", "nounroll"}
+)  # fmt: skip
+# A first word that names a vendor's family of pragmas: the pragma is the word after it.
+_PRAGMA_FAMILIES = frozenset({"GCC", "clang", "nv", "NV", "STDC", "omp", "acc"})
 _INCLUDE_FAMILY = frozenset({"include", "include_next", "import", "embed"})
 _DIRECTIVE = DIRECTIVE
 _HEADER_OPERAND = re.compile(r'^\s*(?:<([^<>"]+)>|"([^<>"]+)")\s*$')
 # In the raw view comments are still there: `#include <math.h> // for INFINITY` is allowed.
 _HEADER_OPERAND_RAW = re.compile(r'^\s*(?:<([^<>"]+)>|"([^<>"]+)")\s*(?://.*|/\*.*)?$')
-_PRAGMA_NAME = re.compile(r"\s*([A-Za-z_]\w*)", re.ASCII)
+_PRAGMA_NAME = re.compile(r"\s*([A-Za-z_]\w*)(?:\s+([A-Za-z_]\w*))?", re.ASCII)
+# A string literal or a header name in a pragma's operand: something that can name a file.
+_PRAGMA_PATH = re.compile(r'"|<[^<>\s]*>')
 _PRAGMA_OPERATOR = re.compile(r"\b_Pragma\b")
 _PRAGMA_LITERAL = re.compile(r'\s*\(\s*(?:L|u8|u|U)?"((?:[^"\\\n]|\\.)*)"\s*\)')
 _FILE_QUERY = re.compile(r"__has_include(?:_next)?\b|__has_embed\b")
@@ -97,7 +117,8 @@ def review(source: str | Program) -> Review:
     if problem:
         return Review(problem)
     text = _rewritten(program.source, hidden)
-    leftover, line_directives = _scan(SourceViews.of(text), rewritten=bool(hidden))
+    views = SourceViews.of(text, raw_strings=program.target.raw_strings)
+    leftover, line_directives = _scan(views, rewritten=bool(hidden))
     if leftover:
         return Review(leftover)
     text = _blank_lines(text, line_directives)
@@ -161,7 +182,9 @@ def _judge(program: Program) -> tuple[str | None, dict[int, tuple[int, str]]]:
 
 def _check_directives(program: Program) -> tuple[str | None, dict[int, tuple[int, str]]]:
     views = program.full
-    per_view = [(view, views.lines(view)) for view in (views.code, views.quoteless, views.spliced)]
+    per_view = [
+        (view, views.lines(view)) for view in (views.directives, views.quoteless, views.spliced)
+    ]
     hidden: dict[int, tuple[int, str]] = {}
     code_lines = per_view[0][1]
     for index, code_line in enumerate(code_lines):
@@ -172,7 +195,7 @@ def _check_directives(program: Program) -> tuple[str | None, dict[int, tuple[int
             line = lines[index]
             work.add(len(line.text) + 1)
             sentence, is_directive = _forbidden(views, view, line.number, line.text)
-            if view is views.code:
+            if view is views.directives:
                 code_is_directive = is_directive
             if sentence:
                 found.append(sentence)
@@ -189,7 +212,8 @@ def _check_directives(program: Program) -> tuple[str | None, dict[int, tuple[int
 
 def _forbidden(views: SourceViews, view: str, number: int, text: str) -> tuple[str | None, bool]:
     """(the sentence refusing this line in this view, whether it is an include or a pragma
-    directive in it); pragmas count in the view with comments blanked only."""
+    directive in it); pragmas count in the view with comments blanked only (and lines inside
+    raw strings)."""
     match = _DIRECTIVE.match(text)
     if not match or not match.group(1):
         return None, False
@@ -201,7 +225,7 @@ def _forbidden(views: SourceViews, view: str, number: int, text: str) -> tuple[s
         if name == "include" and target in BUILTIN_HEADERS:
             return None, True
         return _include_sentence(number, name, operand.strip(), target), True
-    if name == "pragma" and view is views.code:
+    if name == "pragma" and view is views.directives:
         problem = _pragma_problem(operand)
         sentence = f"Line {number} has `#pragma {operand.strip()}`: {problem}" if problem else None
         return sentence, True
@@ -258,19 +282,33 @@ def _include_sentence(line: int, directive: str, operand: str, target: str | Non
 
 
 def _pragma_problem(operand: str) -> str | None:
-    # The pragma's name is the first identifier: `#pragma message("...")` names `message`.
-    first = _PRAGMA_NAME.match(operand)
-    if first and first.group(1) in ALLOWED_PRAGMAS:
-        return None
-    return (
-        "the grader accepts only the pragmas " + ", ".join(sorted(ALLOWED_PRAGMAS)) + "; "
-        "remove the line."
-    )
+    """Why a pragma is refused (it can reach outside the file), or None: the pragma is named by
+    its first word, or by the second after a family's (`GCC dependency`, `clang diagnostic`)."""
+    words = _PRAGMA_NAME.match(operand)
+    if not words:
+        return None  # `#pragma` alone, or a number: nothing the compiler can act on
+    name = words.group(1)
+    if name in _PRAGMA_FAMILIES and words.group(2):
+        name = words.group(2)
+    if name in FILE_PRAGMAS:
+        return (
+            f"`{name}` is a pragma that names files or changes how they are included, which "
+            "can reach outside your file; a submission is one self-contained file, so remove "
+            "the line."
+        )
+    if name not in TEXT_PRAGMAS and _PRAGMA_PATH.search(operand, words.end()):
+        return (
+            "a pragma with a string or `<...>` operand may name a file on the grading machine, "
+            "and the grader accepts such operands only in pragmas whose operand is text (such "
+            "as `message`, `push_macro` and the diagnostic pragmas); remove the line."
+        )
+    return None
 
 
 def _check_pragma_operators(views: SourceViews) -> str | None:
     work.add(len(views.code))
-    for found in _PRAGMA_OPERATOR.finditer(views.code):
+    # Found outside literals (`printf("_Pragma")` is text), read with its literal from `code`.
+    for found in _PRAGMA_OPERATOR.finditer(views.bare):
         line = views.line_at(found.start())
         literal = _PRAGMA_LITERAL.match(views.code, found.end())
         # A literal that matches is not read again (the next `_Pragma` comes after it); one that
@@ -301,7 +339,7 @@ def _scan(views: SourceViews, *, rewritten: bool) -> tuple[str | None, set[int]]
     """(after a rewrite, a forbidden directive some view still shows: a check on the rewrite;
     the physical lines of every `#line` directive in any view), in one pass over the views."""
     blank: set[int] = set()
-    for view in (views.code, views.quoteless, views.spliced):
+    for view in (views.directives, views.quoteless, views.spliced):
         logical = views.lines(view)
         for i, line in enumerate(logical):
             work.add(len(line.text) + 1)

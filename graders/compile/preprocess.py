@@ -11,6 +11,10 @@ the macros of the headers it serves from memory where the file includes them) an
 - UNKNOWN: the grader cannot tell (a condition on a macro it does not know, such as one of
   NVRTC's reserved `__...` names it was not told about, or an expansion past its budget).
 
+Directives are the lines of the source views' `directives` view: a `#` that starts a line
+inside a raw string is text, as it is to NVRTC (which lexes raw strings in skipped branches
+too).
+
 `Program.views` are the source views (`graders.compile.source_text`) with the DEAD lines
 blanked, newlines and line numbers kept, so the declaration reader and the static checks read
 only what may be compiled. The include policy reads the states: a host include is refused
@@ -81,6 +85,12 @@ class Target:
     macros: Mapping[str, MacroEntry]
     trigraphs: bool
     standard: int | None  # __cplusplus, None where the option is one this reader does not know
+
+    @property
+    def raw_strings(self) -> bool:
+        """Whether `R"(...)"` is a raw string (C++11 on; under -std=c++03 it is a name and a
+        string); an unknown standard counts as a recent one."""
+        return self.standard is None or self.standard >= _STANDARDS["c++11"]
 
 
 def _object(value: str) -> Macro:
@@ -226,8 +236,8 @@ class _Walk:
         self.budget = Budget(BUDGET_PER_CHAR * len(source) + BUDGET_FLOOR)
 
     def run(self) -> Program:
-        full = SourceViews.of(self.source)
-        lines = full.lines(full.code)
+        full = SourceViews.of(self.source, raw_strings=self.target.raw_strings)
+        lines = full.lines(full.directives)
         states: list[Live] = []
         stack: list[_Group] = []
         current = Live.LIVE
@@ -360,11 +370,12 @@ def _blank(text: str, spans: list[tuple[int, int]]) -> str:
 
 def _blanked_views(views: SourceViews, spans: list[tuple[int, int]]) -> SourceViews:
     """The views with each span (within one line, no newline in it) blanked."""
-    work.add(4 * len(views.spliced) if spans else 0)
+    work.add(5 * len(views.spliced) if spans else 0)
     return SourceViews(
         spliced=_blank(views.spliced, spans),
         line_of=views.line_of,
         code=_blank(views.code, spans),
         bare=_blank(views.bare, spans),
         quoteless=_blank(views.quoteless, spans),
+        directives=_blank(views.directives, spans),
     )

@@ -1,15 +1,21 @@
 """Views of a CUDA source as the preprocessor sees it: lines spliced, comments blanked.
 
-Every view keeps the text's length and its newlines, so an index or a line number in a view is
-the same in the student's file. Used by the include policy, the declaration parser and the
-static checks.
+The one lexer of the compile stage: every check that reads the student's text (the
+preprocessor view, the include and pragma rule, the declarations reader, the static checks)
+reads these views and `code_tokens`, never its own scan. Every view keeps the text's length
+and its newlines, so an index or a line number in a view is the same in the student's file.
 
 The scanner reads literals as the C++ preprocessor does (translation phase 3): a quote after an
 identifier starts a character or string literal (`X'/*'` is `X` then the literal `'/*'`), a
 quote inside a number is a digit separator (`1'000`), the prefixes u8, u, U and L belong to the
-literal they start, and R"d( ... )d" is a raw string. A scanner that read `X'/*'` as a digit
-separator and a comment hid the lines after it (a `#line` directive among them) from every
-check. All work is one pass over the text (see `graders.compile.work`).
+literal they start, and R"d( ... )d" is a raw string (from C++11 on: under `-std=c++03` NVRTC
+reads `R"(` as a name and a string). Lines are spliced before any of this, inside raw strings
+too, as NVRTC does (it does not revert a splice there: `)`, a backslash-newline and `"` end a
+raw string). A
+scanner that read `X'/*'` as a digit separator and a comment hid the lines after it (a `#line`
+directive among them) from every check. A line that starts inside a raw string is text, never
+a directive (`R"(` ... `#include <vector>` ... `)"` is a string). All work is one pass over the
+text (see `graders.compile.work`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,14 @@ _CHAR_BODY = re.compile(r"[^'\\\n]*(?:\\.[^'\\\n]*)*")
 _RAW_DELIMITER = re.compile(r'[^\s()\\"]{0,16}\(')
 _COMMENT_START = re.compile(r"//|/\*")
 _NOT_NEWLINE = re.compile(r"[^\n]+")
+# A token of code whose comments and literal contents are blanked: names, pp-numbers, what is
+# left of a literal, and punctuators (the longest first). Each branch matches in one pass.
+TOKEN = re.compile(
+    r"""[A-Za-z_]\w*|\d[\w.']*|"[^"\n]*"?|'[^'\n]*'?|::|->|<<=|>>=|[-+*/%&|^<>=!]="""
+    r"""|&&|\|\||\+\+|--|<<|>>|\S""",
+    re.ASCII,
+)
+DIRECTIVE_LINE = re.compile(r"^[ \t]*(?:#|%:)[^\n]*", re.M)
 
 
 @dataclass(frozen=True)
@@ -92,8 +106,11 @@ def _literal_contents(text: str, quote_at: int, raw: bool) -> tuple[int, int]:
     return quote_at + 1, end
 
 
-def lexical_spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(comments, literal contents): spans of the text, in order, as the preprocessor lexes it."""
+def lexical_spans(
+    text: str, *, raw_strings: bool = True
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(comments, literal contents): spans of the text, in order, as the preprocessor lexes it
+    (`raw_strings`: C++11 and later)."""
     work.add(len(text))
     comments: list[tuple[int, int]] = []
     contents: list[tuple[int, int]] = []
@@ -120,8 +137,9 @@ def lexical_spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
             quote_at, raw = start, False
         elif kind == "ident" and match.end() < n:
             word, after = match.group(), text[match.end()]
-            if after == '"' and (word in _STRING_PREFIXES or word in _RAW_PREFIXES):
-                quote_at, raw = match.end(), word in _RAW_PREFIXES
+            raw_prefix = raw_strings and word in _RAW_PREFIXES
+            if after == '"' and (word in _STRING_PREFIXES or raw_prefix):
+                quote_at, raw = match.end(), raw_prefix
             elif after == "'" and word in _STRING_PREFIXES:
                 quote_at, raw = match.end(), False
             else:
@@ -146,6 +164,17 @@ def _apply(text: str, spans: list[tuple[int, int]]) -> str:
         pos = end
     out.append(text[pos:])
     return "".join(out)
+
+
+def _continued(text: str, contents: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of literals that lie on lines after the literal's first one (only a raw
+    string spans lines): from its first newline to its end."""
+    spans = []
+    for start, end in contents:
+        newline = text.find("\n", start, end)
+        if newline >= 0:
+            spans.append((newline, end))
+    return spans
 
 
 def blank_comments(text: str, *, strings: bool = True, blank_strings: bool = False) -> str:
@@ -190,21 +219,26 @@ class SourceViews:
     code: str  # comments blanked, string literals kept
     bare: str  # comments and the contents of string and character literals blanked
     quoteless: str  # comments blanked treating quotes as plain text (a cross-check)
+    # `code` with every line that starts inside a literal blanked up to the literal's end: the
+    # lines the preprocessor reads as lines, where a `#` first on the line is a directive.
+    directives: str
 
     @classmethod
-    def of(cls, source: str) -> SourceViews:
+    def of(cls, source: str, *, raw_strings: bool = True) -> SourceViews:
         # NVRTC takes a lone carriage return as a space (not as a newline), and a byte-order
         # mark at the start as nothing: `\r#include "/etc/passwd"` is a directive to it, so
         # both must be white space here too, or a directive hides from every check.
         text = source.replace("\r\n", "\n").replace("\r", " ").replace("\ufeff", " ")
         spliced, line_of = splice(text)
-        comments, contents = lexical_spans(spliced)
+        comments, contents = lexical_spans(spliced, raw_strings=raw_strings)
+        work.add(len(spliced))
         return cls(
             spliced=spliced,
             line_of=line_of,
             code=_apply(spliced, comments),
             bare=_apply(spliced, sorted(comments + contents)),
             quoteless=_apply(spliced, _comments_ignoring_quotes(spliced)),
+            directives=_apply(spliced, sorted(comments + _continued(spliced, contents))),
         )
 
     def line_at(self, index: int) -> int:
@@ -223,3 +257,62 @@ class SourceViews:
             out.append(LogicalLine(self.line_at(start), part))
             start += len(part) + 1
         return out
+
+
+def code_tokens(views: SourceViews) -> list[tuple[str, int]]:
+    """(token, index in the spliced text) of the code outside directives, comments and literal
+    contents: what the declarations reader and the static checks walk."""
+    bare = DIRECTIVE_LINE.sub(lambda m: " " * len(m.group()), views.bare)
+    work.add(len(bare))
+    tokens = [(m.group(), m.start()) for m in TOKEN.finditer(bare)]
+    work.add(len(tokens))
+    return tokens
+
+
+_BRACKETS = {"{": "}", "(": ")", "[": "]"}
+_IDENT = re.compile(r"[A-Za-z_]\w*", re.ASCII)
+# Words between a function's `)` and its body's `{`.
+_FUNCTION_QUALIFIERS = frozenset({"const", "noexcept", "override", "final"})
+
+
+def match_table(tokens: list[str]) -> dict[int, int]:
+    """Index of each opening bracket -> index of its closing one, in one pass."""
+    table: dict[int, int] = {}
+    stacks: dict[str, list[int]] = {"{": [], "(": [], "[": []}
+    closers = {v: k for k, v in _BRACKETS.items()}
+    for j, tok in enumerate(tokens):
+        if tok in _BRACKETS:
+            stacks[tok].append(j)
+        elif tok in closers and stacks[closers[tok]]:
+            table[stacks[closers[tok]].pop()] = j
+    work.add(len(tokens))
+    return table
+
+
+def function_bodies(tokens: list[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    """(name, start, end) token ranges of function bodies: a top-level `{` right after `)` (or
+    a qualifier); other top-level braces (namespace, extern "C", struct) are looked into."""
+    toks = [t for t, _ in tokens]
+    table = match_table(toks)
+    opening = {close: open_ for open_, close in table.items() if toks[open_] == "("}
+    bodies: list[tuple[str, int, int]] = []
+    i = 0
+    while i < len(toks):
+        work.add()
+        if toks[i] != "{":
+            i += 1
+            continue
+        end = table.get(i, len(toks))
+        j = i - 1
+        while j >= 0 and toks[j] in _FUNCTION_QUALIFIERS and i - j < 6:
+            j -= 1
+        if j >= 0 and toks[j] == ")":
+            open_ = opening.get(j, 0)
+            name = toks[open_ - 1] if open_ > 0 and _IDENT.fullmatch(toks[open_ - 1]) else ""
+            bodies.append((name, i + 1, end))
+            i = end + 1
+        elif i > 0 and toks[i - 1] == "=":
+            i = end + 1  # an initializer list
+        else:
+            i += 1  # namespace / extern "C" / struct: its functions are found inside
+    return bodies

@@ -1,18 +1,26 @@
 """Static warnings at compile time: the barrier problem (a barrier in thread-divergent code).
 
-A block barrier (`__syncthreads()`, `__syncwarp()`, `cg::sync(g)`, `g.sync()`, `bar.sync` in
-inline PTX) must be reached by every thread of the block. This check walks each function's
-statements and reports a barrier that sits under an `if`, `else`, loop or `switch` whose
-condition depends on the thread index, and an early `return` under such a condition that
-comes before a barrier. A call to a `__device__` function that reaches a barrier (directly or
-through further calls), and a macro whose body does (`#define SYNC __syncthreads()`,
-`#define SYNC() __syncthreads()`), count as that barrier, named with both lines.
+A block barrier (`__syncthreads()` and its `_and`/`_or`/`_count` forms, `__barrier_sync`, a
+cooperative-groups sync of a thread block or grid: `block.sync()`, `cg::sync(block)`,
+`cg::this_thread_block().sync()`, `bar.sync` in inline PTX) must be reached by every thread of
+the block. This check walks each function's statements and reports a barrier that sits under an
+`if`, `else`, loop or `switch` whose condition depends on the thread index, and an early
+`return` under such a condition that comes before a barrier. A call to a `__device__` function
+that reaches a barrier (directly or through further calls), and a macro whose body does
+(`#define SYNC __syncthreads()`, `#define SYNC() __syncthreads()`), count as that barrier,
+named with both lines.
 
 "Depends on the thread index" means the condition uses `threadIdx` (or `thread_rank()`), or a
 variable assigned from one, followed through assignments (`int Row = blockIdx.y * blockDim.y +
 threadIdx.y;`). A condition on `blockIdx` or `blockDim` alone is the same for the whole block,
-so it is not reported; nor is `__syncwarp()` under a condition that splits threads at warp
-boundaries (`if (tid < 32)`, `lane`, `warpSize`).
+so it is not reported; nor is a condition that is itself a block-wide reduction
+(`while (__syncthreads_or(i < n))`: the same value in every thread, by definition), nor a value
+assigned from one. A warp barrier is judged by its mask: `__syncwarp()` with the full mask
+(none, or `0xffffffff`) is reported only under a condition that does not split threads at warp
+boundaries (`if (tid < 32)`, `lane`, `warpSize` do), and `__syncwarp(mask)` with any other mask
+names the threads that take part, which a branch may rightly be (`if (tid < 16)
+__syncwarp(0xffff)`), so it is not reported. A sync of a group this check cannot tell is a
+block or a grid (a tile, a coalesced group) is not reported either.
 
 It is a heuristic over tokens, not a compiler: it errs towards silence on code it cannot
 follow, since the sanitizer's synccheck confirms the problem on a GPU. Every step is linear in
@@ -27,29 +35,38 @@ from collections import deque
 from dataclasses import dataclass
 
 from graders.compile import work
-from graders.compile.barrier_walk import Barrier, FunctionBody, Walker, match_table
+from graders.compile.barrier_walk import Barrier, FunctionBody, Walker
 from graders.compile.preprocess import Program, program_of
-from graders.compile.source_text import SourceViews
+from graders.compile.source_text import (
+    DIRECTIVE_LINE,
+    SourceViews,
+    code_tokens,
+    function_bodies,
+)
 from graders.results import Finding
 
-_TOKEN = re.compile(
-    r"""[A-Za-z_]\w*|\d[\w.']*|"[^"\n]*"?|'[^'\n]*'?|::|->|<<=|>>=|[-+*/%&|^<>=!]="""
-    r"""|&&|\|\||\+\+|--|<<|>>|\S""",
-    re.ASCII,
-)
 _BARRIER = re.compile(
     r"\b__syncthreads(?:_count|_and|_or)?\s*\(|\b__syncwarp\s*\(|\b__barrier_sync\s*\("
-    r"|(?:::|\.|\bcg\s*::\s*)\s*sync\s*\("
+    r"|(?:::|\.|->|\bcg\s*::\s*)\s*sync\s*\("
+)
+# What a group's sync is called on: `block.sync(`, `this_thread_block().sync(` (read on at most
+# `_LOOK` characters before it), or `cg::sync(block)` (after it).
+_LOOK = 80
+_ARGUMENT = re.compile(r"\s*([A-Za-z_]\w*)\s*\)", re.ASCII)
+# Groups that are a whole block (or a whole grid) and the calls that make them.
+_BLOCK_GROUP_TYPES = frozenset({"thread_block", "grid_group"})
+_BLOCK_GROUP_MAKERS = frozenset({"this_thread_block", "this_grid"})
+# `__syncwarp`'s argument when it is every lane of the warp (absent means the same).
+_FULL_MASK = re.compile(
+    r"\s*(?:0[xX][fF]{8}[uU]?[lL]{0,2}|~0[uU]?|-1|4294967295[uU]?[lL]{0,2})?\s*\)", re.ASCII
 )
 # In inline PTX (inside an asm statement's string).
 _PTX_BARRIER = re.compile(r"\bbar(?:rier)?\.(?:sync|cta\.sync)\b")
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b")
 _STATEMENT_BOUNDARY = re.compile(r"[;{}]")
 _IDENT = re.compile(r"[A-Za-z_]\w*", re.ASCII)
-_DIRECTIVE_LINE = re.compile(r"^[ \t]*(?:#|%:)[^\n]*", re.M)
 _DEFINE = re.compile(r"[ \t]*(?:#|%:)[ \t]*define[ \t]+([A-Za-z_]\w*)(\([^)\n]*\))?", re.ASCII)
 _NOT_CALLS = frozenset({"if", "while", "for", "switch", "return", "sizeof", "do", "else"})
-_QUALIFIERS = frozenset({"const", "noexcept", "override", "final"})
 
 
 @dataclass(frozen=True)
@@ -66,12 +83,10 @@ def find_barrier_problems(source: str | Program) -> list[Finding]:
     """Findings (tool "static", kind "divergent_barrier") with the student's line numbers, in
     the code the compiler may read (dead branches left out)."""
     views = program_of(source).views
-    directives = list(_DIRECTIVE_LINE.finditer(views.bare))
+    directives = list(DIRECTIVE_LINE.finditer(views.bare))
     work.add(len(views.bare) + len(directives))
-    bare = _blank_spans(views.bare, [(m.start(), m.end()) for m in directives])
-    tokens = [(m.group(), m.start()) for m in _TOKEN.finditer(bare)]
-    work.add(len(tokens))
-    barrier_at = _barrier_positions(views)
+    tokens = code_tokens(views)
+    barrier_at = _barrier_positions(views, _block_groups(tokens))
     macros = _macros(views, directives, barrier_at)
     # Barriers in code, not in a macro's body (a `#define` may sit inside a function).
     starts = [m.start() for m in directives]
@@ -80,7 +95,7 @@ def find_barrier_problems(source: str | Program) -> list[Finding]:
         for pos, barrier in barrier_at.items()
         if not (k := bisect.bisect_right(starts, pos)) or directives[k - 1].end() <= pos
     }
-    bodies = _function_bodies(tokens)
+    bodies = function_bodies(tokens)
     reach = _reaching(tokens, bodies, macros, in_code, views)
     findings: list[Finding] = []
     for _name, start, end in bodies:
@@ -95,31 +110,95 @@ def find_barrier_problems(source: str | Program) -> list[Finding]:
     return findings
 
 
-def _blank_spans(text: str, spans: list[tuple[int, int]]) -> str:
-    out: list[str] = []
-    pos = 0
-    for start, end in spans:
-        out.append(text[pos:start])
-        out.append(" " * (end - start))
-        pos = end
-    out.append(text[pos:])
-    return "".join(out)
-
-
 def _barrier_name(spelled: str) -> str:
     compact = re.sub(r"\s+", "", spelled).rstrip("(")
     if compact.startswith(("bar.", "barrier.")):
         return f"`{compact}` (inline PTX)"
-    return f"`{compact.lstrip(':.')}()`"
+    return f"`{compact.lstrip(':.->')}()`"
 
 
-def _barrier_positions(views: SourceViews) -> dict[int, Barrier]:
+def _block_groups(tokens: list[tuple[str, int]]) -> set[str]:
+    """Names of cooperative groups that are a whole block or grid: declared with such a type
+    (`cg::thread_block block = ...`, `const thread_block& b`) or made by `this_thread_block()`
+    or `this_grid()` (`auto block = cg::this_thread_block();`). One look at each token and a
+    few after it."""
+    names: set[str] = set()
+    toks = [t for t, _ in tokens]
+    for i, tok in enumerate(toks):
+        if tok in _BLOCK_GROUP_TYPES:
+            j = i + 1
+            while j < len(toks) and j - i < 4 and toks[j] in ("&", "const", "*"):
+                j += 1
+            if j < len(toks) and _IDENT.fullmatch(toks[j]):
+                names.add(toks[j])
+        elif tok == "=" and i > 0 and _IDENT.fullmatch(toks[i - 1]):
+            ahead = toks[i + 1 : i + 6]
+            if any(t in _BLOCK_GROUP_MAKERS for t in ahead):
+                names.add(toks[i - 1])
+    work.add(len(toks))
+    return names
+
+
+def _barrier_kind(bare: str, match: re.Match[str], block_groups: set[str]) -> Barrier | None:
+    """The barrier a `_BARRIER` match is, or None where it is one this check leaves to the
+    sanitizer: a warp sync with a mask that is not the full warp's, a sync of a group that is
+    not known to be a block or a grid."""
+    spelled = match.group()
+    name = _barrier_name(spelled)
+    if "syncwarp" in spelled:
+        full = _FULL_MASK.match(bare, match.end(), match.end() + _LOOK)
+        return Barrier(name, warp_only=True) if full else None
+    if spelled.lstrip().startswith(("__syncthreads", "__barrier_sync")):
+        return Barrier(name)
+    if spelled.lstrip().startswith((".", "->")):  # `block.sync()`, `cg::this_thread_block().sync()`
+        before = _receiver(bare, match.start())
+        if before is None:
+            return None
+        receiver, called = before
+        is_block = receiver in _BLOCK_GROUP_MAKERS if called else receiver in block_groups
+        return Barrier(name) if is_block else None
+    argument = _ARGUMENT.match(bare, match.end(), match.end() + _LOOK)  # `cg::sync(block)`
+    return Barrier(name) if argument and argument.group(1) in block_groups else None
+
+
+def _receiver(bare: str, end: int) -> tuple[str, bool] | None:
+    """(name, whether it is called with no arguments) of what ends just before `end`:
+    `block` in `block.sync(`, `this_thread_block` in `this_thread_block().sync(`; read
+    backwards over at most `_LOOK` characters."""
+    low = max(0, end - _LOOK)
+
+    def blanks_before(i: int) -> int:
+        while i > low and bare[i - 1].isspace():
+            i -= 1
+        return i
+
+    i = blanks_before(end)
+    called = i > low and bare[i - 1] == ")"
+    if called:
+        i = blanks_before(i - 1)
+        if not (i > low and bare[i - 1] == "("):
+            return None
+        i = blanks_before(i - 1)
+    start = i
+    while (
+        start > low
+        and bare[start - 1].isascii()
+        and (bare[start - 1].isalnum() or bare[start - 1] == "_")
+    ):
+        start -= 1
+    name = bare[start:i]
+    return (name, called) if _IDENT.fullmatch(name) else None
+
+
+def _barrier_positions(views: SourceViews, block_groups: set[str]) -> dict[int, Barrier]:
     """Every barrier in the file (macro bodies included), by its index in the spliced text."""
     work.add(2 * len(views.bare))
-    found = {
-        m.start(): Barrier(_barrier_name(m.group()), warp_only="syncwarp" in m.group())
-        for m in _BARRIER.finditer(views.bare)
-    }
+    found: dict[int, Barrier] = {}
+    for m in _BARRIER.finditer(views.bare):
+        work.add(_LOOK)
+        barrier = _barrier_kind(views.bare, m, block_groups)
+        if barrier is not None:
+            found[m.start()] = barrier
     # `bar.sync` counts inside the string of an asm statement: the statement (from the last
     # `;`, `{` or `}` outside a literal) must start with an asm keyword.
     boundaries = [m.start() for m in _STATEMENT_BOUNDARY.finditer(views.bare)]
@@ -178,35 +257,6 @@ def _macros(
             direct = _Reach(barrier.text, views.line_at(positions[k]), barrier.warp_only)
         macros.setdefault(match.group(1), _Macro(match.group(2) is not None, names, direct))
     return macros
-
-
-def _function_bodies(tokens: list[tuple[str, int]]) -> list[tuple[str, int, int]]:
-    """(name, start, end) token ranges of function bodies: a top-level `{` right after `)` (or
-    a qualifier); other top-level braces (namespace, extern "C", struct) are looked into."""
-    toks = [t for t, _ in tokens]
-    table = match_table(toks)
-    opening = {close: open_ for open_, close in table.items() if toks[open_] == "("}
-    bodies: list[tuple[str, int, int]] = []
-    i = 0
-    while i < len(toks):
-        work.add()
-        if toks[i] != "{":
-            i += 1
-            continue
-        end = table.get(i, len(toks))
-        j = i - 1
-        while j >= 0 and toks[j] in _QUALIFIERS and i - j < 6:
-            j -= 1
-        if j >= 0 and toks[j] == ")":
-            open_ = opening.get(j, 0)
-            name = toks[open_ - 1] if open_ > 0 and _IDENT.fullmatch(toks[open_ - 1]) else ""
-            bodies.append((name, i + 1, end))
-            i = end + 1
-        elif i > 0 and toks[i - 1] == "=":
-            i = end + 1  # an initializer list
-        else:
-            i += 1  # namespace / extern "C" / struct: its functions are found inside
-    return bodies
 
 
 def _reaching(

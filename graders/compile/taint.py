@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from graders.compile import work
 
 TAINT_SOURCES = frozenset({"threadIdx", "thread_rank", "__lane_id", "laneid"})
+# Block-wide reductions: every thread of the block gets the same value, whatever its argument
+# (`__syncthreads_or(i < n)`), so names in their argument make nothing thread-dependent.
+BLOCK_REDUCTIONS = frozenset({"__syncthreads_or", "__syncthreads_and", "__syncthreads_count"})
 ASSIGNMENT_OPS = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "|=", "&=", "^="})
 FLOW_DEPTH = 16
 LOOP_DEPTH = 8
@@ -103,6 +106,9 @@ def assignments(toks: list[str]) -> list[Assignment]:
             t = toks[j]
             if t in (";", "{", "}") or t in ASSIGNMENT_OPS or (depth == 0 and t == ","):
                 break
+            if t in BLOCK_REDUCTIONS and j + 1 < n and toks[j + 1] == "(":
+                j = _past_call(toks, j + 1)  # the block's shared answer
+                continue
             if t in ("(", "["):
                 depth += 1
             elif t in (")", "]"):
@@ -118,6 +124,21 @@ def assignments(toks: list[str]) -> list[Assignment]:
         chained = j < n and toks[j] in ASSIGNMENT_OPS
         found.append(Assignment(i, target, tuple(sources), tok != "=", chained))
     return found
+
+
+def _past_call(toks: list[str], j: int) -> int:
+    """Index after the parentheses that open at j (or where a `;` or brace ends them first)."""
+    depth = 0
+    k = j
+    while k < len(toks) and toks[k] not in (";", "{", "}"):
+        if toks[k] == "(":
+            depth += 1
+        elif toks[k] == ")":
+            depth -= 1
+            if depth == 0:
+                return k + 1
+        k += 1
+    return k
 
 
 def tainted_anywhere(assigns: list[Assignment]) -> set[str]:

@@ -54,3 +54,28 @@ def test_only_ascii_names_and_numbers() -> None:
     # literal (`1é'/*'` is 1, é, and the literal '/*').
     views = SourceViews.of("int a = 1é'/*'; int b = 2$'/*';\nint c;\n")
     assert views.code == "int a = 1é'/*'; int b = 2$'/*';\nint c;\n"
+
+
+def test_a_line_that_starts_inside_a_raw_string_is_no_directive() -> None:
+    source = 'auto s = R"(\n#include <x>\n  # define Y\n)"; int a;\n#define Z 1\n'
+    views = SourceViews.of(source)
+    lines = [line.text for line in views.lines(views.directives)]
+    assert lines[0] == 'auto s = R"(' and lines[1].strip() == "" and lines[2].strip() == ""
+    assert lines[3].strip() == '"; int a;' and lines[4] == "#define Z 1"
+    assert len(views.directives) == len(source)
+    assert "#include <x>" in views.code  # the string's text is still there
+    # Under C++03 there are no raw strings: `R` is a name, `"("` a string, the lines code.
+    old = SourceViews.of(source, raw_strings=False)
+    assert [line.text for line in old.lines(old.directives)][1] == "#include <x>"
+
+
+def test_a_splice_ends_a_raw_string_as_it_does_for_nvrtc() -> None:
+    # NVRTC splices lines before it reads a raw string and does not undo it inside one:
+    # `)`, a backslash-newline and `"` end the string, and the next line is a directive.
+    from graders.compile.pipeline import nvrtc_compile
+
+    source = '__device__ const char s[] = R"(a)\\\n";\n#error reached\n'
+    views = SourceViews.of(source)
+    assert [line.text for line in views.lines(views.directives)][1] == "#error reached"
+    ok, _, log, _ = nvrtc_compile(source, "s.cu", ["--gpu-architecture=sm_90"], {})
+    assert not ok and "#error directive: reached" in log

@@ -133,9 +133,10 @@ extern "C" __global__ void k(float* a, int n) {
     ],
 )
 def test_every_barrier_spelling_is_seen(barrier: str, named: str) -> None:
+    # A group's sync is a block barrier where the group is the block (a tile's is not).
     source = f"""\
 __global__ void k(float* a, int n) {{
-    int i = threadIdx.x;
+    int i = threadIdx.x; cg::thread_block block = cg::this_thread_block();
     while (i < n) {{
         a[i] = 0;
         {barrier}
@@ -422,3 +423,57 @@ extern "C" __global__ void k(float* a, int n) {
 """
     assert find_barrier_problems(source) == []
     assert len(find_barrier_problems(source.replace("#if 0", "#if 1"))) == 1
+
+
+# --- barriers that cannot diverge (issue 34, case 5) --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # The mask names the lanes that take the branch: lanes 0 to 15 of the first warp.
+        "if (tid < 16) {\n        s[tid] += s[tid + 16];\n        __syncwarp(0xffff);\n    }",
+        "if (tid % 32 < 8) { __syncwarp(__activemask()); }",
+        # A block-wide reduction is the same value in every thread of the block.
+        "while (__syncthreads_or(i < n)) {\n        __syncthreads();\n        i += 256;\n    }",
+        "for (; __syncthreads_and(i < n); i += 256) { __syncthreads(); }",
+        "int more = __syncthreads_count(i < n);\n    if (more) { __syncthreads(); }",
+        "do { __syncthreads(); i += 256; } while (__syncthreads_or(i < n));",
+        # A tile's or a coalesced group's sync: whether the branch splits it is not read here.
+        "auto tile = cg::tiled_partition<32>(cg::this_thread_block());\n"
+        "    if (tid < 64) { tile.sync(); }",
+        "if (tid < 64) { cg::sync(cg::coalesced_threads()); }",
+    ],
+)
+def test_barriers_that_cannot_diverge_get_no_warning(body: str) -> None:
+    source = (
+        "__global__ void k(float* s, int n) {\n"
+        "    int tid = threadIdx.x;\n"
+        "    int i = blockIdx.x * blockDim.x + tid;\n"
+        f"    {body}\n"
+        "}\n"
+    )
+    assert find_barrier_problems(source) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ("if (tid < n) __syncthreads();", "`__syncthreads()`"),
+        ("if (tid < 16) { __syncwarp(); }", "`__syncwarp()`"),
+        ("if (tid < 16) { __syncwarp(0xffffffffu); }", "`__syncwarp()`"),
+        ("if (tid < n) { cg::this_thread_block().sync(); }", "`sync()`"),
+        ("auto block = cg::this_thread_block();\n    if (tid < n) { block.sync(); }", "`sync()`"),
+        ("cg::thread_block b = cg::this_thread_block();\n    if (tid < n) { cg::sync(b); }",
+         "`cg::sync()`"),
+        # A reduction beside a thread-dependent test does not make the test uniform.
+        ("if (tid < n && __syncthreads_or(tid < 8)) { __syncthreads(); }", "`__syncthreads()`"),
+        ("int mine = __syncthreads_or(tid < 8) + tid;\n    if (mine) { __syncthreads(); }",
+         "`__syncthreads()`"),
+    ],
+)  # fmt: skip
+def test_a_block_barrier_under_a_thread_condition_still_warns(body: str, named: str) -> None:
+    source = f"__global__ void k(int n) {{\n    int tid = threadIdx.x;\n    {body}\n}}\n"
+    findings = find_barrier_problems(source)
+    assert findings and findings[-1].message.startswith(f"{named} is inside `if ("), findings
+    assert len([f for f in findings if f.message.startswith(named)]) == 1, findings
