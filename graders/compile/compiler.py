@@ -214,7 +214,7 @@ def result_from_outcome(
         message = _ending(outcome) if outcome.reason == "crashed" else outcome.message
         return _sandbox_failure(outcome.reason, message, limits, seconds, common)
     value = outcome.value
-    log.debug("compile child for lab %s: %s parser steps", lab.id, value.get("steps"))
+    log.info("compile child for lab %s: %s", lab.id, stage_line(value))
     text = visible_text(str(value.get("log", "")))
     reason = str(value.get("reason", ""))
     if not value.get("ok"):
@@ -247,6 +247,17 @@ def result_from_outcome(
         uses_shared_memory=bool(shared.get("uses")),
         static_shared_bytes=int(shared.get("static_bytes", 0)),
         **common,
+    )
+
+
+def stage_line(value: dict[str, Any]) -> str:
+    """The compile child's answer in one line for the worker's log: the file's size, each
+    stage's seconds (the parsers, NVRTC, reading the cubin) and the parsers' steps."""
+    stages = dict(value.get("stage_seconds") or {})
+    timed = ", ".join(f"{stage} {float(s):.3f} s" for stage, s in stages.items())
+    return (
+        f"{value.get('characters', '?')} characters, {float(value.get('seconds', 0)):.3f} s "
+        f"({timed or 'no stages timed'}), {value.get('steps', '?')} parser steps"
     )
 
 

@@ -75,6 +75,7 @@ class _Symbol:
     other: int
     section: int
     size: int
+    value: int = 0  # st_value: for a variable, its offset in its section
 
 
 def _symbols(cubin: bytes, sections: list[_Section]) -> list[_Symbol]:
@@ -88,8 +89,10 @@ def _symbols(cubin: bytes, sections: list[_Section]) -> list[_Symbol]:
         raise CubinError("the symbol table's entries are too small")
     found = []
     for pos in range(symtab.offset, symtab.offset + symtab.size - entsize + 1, entsize):
-        st_name, st_info, st_other, shndx, _value, size = struct.unpack_from("<IBBHQQ", cubin, pos)
-        found.append(_Symbol(_cstr(names, st_name), st_info & 0xF, st_other, shndx, size))
+        st_name, st_info, st_other, shndx, value, size = struct.unpack_from("<IBBHQQ", cubin, pos)
+        found.append(
+            _Symbol(_cstr(names, st_name), st_info & 0xF, st_other, shndx, size, value=value)
+        )
     return found
 
 
@@ -127,6 +130,28 @@ def global_variables(cubin: bytes) -> tuple[list[GlobalVariable], int]:
     ]
     total = max(sum(v.size for v in found), sum(sections[i].size for i in device))
     return sorted(found, key=lambda v: -v.size), total
+
+
+def initial_values(cubin: bytes, prefix: str, *, max_size: int = 64) -> dict[str, bytes]:
+    """The initial bytes of the module's global variables whose names start with `prefix` (at
+    most `max_size` bytes each): read from `.nv.global.init`, zeros for `.nv.global` (which
+    holds no bytes in the file). A variable whose bytes lie outside its section is left out."""
+    sections = _sections(cubin)
+    found: dict[str, bytes] = {}
+    for symbol in _symbols(cubin, sections):
+        if symbol.type != _STT_OBJECT or not symbol.name.startswith(prefix):
+            continue
+        if not 0 < symbol.section < len(sections) or symbol.size > max_size:
+            continue
+        section = sections[symbol.section]
+        if not section.name.startswith(".nv.global") or symbol.value + symbol.size > section.size:
+            continue
+        if section.type == 8:  # SHT_NOBITS: zero-initialised
+            found[symbol.name] = bytes(symbol.size)
+        else:
+            start = section.offset + symbol.value
+            found[symbol.name] = cubin[start : start + symbol.size]
+    return found
 
 
 def kernel_params(cubin: bytes, kernel: str) -> list[KernelParam] | None:

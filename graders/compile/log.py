@@ -120,8 +120,10 @@ def without_ptxas_info(log: str) -> str:
     return "\n".join(line for line in log.split("\n") if not _PTXAS_INFO.match(line))
 
 
-def clean_log(log: str, filename: str, source: str) -> str:
-    """The log with only the student's file in it, capped at MAX_LOG_CHARS."""
+def clean_log(log: str, filename: str, source: str, *, hidden: tuple[str, ...] = ()) -> str:
+    """The log with only the student's file in it, capped at MAX_LOG_CHARS. A diagnostic
+    about one of the `hidden` files (the grader's own, generated) is left out without a note,
+    and its errors are not counted in the summary line."""
     work.add(len(log) + len(source))
     log = log.replace("\x00", "")
     # Split on "\n" only, as the compiler does: str.splitlines() would also split on form
@@ -130,9 +132,14 @@ def clean_log(log: str, filename: str, source: str) -> str:
     out: list[str] = []
     keeping = True  # inside a diagnostic about the student's file (or a general line)
     diagnostics = 0
+    hidden_errors = 0
     for line in log.split("\n"):
         line = line.rstrip("\r")
         header = _HEADER.match(line)
+        if header and header.group("file") in hidden:
+            keeping = False
+            hidden_errors += "error" in header.group("severity").lower()
+            continue
         if header or _END_OF_SOURCE.match(line) or _PTX_INPUT.match(line):
             diagnostics += 1
             if diagnostics > MAX_DIAGNOSTICS:
@@ -152,7 +159,7 @@ def clean_log(log: str, filename: str, source: str) -> str:
             line = _HEX.sub(lambda m: str(int(m.group(), 16)), line.rstrip())
         summary = _SUMMARY.match(line)
         if summary:
-            count = summary.group(1)
+            count = str(max(int(summary.group(1)) - hidden_errors, 1))
             noun = "error" if count == "1" else "errors"
             out.append(f'{count} {noun} detected in the compilation of "{filename}".')
             continue

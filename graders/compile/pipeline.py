@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from graders.compile import work
@@ -31,8 +32,20 @@ from graders.compile.declarations import (
     declarations_in,
     defined_constants,
     near_misses_in,
+    probe_names,
     resolve,
     unread_notes,
+)
+from graders.compile.declared_values import (
+    TOO_LARGE,
+    WRAPPER_NAME,
+    Reading,
+    Wrapper,
+    failed_probes,
+    make_wrapper,
+    nonce_for,
+    read_values,
+    too_large_to_expand,
 )
 from graders.compile.include_policy import refused_by_compiler, review
 from graders.compile.log import (
@@ -44,7 +57,7 @@ from graders.compile.log import (
     static_shared_bytes,
     without_ptxas_info,
 )
-from graders.compile.preprocess import Program, preprocess, target_from_options
+from graders.compile.preprocess import Live, Program, preprocess, target_from_options
 from graders.compile.source_text import SourceViews
 from graders.compile.static_checks import find_barrier_problems
 from graders.spec import DeclareSpec
@@ -101,13 +114,30 @@ def nvrtc_version() -> tuple[int, int] | None:
         return None
 
 
+class _Stages:
+    """Seconds each stage of the compile child took, for the worker's log (the staff's)."""
+
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def mark(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + now - self._last, 4)
+        self._last = now
+
+
 def compile_in_child(payload: dict[str, Any]) -> dict[str, Any]:
     """Sandbox target: source and lab facts in, a verdict (and the cubin) out."""
     started = time.perf_counter()
     before = work.METER.steps
-    answer = _compile(payload)
+    stages = _Stages()
+    answer = _compile(payload, stages)
+    stages.mark("answer")
     answer["seconds"] = time.perf_counter() - started
     answer["steps"] = work.METER.steps - before
+    answer["stage_seconds"] = stages.seconds
+    answer["characters"] = len(payload["source"])
     return answer
 
 
@@ -115,27 +145,59 @@ def _verdict(reason: str, message: str, **fields: Any) -> dict[str, Any]:
     return {"ok": False, "reason": reason, "message": message, **fields}
 
 
-def _compile(payload: dict[str, Any]) -> dict[str, Any]:
+def _declares(payload: dict[str, Any]) -> dict[str, DeclareSpec]:
+    return {
+        key: DeclareSpec(
+            key,
+            tuple(d["names"]),
+            d["default"],
+            d["min"],
+            d["max"],
+            d.get("multiple_of"),
+            bool(d.get("power_of_two", False)),
+        )
+        for key, d in payload.get("declares", {}).items()
+    }
+
+
+def _compile(payload: dict[str, Any], stages: _Stages) -> dict[str, Any]:
     # A Windows editor's byte-order mark: NVRTC reads it as a token ("unrecognized token" on
     # line 1). The stored file keeps it; what is compiled starts after it.
     source: str = payload["source"].removeprefix(BYTE_ORDER_MARK)
-    name: str = payload["filename"]
     headers: dict[str, str] = payload.get("headers", {})
+    # The student's file is a header of the wrapper NVRTC compiles, under its own name (the
+    # names in the log), unless that is the name of a header the grader serves.
+    name: str = payload["filename"] if payload["filename"] not in headers else "submission.cu"
     target = target_from_options(payload["options"], nvrtc_version())
+    stages.mark("load")  # the NVRTC binding, where the child had not loaded it yet
     program = preprocess(source, target, headers)
+    stages.mark("preprocess")
     policy = review(program)
+    stages.mark("include_policy")
     if policy.problem:
         return _verdict("forbidden_include", policy.problem)
-    nvrtc_started = time.perf_counter()
-    ok, error, raw_log, cubin = nvrtc_compile(
-        policy.compile_source, name, [*payload["options"], PTXAS_VERBOSE], headers
+    declares = _declares(payload)
+    constants = defined_constants(program)
+    names = probe_names(constants, declares) if declares else []
+    too_large = [n for n in names if _expands(program, n) and too_large_to_expand(program, n)]
+    stages.mark("declaration_sites")
+    compiled = _nvrtc_with_probes(
+        policy.compile_source,
+        name,
+        [*payload["options"], PTXAS_VERBOSE],
+        headers,
+        [n for n in names if n not in too_large],
+        nonce_for(policy.compile_source),
     )
-    nvrtc_seconds = time.perf_counter() - nvrtc_started
+    ok, error, raw_log, cubin = compiled.ok, compiled.error, compiled.log, compiled.cubin
+    nvrtc_seconds = compiled.seconds
+    stages.mark("nvrtc")
     refused = refused_by_compiler(raw_log, name, policy.rewritten)
     if refused:  # the grader read the line as dead or a comment; NVRTC did not
         return _verdict("forbidden_include", refused, nvrtc_seconds=nvrtc_seconds)
     shared_by_kernel = static_shared_bytes(raw_log)
-    log = clean_log(without_ptxas_info(raw_log), name, source)
+    log = clean_log(without_ptxas_info(raw_log), name, source, hidden=(WRAPPER_NAME,))
+    stages.mark("log")
     common: dict[str, Any] = {"log": log, "nvrtc_seconds": nvrtc_seconds}
     if not ok:
         if "NVRTC_ERROR_COMPILATION" not in error:  # the options, not the source
@@ -160,7 +222,7 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
             **common,
         )
     global_limit = int(payload.get("max_global_bytes", DEFAULT_MAX_GLOBAL_BYTES))
-    problem = _globals_problem(cubin, global_limit)
+    problem = _globals_problem(cubin, global_limit, compiled.nonce)
     if problem:
         return _verdict("resource_limit", problem, **common)
     kernels = _kernels(payload)
@@ -169,27 +231,18 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
         if verdict:
             return _verdict(*verdict, **common)
 
-    declares = {
-        key: DeclareSpec(
-            key,
-            tuple(d["names"]),
-            d["default"],
-            d["min"],
-            d["max"],
-            d.get("multiple_of"),
-            bool(d.get("power_of_two", False)),
-        )
-        for key, d in payload.get("declares", {}).items()
-    }
-    constants = defined_constants(program)
-    found = declarations_in(constants, declares)
+    stages.mark("cubin")
+    readings = compiled.readings(too_large)
+    found = declarations_in(constants, declares, readings)
     try:
         declarations = resolve(found, declares)
     except DeclarationError as exc:
         return _verdict("bad_declaration", str(exc), **common)
     warnings = unread_notes(found, declares)
-    warnings += near_misses_in(constants, declares)
+    warnings += near_misses_in(constants, declares, readings)
+    stages.mark("declarations")
     warnings += [f"Line {f.line}: {f.message}" for f in find_barrier_problems(program)]
+    stages.mark("static_checks")
     warning_count = len(warnings)
     if warning_count > MAX_WARNINGS:
         more = warning_count - MAX_WARNINGS
@@ -216,14 +269,86 @@ def _compile(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _globals_problem(cubin: bytes, limit: int) -> str | None:
+def _expands(program: Program, name: str) -> bool:
+    """Whether `name` may be a macro at the end of the file (so NVRTC would expand it)."""
+    return program.defined(name) != Live.DEAD
+
+
+@dataclass
+class _Compiled:
+    """NVRTC's answer for the wrapper (or the file alone, where nothing is probed)."""
+
+    ok: bool
+    error: str
+    log: str
+    cubin: bytes
+    seconds: float
+    wrapper: Wrapper | None
+    unreadable: list[str]
+
+    @property
+    def nonce(self) -> str | None:
+        return self.wrapper.nonce if self.wrapper is not None else None
+
+    def readings(self, too_large: list[str]) -> dict[str, Reading]:
+        found = {n: Reading(n, TOO_LARGE) for n in too_large}
+        if self.wrapper is None:
+            return found | {n: Reading(n, "unreadable") for n in self.unreadable}
+        return found | read_values(self.cubin, self.wrapper, unreadable=self.unreadable)
+
+
+def _nvrtc_with_probes(
+    text: str,
+    name: str,
+    options: list[str],
+    headers: dict[str, str],
+    names: list[str],
+    nonce: str,
+) -> _Compiled:
+    """NVRTC on the wrapper that includes the student's file and probes `names`
+    (`graders.compile.declared_values`). A probe NVRTC refuses (the name is no whole-number
+    constant, or names a type) while the student's file compiles is left out and the program
+    compiled once more; so is every probe where an error of the wrapper is on no probe's line."""
+    started = time.perf_counter()
+    unreadable: list[str] = []
+    while True:
+        wrapper = make_wrapper(name, names, nonce) if names else None
+        if wrapper is None:
+            ok, error, log, cubin = nvrtc_compile(text, name, options, headers)
+        else:
+            served = {**headers, name: text}
+            ok, error, log, cubin = nvrtc_compile(wrapper.text, WRAPPER_NAME, options, served)
+        if ok or wrapper is None or _errors_of_the_file(log, name):
+            break
+        failed = failed_probes(log, wrapper)
+        if failed == set():
+            break  # not the probes' doing (an error with no file, NVVM's): the student's verdict
+        gone = set(names) if failed is None else failed
+        unreadable += [n for n in names if n in gone]
+        names = [n for n in names if n not in gone]
+    seconds = time.perf_counter() - started
+    return _Compiled(ok, error, log, cubin, seconds, wrapper, unreadable)
+
+
+def _errors_of_the_file(log: str, name: str) -> bool:
+    """Whether NVRTC reported an error in the student's file (or at its end, or its
+    assembly): then the compile is the student's compile error, probes or not."""
+    first = first_error(log, name)
+    return first is not None and first[0] != NO_LINE
+
+
+def _globals_problem(cubin: bytes, limit: int, probes: str | None = None) -> str | None:
     """A sentence when the module's global variables need more device memory than `limit`:
     loading the module allocates them all, used or not (an uninitialised `__device__` array
-    has no bytes in the cubin, only a size)."""
+    has no bytes in the cubin, only a size). The grader's own probes (named with the prefix
+    `probes`) are not the student's."""
     try:
         variables, total = global_variables(cubin)
     except CubinError:
         return None  # the kernel checks below say what is wrong with the cubin
+    if probes:
+        total -= sum(v.size for v in variables if v.name.startswith(probes))
+        variables = [v for v in variables if not v.name.startswith(probes)]
     if total <= limit:
         return None
     largest = ", ".join(

@@ -154,6 +154,62 @@ def hidden_includes(size: int = SIZE) -> str:
     return _fill("#if 0\n", "#include <cstdlib>\n#pragma warning(x)\n", "#endif\n", size)
 
 
+# Comments in six languages, multi-byte UTF-8 among them, as a careful student documents a
+# kernel (issue 34, case 6: a 239 KB file of this shape was still not graded after 110 s).
+_COMMENTS = (
+    "// English: each block loads one tile of A and one of B into shared memory, then waits.",
+    "// Deutsch: Jeder Block lädt eine Kachel von A und eine von B; größere Kacheln, "
+    "weniger Überläufe.",
+    "/* Français : chaque bloc charge une tuile de A et une de B — « mémoire partagée », "
+    "c'est l'idée. */",
+    "// Русский: каждый блок загружает плитку матрицы A и плитку B в разделяемую память.",
+    "// 中文：每个线程块把 A 的一个分块和 B 的一个分块载入共享内存，然后同步。",
+    "/* 日本語：各スレッドブロックは A と B のタイルを共有メモリに読み込み、\n   "
+    "同期してから積和を計算する。 */",
+)
+MULTILINGUAL_KERNEL = """\
+#define TILE_WIDTH 32
+extern "C" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K)
+{
+    __shared__ float tileA[TILE_WIDTH][TILE_WIDTH];
+    __shared__ float tileB[TILE_WIDTH][TILE_WIDTH];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row = blockIdx.y * TILE_WIDTH + ty, col = blockIdx.x * TILE_WIDTH + tx;
+    float sum = 0.0f;
+    for (int p = 0; p < (N + TILE_WIDTH - 1) / TILE_WIDTH; ++p) {
+        // {comment}
+        const int a = p * TILE_WIDTH + tx, b = p * TILE_WIDTH + ty;
+        tileA[ty][tx] = (row < M && a < N) ? A[row * N + a] : 0;
+        tileB[ty][tx] = (b < N && col < K) ? B[b * K + col] : 0;
+        __syncthreads();
+        for (int k = 0; k < TILE_WIDTH; ++k) sum += tileA[ty][k] * tileB[k][tx];
+        __syncthreads();
+    }
+    if (row < M && col < K) C[row * K + col] = sum;
+}
+"""
+
+
+def multilingual_comments(size: int = SIZE) -> str:
+    """A valid tiled matmul (TILE_WIDTH 32) in a file of `size` UTF-8 bytes at most, the rest
+    comments in six languages before, inside and after the kernel."""
+    kernel = MULTILINGUAL_KERNEL.replace("{comment}", _COMMENTS[4][3:])
+    room = size - len(kernel.encode()) - 1
+    lines: list[str] = []
+    used = 0
+    i = 0
+    while True:
+        comment = _COMMENTS[i % len(_COMMENTS)]
+        line = comment[:-3] + f" ({i}) */\n" if comment.endswith("*/") else f"{comment} ({i})\n"
+        if used + len(line.encode()) > room:
+            break
+        lines.append(line)
+        used += len(line.encode())
+        i += 1
+    half = len(lines) * 3 // 4
+    return "".join(lines[:half]) + kernel + "".join(lines[half:])
+
+
 SOURCES: dict[str, Callable[[int], str]] = {
     f.__name__: f
     for f in (
@@ -163,6 +219,7 @@ SOURCES: dict[str, Callable[[int], str]] = {
         comment_openings, pragma_operators, long_pragma_line, line_splices, asm_barriers,
         one_long_line, digit_separators, conditional_bombs, nested_conditionals, elif_chain,
         served_includes, macro_arguments, long_condition, hidden_includes,
+        multilingual_comments,
     )
 }  # fmt: skip
 

@@ -8,6 +8,7 @@ from graders.compile.cubin import (
     CubinError,
     demangled_base,
     global_variables,
+    initial_values,
     kernel_names,
     kernel_params,
 )
@@ -94,3 +95,30 @@ def test_global_variables_are_read_from_the_symbol_sizes() -> None:
 
 def test_a_module_without_globals_has_none(cubin: bytes) -> None:
     assert global_variables(cubin) == ([], 0)
+
+
+VALUES = """\
+extern "C" __device__ const long long kgx_answer = -42;
+extern "C" __device__ const int kgx_zero = 0;
+extern "C" __device__ const int kgx_big[100] = {1};
+extern "C" __device__ const int other = 7;
+extern "C" __global__ void k(long long* out) {
+    out[0] = kgx_answer + kgx_zero + kgx_big[0] + other;
+}
+"""
+
+
+def test_initial_values_are_read_from_the_global_sections() -> None:
+    # What the declared-value probes are read with: no GPU, the bytes the module is loaded with.
+    from cupy.cuda import nvrtc
+
+    program = nvrtc.createProgram(VALUES, "v.cu", [], [])
+    try:
+        nvrtc.compileProgram(program, ["--gpu-architecture=sm_90", "-std=c++17"])
+        cubin = bytes(nvrtc.getCUBIN(program))
+    finally:
+        nvrtc.destroyProgram(program)
+    found = initial_values(cubin, "kgx_")
+    assert found == {"kgx_answer": (-42).to_bytes(8, "little", signed=True), "kgx_zero": bytes(4)}
+    assert set(initial_values(cubin, "kgx_", max_size=400)) == {"kgx_answer", "kgx_zero", "kgx_big"}
+    assert initial_values(cubin, "nothing_") == {}

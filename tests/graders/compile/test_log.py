@@ -148,3 +148,21 @@ def test_the_total_is_capped_with_a_note() -> None:
     assert len(ordered) < 50_000 + 200
     assert ordered.endswith(f"(the log was cut here; it had {len(log)} characters)")
     assert all(len(entry) <= MAX_ENTRY_CHARS + 100 for entry in ordered.split("\n\n"))
+
+
+def test_the_graders_own_file_is_left_out_of_the_log_without_a_note() -> None:
+    log = (
+        "_kernelgrader_declared.cu(7): error: expression must have a constant value\n"
+        '  extern "C" __attribute__((device)) const long long kg_v0 = (TILE);\n'
+        "  ^\n\n"
+        'submission.cu(2): error: identifier "x" is undefined\n  int y = x;\n\n'
+        "other.h(1): warning: something\n\n"
+        '2 errors detected in the compilation of "_kernelgrader_declared.cu".\n'
+    )
+    cleaned = clean_log(
+        log, "submission.cu", "int a;\nint y = x;\n", hidden=("_kernelgrader_declared.cu",)
+    )
+    assert "kernelgrader" not in cleaned and "kg_v0" not in cleaned
+    assert 'submission.cu(2): error: identifier "x" is undefined' in cleaned
+    assert "(a message about a file other than yours was left out)" in cleaned  # other.h
+    assert cleaned.endswith('1 error detected in the compilation of "submission.cu".\n')
