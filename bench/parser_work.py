@@ -3,7 +3,8 @@
 The sources are tests/graders/compile/hostile_sources.py (about 256 KiB each, the upload limit);
 the steps are what tests/graders/compile/test_bounded_work.py bounds (at most 32 per character).
 With --compile, each source also goes through `compile_submission` as the worker calls it
-(NVRTC and every parser in the sandboxed child), for the end-to-end seconds.
+(NVRTC and every parser in the sandboxed child), for the end-to-end seconds, and the compile
+child's seconds per stage are printed as the worker logs them.
 
     python bench/parser_work.py [--size 262144] [--only nested_do_while,comma_chain] [--compile]
 
@@ -51,6 +52,9 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also time compile_submission")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the compile child's notes go to the worker's log
+    stages = _StageLines()
+    logging.getLogger("graders.compile.compiler").addHandler(stages)
+    logging.getLogger("graders.compile.compiler").setLevel(logging.INFO)
     names = [n for n in sorted(SOURCES) if not args.only or n in args.only.split(",")]
     lab = load_builtin_lab("matmul-tiled") if args.compile else None
     header = f"{'source':<22} {'bytes':>7}  " + "  ".join(f"{p:>17}" for p in PARSERS)
@@ -70,9 +74,23 @@ def main() -> None:
             from graders.compile.compiler import compile_submission
 
             started = time.perf_counter()
+            stages.lines.clear()
             result = compile_submission(lab, source, arch="sm_90")
             line += f"  {time.perf_counter() - started:6.2f} {result.reason or 'ok'}"
+            line += "".join(f"\n    {said}" for said in stages.lines)
         print(line, flush=True)
+
+
+class _StageLines(logging.Handler):
+    """The worker's log line with the compile child's stages (graders.compile.compiler)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "characters," in record.getMessage():
+            self.lines.append(record.getMessage())
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ Stages, each a `CompileResult` with ok=False, a `reason` and one sentence when i
 3. the cubin's own tables: every kernel the lab names exists as an `extern "C"` entry
    (`missing_kernel`, naming which) with the parameter sizes the grader will pass
    (`wrong_signature`);
-4. the declarations the launch depends on (`bad_declaration`), then the lab's requirements
+4. the declarations the launch depends on, read from the compiled program
+   (`graders.compile.declared_values`; `bad_declaration`), then the lab's requirements
    (`missing_requirement`: `__shared__` from the kernel's shared memory in the cubin, other
    tokens from the text outside comments) and dynamic shared memory the lab does not give
    (`no_dynamic_shared_memory`);

@@ -8,6 +8,11 @@ and the static checks all read what a student wrote, and each is linear in it (s
 built by `graders.compile.compiler.compile_payload`), so a child started ahead of need can take
 any payload. The answer carries the verdicts that need no lab beyond the payload; the worker
 adds those that need the lab's expressions (shared memory) and makes every text fit to show.
+
+NVRTC compiles a generated wrapper that includes the student's file and reads the lab's
+declared names from it (`graders.compile.declared_values`); the cubin that runs is that
+program's. The answer also carries each stage's seconds (`stage_seconds`), which the worker
+logs for the staff.
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ default there), every slow kernel in `slow/` passes every case and Nsight Comput
 line what its header expects, and the references show the findings the lab's
 `[profile.expect]` lists and no other (graders.labcheck.slow).
 
+Tile forms (graders.labcheck.tile_forms), for a lab that declares names: the reference that
+declares them, rewritten as careful students write it (the value chosen by a platform macro,
+two constants in one declaration), must compile to the same declared values and, on a GPU,
+pass every case.
+
 Shortcut probes (graders.labcheck.probes): kernels made from a reference that do less than the
 whole work (a constant answer, half the work plus an estimate, sampled work), and any the lab
 writes by hand in probes/. Without a GPU they are compiled (one generated probe stands for the
@@ -24,6 +29,7 @@ or the check names the lab's weakness.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -48,6 +54,7 @@ from graders.labcheck.probes import (
 from graders.labcheck.report import FAIL, OK, SKIP, WARN, CheckItem, LabCheckReport
 from graders.labcheck.sample import sample_case, sample_outputs
 from graders.labcheck.slow import SlowExpectation, SlowHeaderError, read_slow_header, slow_files
+from graders.labcheck.tile_forms import TileForm, tile_forms
 from graders.results import CompileResult
 from graders.run import properties, python_oracle
 from graders.run.python_oracle import OracleCodeError
@@ -89,10 +96,11 @@ def check_lab(
     faulty = _compile_faulty(lab, expectations, report, arch)
     slow = _compile_slow(lab, report, arch)
     probes = _compile_probes(lab, compiled, report, arch, every_kind=run)
+    forms = _compile_tile_forms(lab, compiled, report, arch)
     if run:
         from graders.labcheck.gpu import profile_on_gpu, run_on_gpu
 
-        run_on_gpu(lab, compiled, faulty, report, secret=secret, probes=probes)
+        run_on_gpu(lab, compiled, faulty, report, secret=secret, probes=probes, forms=forms)
         if profile:
             profile_on_gpu(lab, slow, report, secret=secret, arch=arch)
     elif probes:
@@ -315,6 +323,51 @@ def _compile_faulty(
             report.add(OK, exp.label, f"compiles (expects {exp.describe()} when run)")
             to_run.append((exp, result))
     return to_run
+
+
+def _compile_tile_forms(
+    lab: LabSpec, references: dict[str, CompileResult], report: LabCheckReport, arch: str | None
+) -> list[tuple[TileForm, CompileResult]]:
+    """The lab's declared values in the unusual forms of graders.labcheck.tile_forms, each
+    compiled as a submission: the grader must read the values the reference itself gets."""
+    if not lab.declares:
+        return []
+    forms, notes = tile_forms(lab)
+    for note in notes:
+        report.add(SKIP, "tile forms", note)
+    out = []
+    by_file = {ref.file: ref.name for ref in lab.references}
+    for form in forms:
+        reference = references.get(by_file.get(form.origin, ""))
+        result = _compiled(lab, form.source, form.filename, arch, report, form.label)
+        if result is None or reference is None:
+            continue
+        read, wanted = _reading(result), _reading(reference)
+        if read != wanted:
+            report.add(
+                FAIL,
+                form.label,
+                f"the grader reads {read} from {form.origin} written in this form, but "
+                f"{wanted} from the reference itself: the launch would not match the kernel",
+            )
+            continue
+        report.add(OK, form.label, f"compiles from {form.origin}; the grader reads {read}")
+        out.append((form, result))
+    return out
+
+
+def _reading(result: CompileResult) -> str:
+    """What the grader read of a file's declared names: the values it read from the file (the
+    compile message names them), the defaults it took, and its notes."""
+    named = re.search(r"\(([^()]*)\)", result.message)
+    read = named.group(1).split(", ") if named else []
+    said = read + [
+        f"{name} = {value} by default"
+        for name, value in result.declarations.items()
+        if f"{name} = {value}" not in read
+    ]
+    notes = len(result.warnings)
+    return ", ".join(said) + (f", with {notes} note{'s' if notes != 1 else ''}" if notes else "")
 
 
 def _compile_probes(

@@ -3,7 +3,8 @@ verdicts, shortcut probes fail.
 
 It grades through `graders.grade.run_submission` exactly as a submission is graded
 (correctness only: no timing); the sanitizer runs for a faulty kernel whose header expects a
-finding or the sanitizer's verdict.
+finding or the sanitizer's verdict. The tile forms (graders.labcheck.tile_forms) must pass
+every case, as the references do.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from graders.labcheck.faults import FaultExpectation, Outcome, run_problem
 from graders.labcheck.probes import CaseOutcome, Probe, judge_probe
 from graders.labcheck.report import FAIL, OK, SKIP, LabCheckReport
 from graders.labcheck.slow import SlowExpectation, ladder_problem, profile_problem
+from graders.labcheck.tile_forms import TileForm
 from graders.results import CompileResult, GradeReport
 from graders.spec import LabSpec
 
@@ -33,6 +35,7 @@ def run_on_gpu(
     *,
     secret: str,
     probes: list[tuple[Probe, CompileResult]] | None = None,
+    forms: list[tuple[TileForm, CompileResult]] | None = None,
 ) -> None:
     from graders.gpu import gpu_unavailable_reason
 
@@ -42,16 +45,23 @@ def run_on_gpu(
         return
     from graders.grade import run_submission
 
-    for name, compiled in references.items():
-        ref = lab.reference(name)
-        subject = f"run reference {ref.file}"
+    passing = [
+        (f"run reference {lab.reference(name).file}", lab.reference(name).source, compiled,
+         "a reference must pass every case")
+        for name, compiled in references.items()
+    ] + [
+        (f"run {form.label}", form.source, compiled,
+         f"{form.origin} written this way must pass every case, as it does as written")
+        for form, compiled in forms or []
+    ]  # fmt: skip
+    for subject, source, compiled, rule in passing:
         graded = run_submission(
-            lab, ref.source, compiled=compiled, secret=secret, sanitizer=False, timing=False
+            lab, source, compiled=compiled, secret=secret, sanitizer=False, timing=False
         )
         failed = _failed_cases(graded)
         if graded.error or failed:
             detail = "; ".join(failed) or graded.summary
-            report.add(FAIL, subject, f"a reference must pass every case: {detail}")
+            report.add(FAIL, subject, f"{rule}: {detail}")
         else:
             report.add(OK, subject, f"passes all {len(graded.cases)} cases")
     for exp, compiled in faulty:

@@ -1,6 +1,7 @@
 """`lab check` on a GPU: every built-in lab's references pass, its faulty kernels get their
-verdicts, and every shortcut probe fails it, the timed case included; a lab with positive
-data and a loose tolerance is named weak."""
+verdicts, its tile forms (the declared values written as a platform macro and as two constants
+in one declaration) pass as the reference does, and every shortcut probe fails it, the timed
+case included; a lab with positive data and a loose tolerance is named weak."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from graders.labcheck import check_lab
 from graders.labcheck.probes import PROBE_KINDS
+from graders.labcheck.tile_forms import TILE_FORMS, declaring_reference
 from graders.spec import builtin_labs_dir, list_builtin_labs, load_builtin_lab
 from tests.graders.labcheck.test_probes import LOOSE_LAB
 
@@ -25,10 +27,15 @@ def test_lab_check_passes_on_the_gpu(lab_id: str) -> None:
     faulty = [
         i for i in report.items if i.subject.startswith("faulty/") and "when run" in i.message
     ]
-    # Every reference with a file ran, and every faulty kernel that compiles ran too.
-    assert len(ran) == len(references) + len(faulty), report.lines()
+    # Every reference with a file ran, every faulty kernel that compiles ran too, and so did
+    # both tile forms of a lab whose reference declares its names.
+    forms = [i for i in ran if i.subject.startswith("run tile form ")]
+    expected_forms = len(TILE_FORMS) if declaring_reference(lab) is not None else 0
+    assert len(forms) == expected_forms, report.lines()
+    assert len(ran) == len(references) + len(faulty) + len(forms), report.lines()
     assert all(i.status == "ok" for i in ran), report.lines()
-    assert not [i for i in report.items if i.status == "skip"], report.lines()
+    skipped = [i for i in report.items if i.status == "skip" and i.subject != "tile forms"]
+    assert not skipped, report.lines()
     # Every generated probe ran and failed the lab with a wrong answer on the timed case.
     probes = {i.subject: i for i in report.items if i.subject.startswith("probe ")}
     assert sorted(probes) == sorted(f"probe {kind}" for kind in PROBE_KINDS), report.lines()

@@ -11,6 +11,7 @@ import pytest
 from graders.labcheck import check_lab
 from graders.spec import builtin_labs_dir, list_builtin_labs
 from tests.conftest import gpu_unavailable_reason
+from tests.graders.labcheck.test_tile_forms import assert_tile_forms_read_as_the_reference
 from tests.graders.spec_samples import DEVICE_STUB, MULTI_SPEC, ORACLE, write_multi_lab
 
 ARCH = "sm_90"
@@ -22,6 +23,7 @@ def test_every_builtin_lab_passes_the_checks_that_need_no_gpu(lab_id: str) -> No
     assert report.ok, "\n".join(report.lines())
     assert report.lab_id == lab_id
     assert not [i for i in report.items if i.status == "warn"], report.lines()
+    assert_tile_forms_read_as_the_reference(report, lab_id)
 
 
 def _copy(lab_id: str, tmp_path: Path) -> Path:
