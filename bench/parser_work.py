@@ -53,8 +53,10 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the compile child's notes go to the worker's log
     stages = _StageLines()
-    logging.getLogger("graders.compile.compiler").addHandler(stages)
-    logging.getLogger("graders.compile.compiler").setLevel(logging.INFO)
+    compile_log = logging.getLogger("graders.compile.compiler")
+    compile_log.addHandler(stages)
+    compile_log.setLevel(logging.INFO)
+    compile_log.propagate = False  # the stage line is printed under its source's row
     names = [n for n in sorted(SOURCES) if not args.only or n in args.only.split(",")]
     lab = load_builtin_lab("matmul-tiled") if args.compile else None
     header = f"{'source':<22} {'bytes':>7}  " + "  ".join(f"{p:>17}" for p in PARSERS)

@@ -99,11 +99,18 @@ class Constants(list[Constant]):
     """The file's constants in file order, and what their values are."""
 
     def __init__(
-        self, items: list[Constant], program: Program, undefined: dict[str, int] | None = None
+        self,
+        items: list[Constant],
+        program: Program,
+        undefined: dict[str, int] | None = None,
+        types: set[str] | None = None,
     ) -> None:
         super().__init__(items)
         self.program = program
         self.undefined = undefined or {}  # spelling -> the line of its last live `#undef`
+        # Names the file declares as types at file scope (`using T = float;`, `struct T`):
+        # no constant, and a probe of one would only fail and cost NVRTC a second compile.
+        self.types = types or set()
         self.first: dict[str, Constant] = {}
         self.sites: dict[str, list[Constant]] = {}
         for constant in items:  # the first the compiler surely reads, else the first at all
@@ -165,6 +172,7 @@ def defined_constants(source: str | Program) -> Constants:
         start += len(line.text) + 1
     tokens = code_tokens(views)
     nested_at = _nesting(tokens)
+    types = _file_scope_types(tokens, nested_at)
     i = 2
     while i < len(tokens):
         if tokens[i][0] not in ("=", "{"):
@@ -176,7 +184,36 @@ def defined_constants(source: str | Program) -> Constants:
             certain = program.states[index] == Live.LIVE
             nested = nested_at[name_index]
             found.append(dataclasses.replace(constant, certain=certain, nested=nested))
-    return Constants(sorted(found, key=lambda c: c.start), program, undefined)
+    return Constants(sorted(found, key=lambda c: c.start), program, undefined, types)
+
+
+_TYPE_KEYWORDS = frozenset({"struct", "class", "union", "enum"})
+
+
+def _file_scope_types(tokens: list[tuple[str, int]], nested_at: list[bool]) -> set[str]:
+    """Names declared as types at file scope: `using NAME =`, `struct|class|union|enum NAME`
+    followed by `{`, `;` or `:`, and the name before the `;` of a `typedef` (looked for at most
+    `_VALUE_CHARS` characters on)."""
+    names: set[str] = set()
+    toks = [t for t, _ in tokens]
+    for i, tok in enumerate(toks):
+        if nested_at[i] or i + 2 >= len(toks):
+            continue
+        if (
+            tok == "using"
+            and toks[i + 2] == "="
+            or tok in _TYPE_KEYWORDS
+            and toks[i + 2] in ("{", ";", ":")
+        ):
+            names.add(toks[i + 1])
+        elif tok == "typedef":
+            k = i + 1
+            while k < len(toks) and toks[k] != ";" and tokens[k][1] - tokens[i][1] < _VALUE_CHARS:
+                k += 1
+            if k < len(toks) and toks[k] == ";":
+                names.add(toks[k - 1])
+    work.add(len(toks))
+    return names
 
 
 def _nesting(tokens: list[tuple[str, int]]) -> list[bool]:
@@ -351,7 +388,7 @@ def probe_names(constants: Constants, declares: Mapping[str, DeclareSpec]) -> li
     names = [s for spec in declares.values() for s in spec.names]
     for spec in declares.values():
         names += [c.spelling for c in constants if _is_near(c.spelling, spec) and not c.nested]
-    return list(dict.fromkeys(names))[:MAX_PROBES]
+    return [n for n in dict.fromkeys(names) if n not in constants.types][:MAX_PROBES]
 
 
 def _is_near(spelling: str, spec: DeclareSpec) -> bool:

@@ -75,6 +75,9 @@ DEFAULT_MAX_GLOBAL_BYTES = 1 << 30
 BYTE_ORDER_MARK = "\ufeff"
 # Asks ptxas for each kernel's static shared memory (its lines are removed from the log).
 PTXAS_VERBOSE = "--ptxas-options=-v"
+# NVRTC runs at most this often for one file: the probes of declared values, then without the
+# probes it refused (rarely needed), then the file alone.
+MAX_PROBE_COMPILES = 3
 
 
 def nvrtc_compile(
@@ -316,7 +319,10 @@ def _nvrtc_with_probes(
     compiled once more; so is every probe where an error of the wrapper is on no probe's line."""
     started = time.perf_counter()
     unreadable: list[str] = []
-    while True:
+    for attempt in range(MAX_PROBE_COMPILES):
+        if attempt == MAX_PROBE_COMPILES - 1:  # the last: the file alone, whatever is left
+            unreadable += names
+            names = []
         wrapper = make_wrapper(name, names, nonce) if names else None
         if wrapper is None:
             ok, error, log, cubin = nvrtc_compile(text, name, options, headers)

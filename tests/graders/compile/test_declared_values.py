@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from graders.compile import pipeline
 from graders.compile.declared_values import (
     WRAPPER_NAME,
     make_wrapper,
@@ -181,12 +182,29 @@ def test_the_wrappers_names_are_out_of_the_files_reach() -> None:
     assert set(wrapper.lines.values()) == {"TILE_WIDTH"} and len(wrapper.lines) == 2
 
 
-def test_a_probe_the_compiler_refuses_is_dropped_and_the_rest_still_read() -> None:
-    # `struct TILE_WIDTH` is a type: `(::TILE_WIDTH)` fails, the file compiles without it.
-    source = "struct TILE_WIDTH { int x; };\n#define TILE_SIZE 8\n#define COARSE 4\n" + KERNEL
-    answer = child(source)
+def test_a_probe_the_compiler_refuses_is_dropped_and_the_rest_still_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A function named like a spelling: `(::TILE_WIDTH)` fails, the file compiles without it.
+    calls = []
+    compile_once = pipeline.nvrtc_compile
+
+    def counted(*args: Any) -> Any:
+        calls.append(args[1])
+        return compile_once(*args)
+
+    monkeypatch.setattr(pipeline, "nvrtc_compile", counted)
+    source = "__device__ int TILE_WIDTH(int x) { return x; }\n#define TILE_SIZE 8\n" + KERNEL
+    answer = child(source + "#define COARSE 4\n")
     assert answer["ok"] and answer["declarations"] == {"TILE": 8, "COARSE": 4}, answer
     assert answer["warnings"] == [] and answer["log"] == ""
+    assert calls == [WRAPPER_NAME, WRAPPER_NAME]
+    # A type at file scope is no constant: it is not probed, and NVRTC runs once.
+    calls.clear()
+    typed = "struct TILE_WIDTH { int x; };\nusing T = float;\ntypedef int BLOCK_SIZE;\n"
+    answer = child(typed + "#define TILE_SIZE 8\n" + KERNEL)
+    assert answer["ok"] and answer["declarations"] == {"TILE": 8, "COARSE": 1}, answer
+    assert calls == [WRAPPER_NAME]
 
 
 def test_a_compile_error_shows_only_the_students_file() -> None:
