@@ -43,12 +43,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from graders.compile import work
 from graders.compile.cexpr import EXPRESSION_STEPS, Expander, GiveUp
 from graders.compile.cubin import CubinError, initial_values
+from graders.compile.log import NO_LINE, first_error
 from graders.compile.preprocess import Program
 
 # NVRTC's name for the wrapper: one `safe_filename` never gives a student's file (its first
@@ -63,6 +65,9 @@ _KEYWORDS = (
 # unscoped enumeration promotes to one of them).
 _INTEGER_TYPES = ("int", "unsigned", "long", "unsigned long", "long long", "unsigned long long")
 _WRAPPER_ERROR = re.compile(r"^(.+?)\((\d+)\): (?:catastrophic )?error", re.IGNORECASE)
+# NVRTC runs at most this often for one file: with the probes, without those it refused
+# (rarely needed), then the file alone.
+MAX_PROBE_COMPILES = 3
 MACRO, CONSTANT, ABSENT, NOT_WHOLE = "macro", "constant", "absent", "not_whole"
 UNREADABLE, BLOCKED, TOO_LARGE = "unreadable", "blocked", "too_large"
 
@@ -186,3 +191,75 @@ def too_large_to_expand(program: Program, name: str) -> bool:
     except GiveUp:
         return True
     return False
+
+
+# NVRTC as the pipeline calls it: (source, filename, options, headers) -> (ok, error, log, cubin).
+Compile = Callable[[str, str, list[str], dict[str, str]], tuple[bool, str, str, bytes]]
+
+
+@dataclass
+class Compiled:
+    """NVRTC's answer for the wrapper (or the file alone, where nothing is probed)."""
+
+    ok: bool
+    error: str
+    log: str
+    cubin: bytes
+    seconds: float
+    wrapper: Wrapper | None
+    unreadable: list[str]
+
+    @property
+    def nonce(self) -> str | None:
+        return self.wrapper.nonce if self.wrapper is not None else None
+
+    def readings(self, too_large: Sequence[str]) -> dict[str, Reading]:
+        found = {n: Reading(n, TOO_LARGE) for n in too_large}
+        if self.wrapper is None:
+            return found | {n: Reading(n, UNREADABLE) for n in self.unreadable}
+        return found | read_values(self.cubin, self.wrapper, unreadable=self.unreadable)
+
+
+def compile_with_probes(
+    nvrtc: Compile,
+    text: str,
+    name: str,
+    options: list[str],
+    headers: dict[str, str],
+    names: Sequence[str],
+) -> Compiled:
+    """`nvrtc` on the wrapper that includes the student's file `text`, served as
+    `name`, and probes `names`. A probe NVRTC refuses (the name is no whole-number constant, a
+    function) while the student's file compiles is left out and the program compiled once
+    more; so is every probe where an error of the wrapper is on no probe's line."""
+    started = time.perf_counter()
+    nonce = nonce_for(text)
+    pending = list(names)
+    unreadable: list[str] = []
+    for attempt in range(MAX_PROBE_COMPILES):
+        if attempt == MAX_PROBE_COMPILES - 1:  # the last: the file alone, whatever is left
+            unreadable += pending
+            pending = []
+        wrapper = make_wrapper(name, pending, nonce) if pending else None
+        if wrapper is None:
+            ok, error, log, cubin = nvrtc(text, name, options, headers)
+        else:
+            served = {**headers, name: text}
+            ok, error, log, cubin = nvrtc(wrapper.text, WRAPPER_NAME, options, served)
+        if ok or wrapper is None or _errors_of_the_file(log, name):
+            break
+        failed = failed_probes(log, wrapper)
+        if failed == set():
+            break  # not the probes' doing (an error with no file, NVVM's): the student's verdict
+        gone = set(pending) if failed is None else failed
+        unreadable += [n for n in pending if n in gone]
+        pending = [n for n in pending if n not in gone]
+    seconds = time.perf_counter() - started
+    return Compiled(ok, error, log, cubin, seconds, wrapper, unreadable)
+
+
+def _errors_of_the_file(log: str, name: str) -> bool:
+    """Whether NVRTC reported an error in the student's file (or at its end, or its
+    assembly): then the compile is the student's compile error, probes or not."""
+    first = first_error(log, name)
+    return first is not None and first[0] != NO_LINE

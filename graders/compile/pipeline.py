@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import re
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from graders.compile import work
@@ -42,14 +41,8 @@ from graders.compile.declarations import (
     unread_notes,
 )
 from graders.compile.declared_values import (
-    TOO_LARGE,
     WRAPPER_NAME,
-    Reading,
-    Wrapper,
-    failed_probes,
-    make_wrapper,
-    nonce_for,
-    read_values,
+    compile_with_probes,
     too_large_to_expand,
 )
 from graders.compile.include_policy import refused_by_compiler, review
@@ -75,9 +68,6 @@ DEFAULT_MAX_GLOBAL_BYTES = 1 << 30
 BYTE_ORDER_MARK = "\ufeff"
 # Asks ptxas for each kernel's static shared memory (its lines are removed from the log).
 PTXAS_VERBOSE = "--ptxas-options=-v"
-# NVRTC runs at most this often for one file: the probes of declared values, then without the
-# probes it refused (rarely needed), then the file alone.
-MAX_PROBE_COMPILES = 3
 
 
 def nvrtc_compile(
@@ -189,13 +179,13 @@ def _compile(payload: dict[str, Any], stages: _Stages) -> dict[str, Any]:
     names = probe_names(constants, declares) if declares else []
     too_large = [n for n in names if _expands(program, n) and too_large_to_expand(program, n)]
     stages.mark("declaration_sites")
-    compiled = _nvrtc_with_probes(
+    compiled = compile_with_probes(
+        nvrtc_compile,
         policy.compile_source,
         name,
         [*payload["options"], PTXAS_VERBOSE],
         headers,
         [n for n in names if n not in too_large],
-        nonce_for(policy.compile_source),
     )
     ok, error, raw_log, cubin = compiled.ok, compiled.error, compiled.log, compiled.cubin
     nvrtc_seconds = compiled.seconds
@@ -280,72 +270,6 @@ def _compile(payload: dict[str, Any], stages: _Stages) -> dict[str, Any]:
 def _expands(program: Program, name: str) -> bool:
     """Whether `name` may be a macro at the end of the file (so NVRTC would expand it)."""
     return program.defined(name) != Live.DEAD
-
-
-@dataclass
-class _Compiled:
-    """NVRTC's answer for the wrapper (or the file alone, where nothing is probed)."""
-
-    ok: bool
-    error: str
-    log: str
-    cubin: bytes
-    seconds: float
-    wrapper: Wrapper | None
-    unreadable: list[str]
-
-    @property
-    def nonce(self) -> str | None:
-        return self.wrapper.nonce if self.wrapper is not None else None
-
-    def readings(self, too_large: list[str]) -> dict[str, Reading]:
-        found = {n: Reading(n, TOO_LARGE) for n in too_large}
-        if self.wrapper is None:
-            return found | {n: Reading(n, "unreadable") for n in self.unreadable}
-        return found | read_values(self.cubin, self.wrapper, unreadable=self.unreadable)
-
-
-def _nvrtc_with_probes(
-    text: str,
-    name: str,
-    options: list[str],
-    headers: dict[str, str],
-    names: list[str],
-    nonce: str,
-) -> _Compiled:
-    """NVRTC on the wrapper that includes the student's file and probes `names`
-    (`graders.compile.declared_values`). A probe NVRTC refuses (the name is no whole-number
-    constant, or names a type) while the student's file compiles is left out and the program
-    compiled once more; so is every probe where an error of the wrapper is on no probe's line."""
-    started = time.perf_counter()
-    unreadable: list[str] = []
-    for attempt in range(MAX_PROBE_COMPILES):
-        if attempt == MAX_PROBE_COMPILES - 1:  # the last: the file alone, whatever is left
-            unreadable += names
-            names = []
-        wrapper = make_wrapper(name, names, nonce) if names else None
-        if wrapper is None:
-            ok, error, log, cubin = nvrtc_compile(text, name, options, headers)
-        else:
-            served = {**headers, name: text}
-            ok, error, log, cubin = nvrtc_compile(wrapper.text, WRAPPER_NAME, options, served)
-        if ok or wrapper is None or _errors_of_the_file(log, name):
-            break
-        failed = failed_probes(log, wrapper)
-        if failed == set():
-            break  # not the probes' doing (an error with no file, NVVM's): the student's verdict
-        gone = set(names) if failed is None else failed
-        unreadable += [n for n in names if n in gone]
-        names = [n for n in names if n not in gone]
-    seconds = time.perf_counter() - started
-    return _Compiled(ok, error, log, cubin, seconds, wrapper, unreadable)
-
-
-def _errors_of_the_file(log: str, name: str) -> bool:
-    """Whether NVRTC reported an error in the student's file (or at its end, or its
-    assembly): then the compile is the student's compile error, probes or not."""
-    first = first_error(log, name)
-    return first is not None and first[0] != NO_LINE
 
 
 def _globals_problem(cubin: bytes, limit: int, probes: str | None = None) -> str | None:

@@ -23,16 +23,20 @@ __global__ void cpp_kernel(double* a, long long n) { a[0] = n; }
 """
 
 
-@pytest.fixture(scope="module")
-def cubin() -> bytes:
+def compiled(source: str) -> bytes:
     from cupy.cuda import nvrtc
 
-    program = nvrtc.createProgram(SOURCE, "k.cu", [], [])
+    program = nvrtc.createProgram(source, "k.cu", [], [])
     try:
         nvrtc.compileProgram(program, ["--gpu-architecture=sm_90", "-std=c++17"])
         return bytes(nvrtc.getCUBIN(program))
     finally:
         nvrtc.destroyProgram(program)
+
+
+@pytest.fixture(scope="module")
+def cubin() -> bytes:
+    return compiled(SOURCE)
 
 
 def test_kernel_names_are_the_entries_only(cubin: bytes) -> None:
@@ -75,14 +79,7 @@ extern "C" __global__ void k(float* out, unsigned n) {
 def test_global_variables_are_read_from_the_symbol_sizes() -> None:
     # Past 4 GiB the section's size and the symbols' offsets wrap around: the 256 GiB and the
     # 1 GiB array both start at one offset of a "1 GiB" section. Symbol sizes are 64-bit.
-    from cupy.cuda import nvrtc
-
-    program = nvrtc.createProgram(GLOBALS, "g.cu", [], [])
-    try:
-        nvrtc.compileProgram(program, ["--gpu-architecture=sm_90", "-std=c++17"])
-        cubin = bytes(nvrtc.getCUBIN(program))
-    finally:
-        nvrtc.destroyProgram(program)
+    cubin = compiled(GLOBALS)
     variables, total = global_variables(cubin)
     sizes = {demangled_base(v.name): v.size for v in variables}
     assert variables[0].name == "hoard" and variables[0].size == 1 << 38
@@ -110,14 +107,7 @@ extern "C" __global__ void k(long long* out) {
 
 def test_initial_values_are_read_from_the_global_sections() -> None:
     # What the declared-value probes are read with: no GPU, the bytes the module is loaded with.
-    from cupy.cuda import nvrtc
-
-    program = nvrtc.createProgram(VALUES, "v.cu", [], [])
-    try:
-        nvrtc.compileProgram(program, ["--gpu-architecture=sm_90", "-std=c++17"])
-        cubin = bytes(nvrtc.getCUBIN(program))
-    finally:
-        nvrtc.destroyProgram(program)
+    cubin = compiled(VALUES)
     found = initial_values(cubin, "kgx_")
     assert found == {"kgx_answer": (-42).to_bytes(8, "little", signed=True), "kgx_zero": bytes(4)}
     assert set(initial_values(cubin, "kgx_", max_size=400)) == {"kgx_answer", "kgx_zero", "kgx_big"}
