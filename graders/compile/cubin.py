@@ -154,32 +154,58 @@ def initial_values(cubin: bytes, prefix: str, *, max_size: int = 64) -> dict[str
     return found
 
 
-def kernel_params(cubin: bytes, kernel: str) -> list[KernelParam] | None:
-    """The kernel's parameters in order (ordinal, offset, size); None where the table is absent
-    or in a layout this reader does not know, so callers skip the check rather than guess."""
-    sections = _sections(cubin)
-    info = next((s for s in sections if s.name == f".nv.info.{kernel}"), None)
-    if info is None:
-        return None
-    data = cubin[info.offset : info.offset + info.size]
-    params: list[KernelParam] = []
+def info_records(data: bytes) -> list[tuple[int, bytes]] | None:
+    """The (attribute, value) records of one `.nv.info` section, in order; None for a record
+    cut short or in a format this reader does not know, so callers skip rather than guess.
+
+    Every record starts with its format and attribute bytes and takes at least four: a value
+    of two bytes or less sits in the rest of those four, even for a record with no value at all
+    (NVRTC 13's sm_80 and sm_86 cubins carry one, EIATTR 0x35, before the parameters)."""
+    records = []
     pos = 0
     while pos + 2 <= len(data):
         fmt, attr = data[pos], data[pos + 1]
+        if pos + 4 > len(data):
+            return None
         if fmt == _EIFMT_SVAL:
-            if pos + 4 > len(data):
-                return None
             (size,) = struct.unpack_from("<H", data, pos + 2)
-            if attr == _EIATTR_KPARAM_INFO and size >= 12 and pos + 4 + size <= len(data):
-                _index, ordinal, offset, flags = struct.unpack_from("<IHHI", data, pos + 4)
-                params.append(KernelParam(ordinal, offset, (flags >> 18) & 0x3FFF))
+            if pos + 4 + size > len(data):
+                return None
+            records.append((attr, data[pos + 4 : pos + 4 + size]))
             pos += 4 + size
         elif fmt in (_EIFMT_HVAL, _EIFMT_BVAL):
+            records.append((attr, data[pos + 2 : pos + 4]))
             pos += 4
         elif fmt == _EIFMT_NVAL:
-            pos += 2
+            records.append((attr, b""))
+            pos += 4
         else:
             return None
+    return records
+
+
+def info_sections(cubin: bytes) -> dict[str, bytes]:
+    """Each function's `.nv.info.<function>` section's bytes, by function name."""
+    prefix = ".nv.info."
+    return {
+        s.name[len(prefix) :]: cubin[s.offset : s.offset + s.size]
+        for s in _sections(cubin)
+        if s.name.startswith(prefix)
+    }
+
+
+def kernel_params(cubin: bytes, kernel: str) -> list[KernelParam] | None:
+    """The kernel's parameters in order (ordinal, offset, size); None where the table is absent
+    or in a layout this reader does not know, so callers skip the check rather than guess."""
+    data = info_sections(cubin).get(kernel)
+    records = None if data is None else info_records(data)
+    if records is None:
+        return None
+    params = []
+    for attr, value in records:
+        if attr == _EIATTR_KPARAM_INFO and len(value) >= 12:
+            _index, ordinal, offset, flags = struct.unpack_from("<IHHI", value)
+            params.append(KernelParam(ordinal, offset, (flags >> 18) & 0x3FFF))
     return sorted(params, key=lambda p: p.ordinal)
 
 

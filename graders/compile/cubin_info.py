@@ -23,9 +23,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from graders.compile.cubin import _sections
+from graders.compile.cubin import _sections, info_records
 
-_EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
 EIATTR_NUM_BARRIERS = 0x4C
 EIATTR_COOP_GROUP_INSTR_OFFSETS = 0x28
 EIATTR_NUM_MBARRIERS = 0x38
@@ -44,32 +43,6 @@ class SyncFacts:
     async_barriers: tuple[str, ...] = ()
 
 
-def info_records(data: bytes) -> list[tuple[int, bytes]]:
-    """The (attribute, value) records of one `.nv.info` section, in order; a record cut short
-    ends the list (a reader of the compiler's output never reads past its section)."""
-    records = []
-    pos = 0
-    while pos + 2 <= len(data):
-        fmt, attr = data[pos], data[pos + 1]
-        if fmt == _EIFMT_SVAL:
-            if pos + 4 > len(data):
-                break
-            (size,) = struct.unpack_from("<H", data, pos + 2)
-            records.append((attr, data[pos + 4 : pos + 4 + size]))
-            pos += 4 + size
-        elif fmt in (_EIFMT_HVAL, _EIFMT_BVAL):
-            records.append((attr, data[pos + 2 : pos + 4]))
-            pos += 4
-        elif fmt == _EIFMT_NVAL:
-            # No value, but the record still takes four bytes (NVRTC 13's sm_80 cubins carry
-            # EIATTR 0x35 so, before the barrier count).
-            records.append((attr, b""))
-            pos += 4
-        else:
-            break
-    return records
-
-
 def sync_facts(cubin: bytes) -> SyncFacts:
     """Shared memory, barriers and warp-synchronous instructions, by function (see the module
     docstring); raises graders.compile.cubin.CubinError for bytes that are no cubin."""
@@ -84,7 +57,7 @@ def sync_facts(cubin: bytes) -> SyncFacts:
         elif name.startswith(_INFO):
             function = name[len(_INFO) :]
             data = cubin[section.offset : section.offset + section.size]
-            for attr, value in info_records(data):
+            for attr, value in info_records(data) or []:
                 if attr == EIATTR_NUM_BARRIERS and len(value) >= 2:
                     (count,) = struct.unpack_from("<H", value)
                     if count:

@@ -23,12 +23,12 @@ __global__ void cpp_kernel(double* a, long long n) { a[0] = n; }
 """
 
 
-def compiled(source: str) -> bytes:
+def compiled(source: str, arch: str = "sm_90") -> bytes:
     from cupy.cuda import nvrtc
 
     program = nvrtc.createProgram(source, "k.cu", [], [])
     try:
-        nvrtc.compileProgram(program, ["--gpu-architecture=sm_90", "-std=c++17"])
+        nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "-std=c++17"])
         return bytes(nvrtc.getCUBIN(program))
     finally:
         nvrtc.destroyProgram(program)
@@ -49,6 +49,15 @@ def test_parameter_sizes_in_order(cubin: bytes) -> None:
     assert [p.offset for p in kernel_params(cubin, "scale") or []] == [0, 8, 16, 20]
     assert [p.size for p in kernel_params(cubin, "_Z10cpp_kernelPdx") or []] == [8, 8]
     assert kernel_params(cubin, "absent") is None
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"])
+def test_parameter_sizes_on_every_architecture(arch: str) -> None:
+    # sm_80's and sm_86's tables hold a record with no value, which still takes four bytes:
+    # read as two, the rest of the table was misread and A100-class GPUs skipped the check.
+    cubin = compiled(SOURCE, arch)
+    assert [p.size for p in kernel_params(cubin, "scale") or []] == [8, 8, 4, 4]
+    assert [p.size for p in kernel_params(cubin, "_Z10cpp_kernelPdx") or []] == [8, 8]
 
 
 def test_not_a_cubin() -> None:
