@@ -336,6 +336,11 @@ def run_pass(
         report.errors.append(str(exc))
         return report
     with session_scope() as session:
+        # Workers first: a job that ended since the last pass may have run a worker that
+        # registered meanwhile, and the sentence it ends with says whether its grading is sent
+        # again (a worker killed right after taking a job was ended as though it had none).
+        _link_workers(session, backend.name, now)
+        session.flush()
         for row in session.scalars(
             select(BorrowedWorker).where(
                 BorrowedWorker.backend == backend.name, BorrowedWorker.state.in_(OPEN)
@@ -343,8 +348,6 @@ def run_pass(
         ):
             if _follow(session, row, statuses.get(row.job_id), now=now, settings=settings):
                 report.ended.append(row.key)
-        session.flush()
-        _link_workers(session, backend.name, now)
         session.flush()
         overdue = [
             (row.job_id, row.key, why)

@@ -254,6 +254,46 @@ def test_a_job_whose_worker_never_registers_is_cancelled_and_replaced(
 
 
 @pytest.mark.slow
+def test_a_job_that_ended_before_a_pass_saw_its_worker_says_its_grading_is_sent_again(
+    slurm: Slurm, own_db: Path, session: Session
+) -> None:
+    settings = sleeping_fleet(slurm, own_db)
+    world = make_world(session, due_at=utcnow() + timedelta(hours=1))
+    make_submission(session, user=world.student.user, lab=world.lab, job_state=JobState.queued)
+    session.commit()
+    loop = FleetLoop(SlurmBackend(settings), settings)
+    with environment(SLURM_CONF=slurm.conf):
+        try:
+            one_pass(loop)
+            (job_id,) = borrowed_rows()
+            # Its worker registers, as `kernelgrader worker` does in the job, and the job is
+            # killed (someone's scancel) before the fleet's next pass has seen the worker.
+            name = f"node:{job_id}"
+            service.register_worker(
+                name=name, host="node", pid=1, gpu="0", gpu_model="", arch="sm_90",
+                can_compile=True, can_run=True, note="", queues=["grading"],
+                version="test", fleet_job=f"slurm:{job_id}",
+            )  # fmt: skip
+            assert slurm.run("scancel", job_id).returncode == 0
+            wait_for(
+                "Slurm saying the job ended",
+                lambda: (s := commands.observe([job_id]).get(job_id)) and s.phase == "ended",
+                timeout=60,
+            )
+            one_pass(loop)
+        finally:
+            for left in borrowed_rows():
+                slurm.run("scancel", left)
+    ended = borrowed_rows()[job_id]
+    assert ended.state == BorrowedState.ended.value and ended.worker_name == name
+    assert ended.end_reason.startswith("It was cancelled (CANCELLED"), ended.end_reason
+    assert "Not by the fleet" in ended.end_reason
+    assert ended.end_reason.endswith(
+        "Any grading its worker held is sent again once its heartbeat has been silent for 30 s."
+    ), ended.end_reason
+
+
+@pytest.mark.slow
 def test_workers_found_running_are_adopted_then_cancelled_when_stuck_or_silent(
     slurm: Slurm, own_db: Path
 ) -> None:
