@@ -43,9 +43,30 @@ def command_lines_with(text: str) -> list[str]:
     return found
 
 
+# Tests that hold a wall-clock limit or an answer time against a busy machine (a sandbox's
+# 2 s limit, a compile bomb that must meet its memory limit before its time limit, /health
+# within 1 s during a rush). scripts/test.sh runs the rest in two processes and these after
+# them, alone, so the machine's other process cannot push them over their limits.
+ALONE = (
+    "tests/app/fleet/test_supervisor.py",
+    "tests/app/lti/test_lms_requests.py",
+    "tests/app/test_rush.py",
+    "tests/graders/compile/test_compiler.py",
+    "tests/graders/sandbox/",
+    "tests/graders/sanitizer/test_beside.py",
+    "tests/graders/timing/test_lock.py",
+    "tests/security/test_compile_attacks.py",
+    "tests/security/test_hostile_kernels.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).resolve().parent.parent
     reason = None
     for item in items:
+        where = item.path.resolve().relative_to(root).as_posix()
+        if where.startswith(ALONE):
+            item.add_marker(pytest.mark.alone)
         if "gpu" in item.keywords:
             reason = reason or gpu_unavailable_reason()
             if reason:
