@@ -193,6 +193,8 @@ MODULES = [
         ("app/teams/*.py",),
         (
             "tests/app/teams",
+            # A team's late submission charges each member it counts for (credited_users).
+            "tests/app/latedays/test_balances.py",
             "tests/app/gradebook/test_roster.py",
             "tests/app/gradebook/test_policy_sums.py",
             "tests/app/web/test_policy_pages.py",
