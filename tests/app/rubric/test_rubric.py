@@ -19,6 +19,7 @@ from app.gradebook.service import gradebook_csv
 from tests.app.conftest import World, make_world
 from tests.app.factories import make_submission
 from tests.app.test_cli_course import fails, run
+from tests.app.web.test_routes import login
 
 pytestmark = pytest.mark.anyio
 
@@ -212,3 +213,117 @@ async def test_a_student_reads_their_own_points_once_released_and_nobody_elses(
     )
     assert r.status_code == 403
     assert (await client.get(url, headers=world.ta.auth)).json()["total"] == 3
+
+
+async def test_titles_descriptions_and_comments_are_tidied_and_bounded(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session)
+    r = await client.post(
+        f"{_base(world)}/items",
+        headers=world.instructor.auth,
+        json={"title": "  Code \n quality ", "max_points": 2, "description": "  names  "},
+    )
+    assert r.status_code == 201, r.text
+    (item,) = r.json()
+    assert (item["title"], item["description"]) == ("Code quality", "names")
+    again = await client.post(
+        f"{_base(world)}/items",
+        headers=world.instructor.auth,
+        json={"title": "Code quality", "max_points": 1},
+    )
+    assert again.status_code == 422
+    assert again.json()["detail"] == (
+        f"{world.lab.slug} already has a rubric item called 'Code quality'."
+    )
+    long = await client.post(
+        f"{_base(world)}/items",
+        headers=world.instructor.auth,
+        json={"title": "Long", "max_points": 1, "description": "d" * 4001},
+    )
+    assert long.status_code == 422
+    assert long.json()["detail"] == "The description is longer than 4000 characters; shorten it."
+    full = await client.post(
+        f"{_base(world)}/items",
+        headers=world.instructor.auth,
+        json={"title": "Long", "max_points": 1, "description": "d" * 4000},
+    )
+    assert full.status_code == 201
+    items = {i["title"]: i["id"] for i in full.json()}
+    comments = f"{_base(world)}/items/{items['Code quality']}/comments"
+    for text in ("  Clear   names. ", "x" * 500, "Explain the tiling."):
+        r = await client.post(comments, headers=world.ta.auth, json={"text": text})
+        assert r.status_code == 201, r.text
+    for text in ("   ", "y" * 501):
+        r = await client.post(comments, headers=world.ta.auth, json={"text": text})
+        assert r.status_code == 422
+        assert r.json()["detail"] == "A reusable comment is 1 to 500 characters."
+    r = await client.post(
+        f"{_base(world)}/items/{items['Long']}/comments", headers=world.ta.auth, json={"text": "L"}
+    )
+    by_item = {i["title"]: i["comments"] for i in r.json()}
+    assert by_item == {
+        "Code quality": ["Clear names.", "x" * 500, "Explain the tiling."],
+        "Long": ["L"],
+    }
+    # A comment on a student's points: kept as written (its ends trimmed), 4000 at most.
+    r = await _grade(
+        client, world, [{"item": items["Long"], "points": 1, "comment": "  fine \n work  "}]
+    )
+    assert r.status_code == 200 and r.json()["scores"][1]["comment"] == "fine \n work"
+    assert r.json()["scores"][1]["updated_at"] is not None
+    r = await _grade(client, world, [{"item": items["Long"], "points": 1, "comment": "c" * 4001}])
+    assert r.status_code == 422
+    assert r.json()["detail"] == "Long: the comment is longer than 4000 characters."
+    r = await _grade(client, world, [{"item": items["Long"], "points": 0.5, "comment": "c" * 4000}])
+    assert r.status_code == 200 and r.json()["scores"][1]["points"] == 0.5
+
+
+async def test_an_item_is_its_own_labs_and_removing_it_removes_its_points(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session)
+    make_submission(session, user=world.student.user, lab=world.lab, score=5)
+    other_lab = add_lab(session, course=world.course, ref="vector-scale")
+    session.commit()
+    keep = await _item(client, world, "Kept", 2)
+    drop = await _item(client, world, "Dropped", 3)
+    foreign = await _item(client, world, "There", 3, lab=other_lab.slug)
+    for url, method in (
+        (f"{_base(world)}/items/{foreign}/comments", "post"),
+        (f"{_base(world)}/items/{foreign}", "delete"),
+    ):
+        if method == "post":
+            r = await client.post(url, headers=world.instructor.auth, json={"text": "x"})
+        else:
+            r = await client.delete(url, headers=world.instructor.auth)
+        assert r.status_code == 404, url
+        assert r.json()["detail"] == f"{world.lab.slug} has no rubric item {foreign}."
+    r = await _grade(client, world, [{"item": keep, "points": 2}, {"item": drop, "points": 3}])
+    assert r.json()["total"] == 5
+    assert _score_of(session, world, world.student.email) == "10"
+    # Another student's and another lab's points are theirs.
+    r = await client.put(
+        f"{_base(world, other_lab.slug)}/grades/{world.student.email}",
+        headers=world.ta.auth,
+        json={"scores": [{"item": foreign, "points": 3}]},
+    )
+    assert r.status_code == 200
+    other = await _grade(client, world, [{"item": keep, "points": 1}], world.other_student.email)
+    assert other.json()["total"] == 1
+    mine = await client.get(f"{_base(world)}/grades/{world.student.email}", headers=world.ta.auth)
+    assert [(s["title"], s["points"]) for s in mine.json()["scores"]] == [
+        ("Kept", 2),
+        ("Dropped", 3),
+    ]
+    assert (
+        await client.delete(f"{_base(world)}/items/{drop}", headers=world.instructor.auth)
+    ).status_code == 204
+    mine = await client.get(f"{_base(world)}/grades/{world.student.email}", headers=world.ta.auth)
+    assert [(s["title"], s["points"]) for s in mine.json()["scores"]] == [("Kept", 2)]
+    assert _score_of(session, world, world.student.email) == "7"
+    # The rubric page counts, per student, the items they have points on.
+    await login(client, world.ta)
+    page = await client.get(f"/courses/{world.course.slug}/labs/{world.lab.slug}/rubric")
+    assert f"{world.student.email} ✓1/1" in page.text
+    assert f"{world.other_student.email} ✓1/1" in page.text
