@@ -1,4 +1,4 @@
-"""Mutation testing of the modules that decide a grade or a deadline (run by hand, not in CI).
+"""Mutation testing of the modules that decide a grade, a charge or an access (by hand, not CI).
 
     .venv/bin/python scripts/mutation.py                 # every module below, one after another
     .venv/bin/python scripts/mutation.py graders/timing  # one module (or several)
