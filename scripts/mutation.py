@@ -285,6 +285,8 @@ MODULES = [
             "tests/app/regrades",
             "tests/app/rubric",
             "tests/app/similarity",
+            "tests/app/api/test_permissions.py",
+            "tests/app/web/test_permissions.py",
             "tests/app/web/test_policy_pages.py",
             "tests/app/web/test_routes.py",
             "tests/app/api/test_routes.py",
