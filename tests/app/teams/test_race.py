@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 import app.teams.service as teams_service
 from app.courses.models import Role
-from app.teams.models import TeamMember
+from app.teams.models import TeamInvite, TeamMember
 from tests.app.conftest import make_member
 from tests.app.scaled import BACKENDS, migrated_database
 from tests.app.teams.test_invitations import _answer, _invite, _mine, _start, teamed_world
@@ -78,3 +78,44 @@ async def test_two_invitations_answered_at_once_fill_the_last_place_once(
         )
     ).all()
     assert len(current) == 2
+
+
+async def test_an_invitation_accepted_while_its_student_starts_a_team_is_refused(
+    backend: str,
+    client: httpx.AsyncClient,
+    session: Session,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The answer reads the invitation still open, then waits for the lab's turn while the
+    student's own team is made; in its turn it finds them in that team."""
+    world = teamed_world(session, size=2)
+    session.commit()
+    await _start(client, world, world.student, "Inviting")
+    invite_id = await _invite(client, world, world.student, world.other_student)
+    read, started = threading.Event(), threading.Event()
+    real = teams_service._lock_lab_teams
+
+    def answer_waits_for_the_start(s: Session, lab: object) -> None:
+        if any(isinstance(row, TeamInvite) for row in s.identity_map.values()):
+            read.set()  # the answer has read its invitation, still open
+            assert started.wait(60), "the team was not started"
+        else:
+            assert read.wait(60), "the answer did not read its invitation"
+        real(s, lab)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(teams_service, "_lock_lab_teams", answer_waits_for_the_start)
+
+    async def start_then_let_the_answer_go() -> None:
+        await _start(client, world, world.other_student, "Own")
+        started.set()
+
+    _, answer = await asyncio.gather(
+        start_then_let_the_answer_go(), _answer(client, world, world.other_student, invite_id)
+    )
+    monkeypatch.undo()
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["detail"] == (
+        f"{world.other_student.email} is already in the team Own for {world.lab.slug}; they "
+        "leave it first (or the staff move them)."
+    )
+    assert (await _mine(client, world, world.other_student))["team"]["name"] == "Own"

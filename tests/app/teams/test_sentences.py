@@ -277,3 +277,145 @@ async def test_who_made_each_change_and_when_is_recorded(
     assert invite.answered_at is not None and invite.accepted is True
     assert invite.created_at <= invite.answered_at
     assert rows[world.other_student.user.id].joined_at == invite.answered_at
+
+
+async def test_team_names_are_tidied_bounded_and_one_per_lab(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = teamed_world(session, size=2)
+    other_lab = add_lab(session, course=world.course, ref="vector-scale")
+    other_lab.team_size = 2
+    carol = make_member(session, world.course, Role.student)
+    session.commit()
+    bad = "A team name is 1 to 60 letters, digits, spaces and . ' & + - characters; choose another."
+    for name in ("Team <b>", "x" * 61, "-dash first"):
+        r = await client.post(_team_url(world), headers=world.student.auth, json={"name": name})
+        assert _detail(r, 422) == bad, name
+    r = await client.post(_team_url(world), headers=world.student.auth, json={"name": "x" * 60})
+    assert r.status_code == 201, r.text
+    r = await client.post(_team_url(world), headers=carol.auth, json={"name": "  Warp \n  Nine  "})
+    assert r.status_code == 201 and r.json()["team"]["name"] == "Warp Nine"
+    r = await client.post(
+        _team_url(world), headers=world.other_student.auth, json={"name": "Warp Nine"}
+    )
+    assert _detail(r, 409) == (
+        f"{world.lab.slug} already has a team called Warp Nine; choose another name."
+    )
+    # The same name in another lab is that lab's own.
+    there = f"/api/v1/courses/{world.course.slug}/labs/{other_lab.slug}/team"
+    r = await client.post(there, headers=world.other_student.auth, json={"name": "Warp Nine"})
+    assert r.status_code == 201, r.text
+
+
+async def test_teams_are_listed_by_name_and_members_by_email(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = teamed_world(session, size=3)
+    zed = make_member(session, world.course, Role.student)
+    session.commit()
+    zed.user.email, world.student.user.email = "zz-" + zed.email, "aa-" + world.student.email
+    session.commit()
+    url = f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/teams"
+    # Made in the other order than they are listed, members named last-first.
+    for name, members in (
+        ("Zulu", [world.other_student.email]),
+        ("Alpha", [zed.email, world.student.email]),
+    ):
+        r = await client.put(f"{url}/{name}", headers=world.ta.auth, json={"members": members})
+        assert r.status_code == 200, r.text
+    # Zulu invites two, the later-sorting one first.
+    late, early = (make_member(session, world.course, Role.student) for _ in range(2))
+    late.user.email, early.user.email = "zz-" + late.email, "aa-" + early.email
+    session.commit()
+    for guest in (late, early):
+        await _invite(client, world, world.other_student, guest)
+    listed = (await client.get(url, headers=world.ta.auth)).json()
+    assert [t["name"] for t in listed] == ["Alpha", "Zulu"]
+    assert listed[0]["members"] == [world.student.email, zed.email]
+    assert listed[1]["invited"] == [early.email, late.email]
+    # A staff member or someone outside the course is no one's teammate.
+    for outsider, sentence in (
+        (
+            world.outsider.email,
+            f"{world.outsider.email} is not enrolled in {world.course.slug}; only the course's "
+            "students can be in a team. Enrol them first, or correct the address.",
+        ),
+        (
+            world.ta.email,
+            f"{world.ta.email} is on the staff of {world.course.slug}; teams are for students.",
+        ),
+    ):
+        r = await client.put(f"{url}/Zulu", headers=world.ta.auth, json={"members": [outsider]})
+        assert _detail(r, 422) == sentence
+
+
+async def test_joining_a_team_answers_the_students_own_open_invitations_of_this_lab_only(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = teamed_world(session, size=3)
+    other_lab = add_lab(session, course=world.course, ref="vector-scale")
+    other_lab.team_size = 2
+    carol, dave, erin = (make_member(session, world.course, Role.student) for _ in range(3))
+    session.commit()
+    there = f"/api/v1/courses/{world.course.slug}/labs/{other_lab.slug}/team"
+    await _start(client, world, world.student, "Red")
+    await _start(client, world, carol, "Blue")
+    # The other student declines Blue once; then is invited by Red, by Blue again, and in the
+    # other lab; Dave is invited by Red too.
+    declined = await _invite(client, world, carol, world.other_student)
+    assert (await _answer(client, world, world.other_student, declined, accept=False)).json()[
+        "team"
+    ] is None
+    red = await _invite(client, world, world.student, world.other_student)
+    blue = await _invite(client, world, carol, world.other_student)
+    assert blue != declined  # a new invitation, not the declined one
+    dave_red = await _invite(client, world, world.student, dave)
+    assert (
+        await client.post(there, headers=erin.auth, json={"name": "Elsewhere"})
+    ).status_code == 201
+    r = await client.post(
+        f"{there}/invites", headers=erin.auth, json={"email": world.other_student.email}
+    )
+    elsewhere = r.json()["id"]
+    # Put in Blue by the staff: Red's and Blue's invitations are answered (Blue's as taken).
+    r = await client.put(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/teams/Blue",
+        headers=world.ta.auth,
+        json={"members": [carol.email, world.other_student.email]},
+    )
+    assert r.status_code == 200, r.text
+    assert (await _mine(client, world, world.other_student))["invitations"] == []
+    assert [i["id"] for i in (await _mine(client, world, dave))["invitations"]] == [dave_red]
+    lab_two = await client.get(there, headers=world.other_student.auth)
+    assert [i["id"] for i in lab_two.json()["invitations"]] == [elsewhere]
+    session.expire_all()
+    rows = {i: session.get_one(TeamInvite, i) for i in (declined, red, blue, dave_red, elsewhere)}
+    assert (rows[declined].accepted, rows[red].accepted, rows[blue].accepted) == (
+        False,
+        False,
+        True,
+    )
+    assert rows[declined].answered_at < rows[red].answered_at == rows[blue].answered_at
+    assert rows[dave_red].answered_at is None and rows[elsewhere].answered_at is None
+    # Dave starts a team of his own: his invitation is answered, not taken.
+    await _start(client, world, dave, "Green")
+    assert (await _mine(client, world, dave))["invitations"] == []
+    session.expire_all()
+    dave_row = session.get_one(TeamInvite, dave_red)
+    assert dave_row.answered_at is not None and dave_row.accepted is False
+    # A roster's teams are made by whoever sent it.
+    r = await client.post(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/teams/import",
+        headers=world.instructor.auth,
+        json={"roster": f"team,email\nRostered,{erin.email}\n"},
+    )
+    assert r.status_code == 200, r.text
+    session.expire_all()
+    made = session.scalars(
+        select(Team).where(Team.lab_id == world.lab.id, Team.name == "Rostered")
+    ).one()
+    assert made.created_by_id == world.instructor.user.id
+    member = session.scalars(
+        select(TeamMember).where(TeamMember.team_id == made.id, TeamMember.left_at.is_(None))
+    ).one()
+    assert member.added_by_id == world.instructor.user.id
