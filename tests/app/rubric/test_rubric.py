@@ -11,11 +11,13 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.service import add_lab
 from app.gradebook.service import gradebook_csv
+from app.rubric.models import RubricComment, RubricScore
 from tests.app.conftest import World, make_world
 from tests.app.factories import make_submission
 from tests.app.test_cli_course import fails, run
@@ -327,3 +329,39 @@ async def test_an_item_is_its_own_labs_and_removing_it_removes_its_points(
     page = await client.get(f"/courses/{world.course.slug}/labs/{world.lab.slug}/rubric")
     assert f"{world.student.email} ✓1/1" in page.text
     assert f"{world.other_student.email} ✓1/1" in page.text
+
+
+async def test_who_gave_each_point_and_comment_is_recorded(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session)
+    item = await _item(client, world, "Report", 4)
+    r = await client.post(
+        f"{_base(world)}/items/{item}/comments", headers=world.ta.auth, json={"text": "Tidy."}
+    )
+    assert r.status_code == 201
+    assert (await _grade(client, world, [{"item": item, "points": 3}])).status_code == 200
+    staff = await _grade(client, world, [{"item": item, "points": 1}], world.instructor.email)
+    assert staff.json()["detail"] == (
+        f"{world.instructor.email} is not a student of {world.course.slug}; rubric points are "
+        "theirs."
+    )
+    session.expire_all()
+    comment = session.scalars(select(RubricComment).where(RubricComment.item_id == item)).one()
+    assert comment.created_by_id == world.ta.user.id
+    score = session.scalars(select(RubricScore).where(RubricScore.item_id == item)).one()
+    assert (score.user_id, score.graded_by_id, score.points) == (
+        world.student.user.id,
+        world.ta.user.id,
+        3.0,
+    )
+    # Given again by the instructor: the same row, now theirs.
+    r = await client.put(
+        f"{_base(world)}/grades/{world.student.email}",
+        headers=world.instructor.auth,
+        json={"scores": [{"item": item, "points": 4}]},
+    )
+    assert r.status_code == 200
+    session.expire_all()
+    again = session.scalars(select(RubricScore).where(RubricScore.item_id == item)).one()
+    assert (again.graded_by_id, again.points) == (world.instructor.user.id, 4.0)
