@@ -12,7 +12,7 @@ from app.auth.models import UserIdentity
 from app.courses.models import Enrollment
 from app.users.models import User
 from tests.app.conftest import World, unique
-from tests.app.lti.conftest import register
+from tests.app.lti.conftest import registered_and_linked
 from tests.app.lti.platform import TestPlatform
 
 
@@ -24,18 +24,20 @@ def _users_with(session: Session, email: str) -> list[int]:
 def test_two_lmss_with_the_same_subject_id_are_two_people(
     session: Session, world: World, lms: TestPlatform, tool: str, browsers: object
 ) -> None:
-    register(session, world, lms)
     ada = lms.person("Ada", f"{unique('ada')}@uni.example")
-    link = lms.link(lms.course("GPU", ada), "Scale", {"lab": world.lab.slug})
+    course = lms.course("GPU", ada)
+    registered_and_linked(session, world, lms, course, tool)
+    link = lms.link(course, "Scale", {"lab": world.lab.slug})
     assert browsers().launch(lms, ada, link=link).location.endswith(world.lab.slug)  # type: ignore[operator]
     with TestPlatform(tool_base=tool) as second:
-        register(session, world, second)
         # Another LMS that happens to number its users the same way.
         bob = second.person("Bob", f"{unique('bob')}@other.example")
         del second.people[bob.sub]
         bob.sub = ada.sub
         second.people[bob.sub] = bob
-        there = second.link(second.course("GPU", bob), "Scale", {"lab": world.lab.slug})
+        theirs = second.course("GPU", bob)
+        registered_and_linked(session, world, second, theirs, tool)
+        there = second.link(theirs, "Scale", {"lab": world.lab.slug})
         landed = browsers().launch(second, bob, link=there)  # type: ignore[operator]
         assert landed.location.endswith(world.lab.slug), landed.response.text[:2000]
         page = landed.browser.page(landed.location)
@@ -87,3 +89,42 @@ def test_an_email_no_one_vouches_for_joins_no_account(session: Session, world: W
     )
     joined = account_for(session, trusted)
     assert (joined.user.id, joined.created, joined.linked) == (owner.id, False, True)
+
+
+def test_two_identity_providers_with_the_same_subject_are_two_people(session: Session) -> None:
+    """As the sign-in routes call it (app.sso.service.sign_in): the same `sub` from two
+    universities' providers names two people."""
+    from app.sso.service import sign_in
+
+    subject = unique("sub")
+    first = sign_in(
+        session,
+        OutsideIdentity(
+            kind="oidc",
+            issuer="https://idp.one.example",
+            subject=subject,
+            email=f"{unique('one')}@one.example",
+            email_trusted=True,
+        ),
+    )
+    second = sign_in(
+        session,
+        OutsideIdentity(
+            kind="oidc",
+            issuer="https://idp.two.example",
+            subject=subject,
+            email=f"{unique('two')}@two.example",
+            email_trusted=True,
+        ),
+    )
+    session.commit()
+    assert first.id != second.id
+    assert first.email.endswith("@one.example") and second.email.endswith("@two.example")
+    # And each comes back to their own, whatever email their provider sends later.
+    again = sign_in(
+        session,
+        OutsideIdentity(
+            kind="oidc", issuer="https://idp.two.example", subject=subject, email_trusted=True
+        ),
+    )
+    assert again.id == second.id

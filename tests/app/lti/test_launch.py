@@ -91,35 +91,3 @@ def test_relaunching_matches_the_same_account_even_when_the_lms_email_changes(
     ids = session.scalars(select(UserIdentity.user_id).where(UserIdentity.subject == ada.sub)).all()
     assert len(ids) == 1
     assert session.scalar(select(User).where(User.email == "ada.renamed@uni.example")) is None
-
-
-def test_a_teaching_assistant_also_named_instructor_is_a_ta_at_launch_and_in_the_roster(
-    session: Session, world: World, lms: TestPlatform, browsers: object
-) -> None:
-    """Canvas sends a TA's roles as membership#Instructor and membership/Instructor#
-    TeachingAssistant together: the narrower role decides, both at a launch and in the roster."""
-    from app.lti.roster import sync_wanted_rosters
-
-    register(session, world, lms)
-    grace = lms.person("Grace Hopper", "grace.roles@uni.example", role=INSTRUCTOR)
-    alan = lms.person("Alan Turing", "alan.roles@uni.example", role=TA, also=(INSTRUCTOR,))
-    kay = lms.person("Kay", "kay.roles@uni.example", role=INSTRUCTOR, also=(TA,))
-    tom = lms.person("Tom", "tom.roles@uni.example", role=TA, also=(INSTRUCTOR,))
-    course = lms.course("GPU Programming", grace, alan, kay, tom)
-    link = lms.link(course, "kernelgrader")
-    for person in (grace, alan, kay):
-        landed = browsers().launch(lms, person, link=link)  # type: ignore[operator]
-        assert landed.location == f"/courses/{world.course.slug}", landed.response.text[:2000]
-    sync_wanted_rosters(course_id=world.course.id)  # Tom only through the roster
-
-    def role_of(email: str) -> str | None:
-        session.expire_all()
-        return session.scalar(
-            select(Enrollment.role)
-            .join(User, User.id == Enrollment.user_id)
-            .where(User.email == email, Enrollment.course_id == world.course.id)
-        )
-
-    assert role_of(grace.email) == Role.instructor.value
-    for ta in (alan, kay, tom):
-        assert role_of(ta.email) == Role.ta.value, ta.email
