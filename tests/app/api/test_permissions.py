@@ -101,15 +101,19 @@ CALLS = [
 ]
 
 
-@pytest.mark.parametrize("call", CALLS, ids=lambda c: f"{c.method} {c.path}")
-async def test_each_endpoint_refuses_exactly_the_roles_it_should(
-    call: Call, client: httpx.AsyncClient, session: Session
-) -> None:
+async def course_of_five(
+    client: httpx.AsyncClient, session: Session
+) -> tuple[dict[str, str], dict[str, Member]]:
+    """A course whose lab is done in teams, with a rubric item, a graded submission, a regrade
+    request about it and a similarity report: the names a path is filled in with, and the five
+    callers (a student, a TA, an instructor, someone enrolled nowhere, another course's
+    instructor)."""
     world = make_world(session)
     elsewhere = make_world(session)
+    world.lab.team_size = 2
     item = add_item(session, lab=world.lab, title="Report", max_points=2)
     sub, _ = make_submission(session, user=world.student.user, lab=world.lab, score=6)
-    report = SimilarityReport(lab_id=world.lab.id)
+    report = SimilarityReport(lab_id=world.lab.id, state="done")
     session.add(report)
     session.commit()
     r = await client.post(
@@ -133,6 +137,14 @@ async def test_each_endpoint_refuses_exactly_the_roles_it_should(
         "outsider": world.outsider,
         "elsewhere": elsewhere.instructor,
     }
+    return names, who
+
+
+@pytest.mark.parametrize("call", CALLS, ids=lambda c: f"{c.method} {c.path}")
+async def test_each_endpoint_refuses_exactly_the_roles_it_should(
+    call: Call, client: httpx.AsyncClient, session: Session
+) -> None:
+    names, who = await course_of_five(client, session)
     path = "/api/v1" + call.path.format(**names)
     body = call.body(names) if call.body is not None else None
     # The refused first, so nothing an allowed call changes decides their answer.

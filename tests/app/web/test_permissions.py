@@ -13,10 +13,7 @@ import httpx
 import pytest
 from sqlalchemy.orm import Session
 
-from app.rubric.service import add_item
-from app.similarity.models import SimilarityReport
-from tests.app.conftest import Member, make_world
-from tests.app.factories import make_submission
+from tests.app.api.test_permissions import course_of_five
 from tests.app.web.test_routes import csrf_of, login
 
 pytestmark = pytest.mark.anyio
@@ -92,35 +89,7 @@ PAGES = [
 async def test_each_page_refuses_exactly_the_roles_it_should(
     page: Page, client: httpx.AsyncClient, session: Session
 ) -> None:
-    world = make_world(session)
-    elsewhere = make_world(session)
-    world.lab.team_size = 2
-    item = add_item(session, lab=world.lab, title="Report", max_points=2)
-    sub, _ = make_submission(session, user=world.student.user, lab=world.lab, score=6)
-    report = SimilarityReport(lab_id=world.lab.id, state="done")
-    session.add(report)
-    session.commit()
-    r = await client.post(
-        f"/api/v1/submissions/{sub.id}/regrade-requests",
-        headers=world.student.auth,
-        json={"text": "Please look again."},
-    )
-    assert r.status_code == 201, r.text
-    names = {
-        "course": world.course.slug,
-        "lab": world.lab.slug,
-        "student": world.student.email,
-        "item": str(item.id),
-        "report": str(report.id),
-        "request": str(r.json()["id"]),
-    }
-    who: dict[str, Member] = {
-        "student": world.student,
-        "ta": world.ta,
-        "instructor": world.instructor,
-        "outsider": world.outsider,
-        "elsewhere": elsewhere.instructor,
-    }
+    names, who = await course_of_five(client, session)
     path = page.path.format(**names)
     refused = dict(page.refused)
     for role in sorted(EVERYONE, key=lambda r: r in page.allowed):  # the refused first
