@@ -313,13 +313,14 @@ async def test_teams_are_listed_by_name_and_members_by_email(
     world = teamed_world(session, size=3)
     zed = make_member(session, world.course, Role.student)
     session.commit()
-    zed.user.email, world.student.user.email = "zz-" + zed.email, "aa-" + world.student.email
+    # Zed joined the course last but sorts first.
+    zed.user.email, world.student.user.email = "aa-" + zed.email, "zz-" + world.student.email
     session.commit()
     url = f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/teams"
-    # Made in the other order than they are listed, members named last-first.
+    # Made in the other order than they are listed, members named in the order they joined.
     for name, members in (
         ("Zulu", [world.other_student.email]),
-        ("Alpha", [zed.email, world.student.email]),
+        ("Alpha", [world.student.email, zed.email]),
     ):
         r = await client.put(f"{url}/{name}", headers=world.ta.auth, json={"members": members})
         assert r.status_code == 200, r.text
@@ -331,7 +332,7 @@ async def test_teams_are_listed_by_name_and_members_by_email(
         await _invite(client, world, world.other_student, guest)
     listed = (await client.get(url, headers=world.ta.auth)).json()
     assert [t["name"] for t in listed] == ["Alpha", "Zulu"]
-    assert listed[0]["members"] == [world.student.email, zed.email]
+    assert listed[0]["members"] == [zed.email, world.student.email]
     assert listed[1]["invited"] == [early.email, late.email]
     # A staff member or someone outside the course is no one's teammate.
     for outsider, sentence in (
