@@ -241,22 +241,26 @@ MODULES = [
             "tests/app/test_cli_policies.py",
         ),
     ),
-    # LTI: who a launch is and what role it gets, and the scores sent to the LMS. The
-    # registration pages, deep linking and the key store decide no grade or access of a student.
+    # LTI: who a launch is and what role it gets, which course an LMS course opens, who may
+    # register an LMS, and the scores sent to the LMS. Deep linking, the key store and the
+    # registration forms' fields decide no grade or access of a student.
     Module(
         "app/lti",
         (
             "app/lti/launch.py",
+            "app/lti/roles.py",
+            "app/lti/linking.py",
+            "app/lti/roster.py",
             "app/lti/scores.py",
             "app/lti/grades.py",
-            "app/lti/roster.py",
+            "app/users/site_admins.py",
         ),
-        ("tests/app/lti", "tests/app/sso"),
+        ("tests/app/lti", "tests/app/auth/test_accounts.py"),
     ),
     Module(
         "app/sso",
         ("app/sso/service.py", "app/sso/oidc.py", "app/sso/saml.py", "app/sso/routes.py"),
-        ("tests/app/sso", "tests/app/auth"),
+        ("tests/app/sso", "tests/app/auth/test_accounts.py", "tests/app/test_cli_sign_in.py"),
     ),
     Module(
         "app/auth",
