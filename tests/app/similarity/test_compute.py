@@ -18,7 +18,7 @@ from app.core.database import utcnow
 from app.courses.models import Lab, Role
 from app.courses.service import add_lab, create_course
 from app.grading.models import JobState
-from app.similarity.models import SimilarityReport
+from app.similarity.models import EarlierOffering, SimilarityReport
 from app.similarity.service import pairs_of
 from app.similarity.tasks import compute
 from app.submissions.models import Status, Submission
@@ -164,7 +164,11 @@ async def test_earlier_terms_give_their_students_latest_graded_work_only(
 ) -> None:
     world, lab = vector_world(session)
     earlier = create_course(session, slug=unique("past"), title="Last year")
-    old_lab = add_lab(session, course=earlier, ref="vector-scale")
+    old_lab = add_lab(
+        session, course=earlier, ref="vector-scale", due_at=utcnow() - timedelta(days=200)
+    )
+    # Linked as this course's earlier offering (app.similarity.offerings), and over.
+    session.add(EarlierOffering(course_id=world.course.id, earlier_course_id=earlier.id))
     graded_then = make_member(session, earlier, Role.student)
     replaced = make_member(session, earlier, Role.student)
     never_graded = make_member(session, earlier, Role.student)

@@ -4,6 +4,7 @@ left out as boilerplate, optionally against earlier terms, shown to staff only."
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -72,8 +73,6 @@ def vector_world(session: Session) -> tuple[World, Lab]:
 
 
 def _reference(name: str) -> str:
-    from pathlib import Path
-
     return (Path(__file__).resolve().parents[3] / REFERENCES / name).read_text()
 
 
@@ -148,12 +147,11 @@ async def test_a_small_function_copied_into_a_much_larger_file_is_listed(
         + HELPER
         + 'extern "C" __global__ void scale(const float* source, float* target, '
         "unsigned int length, float k)\n{\n"
-        "    const unsigned int stride = gridDim.x * blockDim.x;\n"
-        "    for (unsigned int at = blockIdx.x * blockDim.x + threadIdx.x; at < length; "
-        "at += stride) {\n"
-        "        int w = weights[at % 360] & 0;\n"
-        "        target[at] = clamp_and_scale(source[at], k, -3.0e38f, 3.0e38f) + (float)w;\n"
-        "    }\n}\n"
+        "    unsigned int at = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (at >= length) { return; }\n"
+        "    int w = weights[at % 360] & 0;\n"
+        "    target[at] = clamp_and_scale(source[at], k, -3.0e38f, 3.0e38f) + (float)w;\n"
+        "}\n"
     )
     _submit(session, lab, world.student.user, small)
     _submit(session, lab, world.other_student.user, large)

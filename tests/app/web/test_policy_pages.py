@@ -117,11 +117,21 @@ async def test_a_regrade_request_through_the_pages(
     assert 'id="state">declined' in answered.text
 
 
+# A kernel of the third student's own, like nobody else's in any test's copy of the lab.
+OWN = """\
+extern "C" __global__ void scale(const float* p, float* q, unsigned int len, float c)
+{
+    int idx = (int)(threadIdx.x) + (int)(blockIdx.x) * (int)(blockDim.x);
+    if (idx < (int)len) { q[idx] = __fmul_rn(p[idx], c); }
+}
+"""
+
+
 async def test_rubric_and_similarity_pages_for_staff(
     client: httpx.AsyncClient, session: Session
 ) -> None:
     from app.similarity.tasks import compute
-    from tests.app.similarity.test_similarity import OTHER, SHARED
+    from tests.app.similarity.test_similarity import SHARED
 
     world = _world(session)
     add_item(session, lab=world.lab, title="Report", max_points=4)
@@ -131,7 +141,7 @@ async def test_rubric_and_similarity_pages_for_staff(
     for member, source in (
         (world.student, SHARED),
         (world.other_student, SHARED.replace("value", "v")),
-        (third, OTHER),
+        (third, OWN),
     ):
         made, _ = make_submission(session, user=member.user, lab=lab, score=10)
         made.source_text = source
