@@ -98,8 +98,9 @@ async def test_the_budget_never_goes_below_what_a_student_spent(
     session.commit()
     # The most any one student spent is 3 (another spent 1).
     assert _detail(await _patch(client, world, late_days=2), 422) == (
-        f"A student has already spent 3 late days in {world.course.slug}; the budget cannot go "
-        "below that. Refund them first, or keep at least 3."
+        f"A student has already spent 3 late days in {world.course.slug} (or holds them for "
+        "late uploads still being graded); the budget cannot go below that. Refund them first, "
+        "or keep at least 3."
     )
     r = await _patch(client, world, late_days=3)
     assert r.status_code == 200 and r.json()["changes"] == ["gives 3 late days per student"]
