@@ -16,13 +16,13 @@ from sqlalchemy.orm import Session
 import app.similarity.compute as similarity_compute
 from app.core.database import utcnow
 from app.courses.models import Lab, Role
-from app.courses.service import add_lab, create_course
+from app.courses.service import add_lab, create_course, enroll
 from app.grading.models import JobState
 from app.similarity.models import EarlierOffering, SimilarityReport
 from app.similarity.service import pairs_of
 from app.similarity.tasks import compute
 from app.submissions.models import Status, Submission
-from app.teams.service import form_team
+from app.teams.service import credit_submission, form_team
 from app.users.models import User
 from tests.app.conftest import World, make_member, make_world, unique
 from tests.app.factories import make_submission
@@ -88,8 +88,6 @@ async def test_a_team_is_compared_once_and_a_student_with_nothing_counted_by_the
     idle = make_member(session, world.course, Role.student)  # nothing handed in
     # The team's submission (it counts for both), credited as an upload credits it.
     team_sub = _hand_in(session, lab, world.student.user, SHARED)
-    from app.teams.service import credit_submission
-
     credit_submission(session, submission=team_sub, lab=lab)
     # Nothing graded yet: their latest is compared (an older one says otherwise).
     old = _hand_in(session, lab, waiting.user, HELPED, graded=False)
@@ -173,6 +171,20 @@ async def test_earlier_terms_give_their_students_latest_graded_work_only(
     replaced = make_member(session, earlier, Role.student)
     never_graded = make_member(session, earlier, Role.student)
     old_ta = make_member(session, earlier, Role.ta)
+    # The TA was a student in another course: a student somewhere is not a student here.
+    enroll(
+        session,
+        user=old_ta.user,
+        course=create_course(session, slug=unique("c"), title="C"),
+        role=Role.student,
+    )
+    # An offering before that one, also linked and over, where the same student took the lab.
+    earliest = create_course(session, slug=unique("past"), title="Two years ago")
+    oldest_lab = add_lab(
+        session, course=earliest, ref="vector-scale", due_at=utcnow() - timedelta(days=500)
+    )
+    session.add(EarlierOffering(course_id=world.course.id, earlier_course_id=earliest.id))
+    enroll(session, user=graded_then.user, course=earliest, role=Role.student)
     marker = unique("v")
     mine = SHARED.replace("value", marker)
     _hand_in(session, old_lab, graded_then.user, mine)
@@ -181,32 +193,122 @@ async def test_earlier_terms_give_their_students_latest_graded_work_only(
     _hand_in(session, old_lab, replaced.user, HELPED.replace("kept", marker))  # their latest
     _hand_in(session, old_lab, never_graded.user, mine, graded=False)
     _hand_in(session, old_lab, old_ta.user, mine)  # staff's, not a student's
+    _hand_in(session, oldest_lab, graded_then.user, mine)
     _hand_in(session, lab, world.student.user, mine)
     session.commit()
+    # Not asked for: no earlier work is compared.
+    plain = await _report(client, world, lab)
+    assert plain["pairs"] == [] and plain["stats"]["past_submissions"] == 0
     report = await _report(client, world, lab, include_past=True)
     assert report["include_past"] is True
     labels = {p["b"] for p in report["pairs"] if p["a"] == world.student.email}
-    assert f"{earlier.slug}: {graded_then.email}" in labels
+    # Once per offering they took the lab in.
+    assert {
+        f"{earlier.slug}: {graded_then.email}",
+        f"{earliest.slug}: {graded_then.email}",
+    } <= labels
+    assert report["stats"]["past_submissions"] == 3  # graded_then twice, replaced once
     for absent in (never_graded, old_ta):
         assert not any(absent.email in label for label in labels), absent.email
     # The replaced student's latest is theirs: a partial match, below the full copy.
     listed = {p["b"]: p for p in report["pairs"] if p["a"] == world.student.email}
     partial = listed.get(f"{earlier.slug}: {replaced.email}")
     assert partial is not None and partial["a_similarity"] < 1.0
-    assert listed[f"{earlier.slug}: {graded_then.email}"]["a_similarity"] == pytest.approx(1.0)
+    full = listed[f"{earlier.slug}: {graded_then.email}"]
+    # A full copy is all of both sides, each side's boilerplate (the lab's signature) left out.
+    assert full["a_similarity"] == pytest.approx(1.0)
+    assert full["b_similarity"] == pytest.approx(1.0)
     # Past work is compared with this course's only, never with other past work.
     assert all(p["a"] == world.student.email for p in report["pairs"])
 
 
+def _table(rows: int, seed: int) -> str:
+    numbers = [(i * 7919 + seed) % 100003 for i in range(rows * 12)]
+    body = ",\n".join(
+        "    " + ", ".join(str(n) for n in numbers[r * 12 : (r + 1) * 12]) for r in range(rows)
+    )
+    return f"__constant__ int weights[{rows * 12}] = {{\n{body}\n}};\n\n"
+
+
+async def test_a_pair_sharing_under_a_tenth_of_each_side_is_not_listed(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world, lab = vector_world(session)
+    # Two large files of their own that share the small helper only: a few percent of each.
+    _hand_in(session, lab, world.student.user, _table(30, 13) + HELPED)
+    _hand_in(session, lab, world.other_student.user, _table(30, 977) + HELPER)
+    session.commit()
+    report = await _report(client, world, lab)
+    assert report["stats"]["submissions"] == 2
+    assert report["pairs"] == [] and report["stats"]["pairs_listed"] == 0
+
+
+async def test_each_report_keeps_its_own_pairs_and_says_when_it_was_done(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world, lab = vector_world(session)
+    _hand_in(session, lab, world.student.user, SHARED)
+    _hand_in(session, lab, world.other_student.user, SHARED.replace("value", "v"))
+    session.commit()
+    first = await _report(client, world, lab)
+    third = make_member(session, world.course, Role.student)
+    _hand_in(session, lab, third.user, SHARED)
+    session.commit()
+    second = await _report(client, world, lab)
+    assert (len(first["pairs"]), first["stats"]["pairs_listed"]) == (1, 1)
+    assert (len(second["pairs"]), second["stats"]["pairs_listed"]) == (3, 3)
+    again = await client.get(first["url"], headers=world.ta.auth)
+    assert again.json()["pairs"] == first["pairs"]  # the second report left the first's alone
+    for done in (first, second):
+        assert done["state"] == "done" and done["finished_at"] is not None
+    session.expire_all()
+    started = session.get_one(SimilarityReport, second["id"]).started_at
+    assert started is not None and started <= utcnow()
+
+
+async def test_a_long_label_is_cut_at_400_characters(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    """A team's label is its members' emails: ten long ones are longer than a label keeps."""
+    world, lab = vector_world(session)
+    lab.team_size = 10
+    teams = []
+    for name in ("Many", "More"):
+        members = [make_member(session, world.course, Role.student) for _ in range(10)]
+        for m in members:
+            m.user.email = "a.student.with.a.long.address." + m.user.email
+        form_team(
+            session,
+            course=world.course,
+            lab=lab,
+            name=name,
+            emails=[m.email for m in members],
+            by=None,
+            now=utcnow(),
+        )
+        teams.append(members)
+    for members in teams:
+        sub = _hand_in(session, lab, members[0].user, SHARED)
+        credit_submission(session, submission=sub, lab=lab)
+    session.commit()
+    (pair,) = (await _report(client, world, lab))["pairs"]
+    for side, members in zip(("a", "b"), teams, strict=True):
+        whole = ", ".join(sorted(m.email for m in members))
+        assert len(whole) > 400 and pair[side] == whole[:400]
+
+
 async def test_a_report_that_fails_says_why_and_a_missing_one_is_left(
-    client: httpx.AsyncClient, session: Session, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient,
+    session: Session,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     world, lab = vector_world(session)
     _hand_in(session, lab, world.student.user, SHARED)
     session.commit()
 
     def broken(*args: object, **kwargs: object) -> list[object]:
-        raise RuntimeError("the fingerprints could not be made")
+        raise RuntimeError("the fingerprints could not be made" + " ." * 1500)
 
     monkeypatch.setattr(similarity_compute, "compute_pairs", broken)
     base = f"/api/v1/courses/{world.course.slug}/labs/{lab.slug}/similarity"
@@ -214,7 +316,12 @@ async def test_a_report_that_fails_says_why_and_a_missing_one_is_left(
     assert compute.apply(args=[r.json()["id"]]).get() == "failed"
     report = (await client.get(r.json()["url"], headers=world.ta.auth)).json()
     assert report["state"] == "failed" and report["finished_at"] is not None
-    assert report["error"] == "RuntimeError: the fingerprints could not be made"
+    # One line for the staff (its first 2000 characters), the traceback in the log.
+    error = "RuntimeError: the fingerprints could not be made" + " ." * 1500
+    assert report["error"] == error[:2000]
+    (logged,) = [r for r in caplog.records if r.name == "app.similarity.compute"]
+    assert logged.getMessage() == f"similarity report {r.json()['id']} failed"
+    assert logged.exc_info is not None and "could not be made" in str(logged.exc_info[1])
     assert report["pairs"] == []
     # Failed, it is not busy: another can be asked for.
     assert (await client.post(base, headers=world.ta.auth, json={})).status_code == 202
