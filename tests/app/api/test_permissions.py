@@ -98,6 +98,10 @@ CALLS = [
     Call("POST", "/courses/{course}/labs/{lab}/similarity", STAFF, lambda n: {}),
     Call("GET", "/similarity/{report}", STAFF),
     Call("GET", "/similarity/{report}/pairs/1", STAFF),
+    Call("GET", "/courses/{course}/earlier-offerings", STAFF),
+    Call("DELETE", "/courses/{course}/earlier-offerings/{elsewhere}", STAFF),
+    # Only an instructor of both courses links one as the other's earlier offering: nobody here.
+    Call("PUT", "/courses/{course}/earlier-offerings/{elsewhere}", ()),
 ]
 
 
@@ -129,6 +133,7 @@ async def course_of_five(
         "item": str(item.id),
         "report": str(report.id),
         "request": str(r.json()["id"]),
+        "elsewhere": elsewhere.course.slug,
     }
     who: dict[str, Member] = {
         "student": world.student,

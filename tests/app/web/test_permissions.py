@@ -80,6 +80,16 @@ PAGES = [
     Page("/courses/{course}/labs/{lab}/similarity", STAFF),
     Page("/courses/{course}/labs/{lab}/similarity", STAFF, lambda n: {}),
     Page("/similarity/{report}/pairs/1", STAFF),
+    Page(
+        "/courses/{course}/earlier-offerings",
+        STAFF,
+        lambda n: {"action": "unlink", "other": n["elsewhere"], "back": n["lab"]},
+    ),
+    Page(
+        "/courses/{course}/earlier-offerings",
+        (),
+        lambda n: {"action": "link", "other": n["elsewhere"], "back": n["lab"]},
+    ),
 ]
 
 
