@@ -187,6 +187,11 @@ MODULES = [
             # A refusing lab's sentence about the days left (the intake reads the balance).
             "tests/app/submissions/test_intake.py",
         ),
+        # Not the thirty uploads at once: on this shared machine, with mutmut's children beside
+        # it, the server's bound on requests in flight answers some of them 503 and the clean
+        # run stops; on SQLite the write lock orders them anyway (the lock is tested on
+        # PostgreSQL, which the run has not), so it kills no mutant here.
+        ("-k", "not thirty_late_uploads_at_once"),
     ),
     Module(
         "app/teams",
@@ -296,6 +301,7 @@ MODULES = [
             "tests/app/api/test_routes.py",
             "tests/app/submissions/test_intake.py",
         ),
+        ("-k", "not thirty_late_uploads_at_once"),  # as app/latedays says
         only=(
             "app.api.latedays.*",
             "app.api.regrades.*",
