@@ -14,7 +14,11 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
+from app.core.errors import Closed
+from app.courses.release import regrade_requests_close_at
 from app.courses.service import add_lab
+from app.grading.models import CaseResult
+from app.regrades.service import ask
 from tests.app.conftest import make_world
 from tests.app.factories import make_submission
 from tests.app.latedays.helpers import graded
@@ -42,10 +46,14 @@ async def test_the_history_says_who_withdrew_and_what_the_answer_said(
     r = await _answer(client, world.ta, 987654, decision="decline")
     assert r.status_code == 404 and r.json()["detail"] == "There is no regrade request 987654."
     r = await client.post(f"/api/v1/regrade-requests/{first}/withdraw", headers=world.student.auth)
-    assert [(h["action"], h["by"]) for h in r.json()["history"]] == [
-        ("asked", world.student.email),
-        ("withdrawn", world.student.email),
+    assert [(h["action"], h["by"], h["text"]) for h in r.json()["history"]] == [
+        ("asked", world.student.email, "Case one?"),
+        ("withdrawn", world.student.email, ""),
     ]
+    # Another student does not learn that it is there.
+    r = await client.get(f"/api/v1/regrade-requests/{first}", headers=world.other_student.auth)
+    assert r.status_code == 404
+    assert r.json()["detail"] == f"There is no regrade request {first} that you may see."
     second = await _ask(client, world.student, sub.id, "Case two?")
     r = await _answer(client, world.ta, second, decision="decline", answer="  It stands. ")
     assert [(h["action"], h["by"], h["text"]) for h in r.json()["history"]] == [
@@ -122,3 +130,58 @@ async def test_an_adjustment_that_changes_what_counts_gives_back_the_late_day(
     # The on-time one, now 7, counts instead: the day comes back.
     after = await _mine(client, world, world.student.auth)
     assert (after["spent"], after["left"]) == (0, 2)
+
+
+async def test_what_an_asker_reads_when_a_request_cannot_be_made(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session)
+    world.lab.team_size = 2
+    world.pair_up(session, now=utcnow() - timedelta(hours=1))
+    sub, job = make_submission(session, user=world.student.user, lab=world.lab, score=6)
+    from app.teams.service import credit_submission
+
+    credit_submission(session, submission=sub, lab=world.lab)
+    # Another student's submission has a case this one lacks.
+    _, theirs = make_submission(session, user=world.ta.user, lab=world.lab, score=6)
+    session.add(
+        CaseResult(job_id=theirs.id, name="n-7", sizes={"n": 7}, hidden=False, verdict="fail")
+    )
+    session.commit()
+    url = f"/api/v1/submissions/{sub.id}/regrade-requests"
+    r = await client.post(url, headers=world.student.auth, json={"text": "Why?", "case": "n-7"})
+    assert r.status_code == 422 and "has no test case 'n-7'" in r.json()["detail"]
+    r = await client.post(url, headers=world.ta.auth, json={"text": "Why?"})
+    assert r.status_code == 403 and r.json()["detail"] == (
+        "Staff regrade a submission directly (its page's Regrade button); requests are for "
+        "students."
+    )
+    first = await _ask(client, world.student, sub.id, "Why?")
+    r = await client.post(url, headers=world.other_student.auth, json={"text": "Me too."})
+    assert r.status_code == 409 and r.json()["detail"] == (
+        f"Your teammate {world.student.email} already has an open request (#{first}) about "
+        f"submission {sub.id}, which counts for you both; a submission has one open request at "
+        "a time, so wait for its answer (or ask them to add what you want to say)."
+    )
+
+
+def test_requests_close_at_the_windows_end_itself(session: Session) -> None:
+    released = utcnow() - timedelta(days=3)
+    world = make_world(session, due_at=released)
+    world.course.regrade_window_days = 3
+    sub, _ = make_submission(session, user=world.student.user, lab=world.lab, score=6)
+    session.commit()
+    closes = regrade_requests_close_at(world.course, world.lab)
+    assert closes is not None
+    user = world.student.user
+    with pytest.raises(Closed) as refused:
+        ask(session, user=user, submission_id=sub.id, text="Late?", now=closes)
+    assert refused.value.message == (
+        f"Regrade requests for {world.lab.slug} closed at {closes:%Y-%m-%d %H:%M} UTC, 3 days "
+        "after its grades were released; ask the course staff directly if something is wrong."
+    )
+    made = ask(
+        session, user=user, submission_id=sub.id, text="Just in time?",
+        now=closes - timedelta(microseconds=1),
+    )  # fmt: skip
+    assert made.text == "Just in time?"
