@@ -62,6 +62,8 @@ class TestIdp:
         # Who is signed in at the identity provider, and what it releases about them.
         self.user_id = ""
         self.attributes: dict[str, list[str]] = {}
+        # Whether the assertion is signed (a test turns it off to send an unsigned one).
+        self.sign_assertion = True
         self.server_thread = ServerThread(
             Starlette(routes=[Route("/sso/redirect", self._sso)]), port=self.port
         )
@@ -127,7 +129,7 @@ class TestIdp:
             userid=self.user_id,
             name_id=NameID(format=NAMEID_FORMAT_PERSISTENT, text=self.user_id),
             authn={"class_ref": PASSWORD_CLASS},
-            sign_assertion=True,
+            sign_assertion=self.sign_assertion,
             **{k: v for k, v in args.items() if k != "binding"},
         )
         http = server.apply_binding(
