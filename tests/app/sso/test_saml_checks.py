@@ -1,9 +1,13 @@
 """What a SAML answer must be to sign anyone in (written against the survivors of
-scripts/mutation.py, app/sso): its assertion signed by the identity provider, and the answer to
-the very request this sign-in sent (not another sign-in's, even one of the same browser); and a
-server without xmlsec1 says so in a sentence instead of signing in unchecked."""
+scripts/mutation.py, app/sso): its assertion signed by the identity provider, the answer to the
+very request this sign-in sent (not another sign-in's, even one of the same browser), and naming
+someone; the identity keeps its identity provider, so two that number people alike are two
+people; a refusal keeps pysaml2's reason for the staff; and a server without xmlsec1 says so in
+a sentence instead of signing in unchecked."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from sqlalchemy import select
@@ -16,7 +20,26 @@ from tests.app.lti.conftest import Browser
 from tests.app.sso.idp import TestIdp, read_form
 from tests.app.sso.test_sign_in import idp, saml_provider  # noqa: F401
 
-REFUSED = "could not be accepted, so you were not signed in"
+REFUSED = (
+    "The answer from Example University SAML could not be accepted, so you were not signed in; "
+    "try again, and tell your course staff if it keeps happening."
+)
+
+
+def _problem(session: Session, slug: str) -> SignInProblem:
+    """The latest refusal kept for the provider."""
+    session.expire_all()
+    return session.scalars(
+        select(SignInProblem).where(SignInProblem.source == slug).order_by(SignInProblem.id)
+    ).all()[-1]
+
+
+def _refused_in_detail(session: Session, slug: str) -> None:
+    problem = _problem(session, slug)
+    assert (problem.kind, problem.sentence) == ("saml", REFUSED)
+    # The detail names pysaml2's exception (its class, not NoneType) and what it said.
+    found = re.fullmatch(rf"saml provider {slug}: (\w+): .+", problem.detail, re.DOTALL)
+    assert found and found.group(1) != "NoneType", problem.detail
 
 
 def _nobody(session: Session, email: str) -> bool:
@@ -45,6 +68,7 @@ def test_an_unsigned_assertion_signs_nobody_in(
     done = browser.http.post(action, data=fields)
     assert done.status_code == 400 and REFUSED in done.text, done.text[:2000]
     assert _nobody(session, email)
+    _refused_in_detail(session, slug)
     # The same, signed, is taken.
     idp.sign_assertion = True
     action, fields = _answer(browser, slug)
@@ -71,6 +95,45 @@ def test_an_answer_to_another_sign_in_is_refused(
     done = browser.http.post(action, data=crossed)
     assert done.status_code == 400 and REFUSED in done.text, done.text[:2000]
     assert _nobody(session, email)
+    _refused_in_detail(session, slug)
+
+
+def test_an_answer_that_names_nobody_signs_nobody_in(
+    session: Session,
+    tool: str,
+    idp: TestIdp,  # noqa: F811
+    browser: Browser,
+) -> None:
+    slug = saml_provider(session, idp, browser)
+    email = f"{unique('nameless')}@uni.example"
+    idp.user_id, idp.attributes = "", {"mail": [email], "displayName": ["No One"]}
+    action, fields = _answer(browser, slug)
+    done = browser.http.post(action, data=fields)
+    assert done.status_code == 400, done.text[:2000]
+    assert "did not say who you are" in done.text
+    assert _nobody(session, email)
+
+
+def test_two_identity_providers_naming_the_same_subject_are_two_people(
+    session: Session,
+    tool: str,
+    idp: TestIdp,  # noqa: F811
+    browser: Browser,
+    browsers: object,
+) -> None:
+    subject = unique("same")
+    emails = [f"{unique('first')}@uni.example", f"{unique('second')}@uni.example"]
+    with TestIdp() as other:
+        for provider, email in zip((idp, other), emails, strict=True):
+            fresh: Browser = browsers()  # type: ignore[operator]
+            slug = saml_provider(session, provider, fresh)
+            provider.user_id, provider.attributes = subject, {"mail": [email]}
+            action, fields = _answer(fresh, slug)
+            done = fresh.http.post(action, data=fields)
+            assert done.status_code == 303, done.text[:2000]
+            assert email in fresh.page("/account")
+    session.expire_all()
+    assert all(not _nobody(session, email) for email in emails)
 
 
 def test_without_xmlsec1_saml_says_it_is_not_set_up(
