@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth.models import SignInProblem
+from app.sso.service import add_provider
 from app.users.models import User
 from tests.app.conftest import unique
 from tests.app.lti.conftest import Browser
@@ -163,3 +164,34 @@ def test_without_xmlsec1_saml_says_it_is_not_set_up(
         "xmlsec1 is not installed (Debian: apt-get install xmlsec1); pysaml2 needs it to check "
         "signatures",
     )
+
+
+def test_an_attribute_of_the_institutions_own_name_is_read(
+    session: Session,
+    tool: str,
+    idp: TestIdp,  # noqa: F811
+    browser: Browser,
+) -> None:
+    # Not in pysaml2's attribute maps: kept as named, since a provider maps its own.
+    slug = unique("saml")
+    add_provider(
+        session,
+        slug=slug,
+        name="Campus SAML",
+        kind="saml",
+        idp_metadata=idp.metadata(),
+        email_attribute="campusMail",
+        name_attribute="campusName",
+        email_domains=["uni.example"],
+    )
+    session.commit()
+    idp.trust(browser.page(f"/sso/{slug}/saml/metadata"))
+    email = f"{unique('campus')}@uni.example"
+    idp.user_id = unique("campus")
+    idp.attributes = {"campusMail": [email], "campusName": ["Campus Person"]}
+    action, fields = _answer(browser, slug)
+    done = browser.http.post(action, data=fields)
+    assert done.status_code == 303, done.text[:2000]
+    session.expire_all()
+    user = session.scalar(select(User).where(User.email == email))
+    assert user is not None and user.name == "Campus Person"
