@@ -65,7 +65,13 @@ class TestIdp:
         # Whether the assertion is signed (a test turns it off to send an unsigned one).
         self.sign_assertion = True
         self.server_thread = ServerThread(
-            Starlette(routes=[Route("/sso/redirect", self._sso)]), port=self.port
+            Starlette(
+                routes=[
+                    Route("/sso/redirect", self._sso),
+                    Route("/idp.xml", self._metadata),
+                ]
+            ),
+            port=self.port,
         )
         self._server: Any = None
 
@@ -114,6 +120,10 @@ class TestIdp:
         from saml2.server import Server
 
         self._server = Server(config=self._config(sp_metadata))
+
+    async def _metadata(self, request: Request) -> Response:
+        """The metadata at its URL, for a provider set up with the URL instead of the file."""
+        return Response(self.metadata(), media_type="application/samlmetadata+xml")
 
     async def _sso(self, request: Request) -> Response:
         from saml2 import BINDING_HTTP_POST, BINDING_HTTP_REDIRECT

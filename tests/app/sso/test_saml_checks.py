@@ -195,3 +195,29 @@ def test_an_attribute_of_the_institutions_own_name_is_read(
     session.expire_all()
     user = session.scalar(select(User).where(User.email == email))
     assert user is not None and user.name == "Campus Person"
+
+
+def test_a_provider_set_up_with_its_metadata_url_signs_in(
+    session: Session,
+    tool: str,
+    idp: TestIdp,  # noqa: F811
+    browser: Browser,
+) -> None:
+    slug = unique("saml")
+    add_provider(
+        session,
+        slug=slug,
+        name="Metadata URL SAML",
+        kind="saml",
+        idp_metadata_url=f"{idp.base}/idp.xml",
+        email_attribute="mail",
+        email_domains=["uni.example"],
+    )
+    session.commit()
+    idp.trust(browser.page(f"/sso/{slug}/saml/metadata"))
+    email = f"{unique('remote')}@uni.example"
+    idp.user_id, idp.attributes = unique("remote"), {"mail": [email]}
+    action, fields = _answer(browser, slug)
+    done = browser.http.post(action, data=fields)
+    assert done.status_code == 303, done.text[:2000]
+    assert not _nobody(session, email)
