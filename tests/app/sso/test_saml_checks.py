@@ -3,7 +3,7 @@ scripts/mutation.py, app/sso): its assertion signed by the identity provider, th
 very request this sign-in sent (not another sign-in's, even one of the same browser), and naming
 someone; the identity keeps its identity provider, so two that number people alike are two
 people; a refusal keeps pysaml2's reason for the staff; and a server without xmlsec1 says so in
-a sentence instead of signing in unchecked."""
+a sentence instead of signing in unchecked. Also an OpenID provider that cannot be reached."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from app.sso.service import add_provider
 from app.users.models import User
 from tests.app.conftest import unique
 from tests.app.lti.conftest import Browser
+from tests.app.lti.platform import free_port
 from tests.app.sso.idp import TestIdp, read_form
 from tests.app.sso.test_sign_in import idp, saml_provider  # noqa: F401
 
@@ -221,3 +222,32 @@ def test_a_provider_set_up_with_its_metadata_url_signs_in(
     done = browser.http.post(action, data=fields)
     assert done.status_code == 303, done.text[:2000]
     assert not _nobody(session, email)
+
+
+def test_an_openid_provider_that_cannot_be_reached_is_said_so(
+    session: Session,
+    tool: str,
+    browser: Browser,
+) -> None:
+    slug, issuer = unique("oidc"), f"http://127.0.0.1:{free_port()}"
+    add_provider(
+        session,
+        slug=slug,
+        name="Down University",
+        kind="oidc",
+        issuer=issuer,
+        client_id="kg",
+        client_secret="s",
+        email_domains=["uni.example"],
+    )
+    session.commit()
+    refused = browser.get(f"/sso/{slug}/login")
+    assert refused.status_code == 400, refused.text[:2000]
+    sentence = (
+        "Down University could not be reached, so you could not be signed in; try again in a "
+        "minute, or log in with your password."
+    )
+    assert sentence in refused.text
+    problem = _problem(session, slug)
+    assert (problem.kind, problem.sentence) == ("oidc", sentence)
+    assert problem.detail.startswith(f"oidc provider {slug}: discovery at {issuer} failed: ")
