@@ -20,7 +20,7 @@ from tests.app.conftest import unique
 from tests.app.lti.conftest import Browser
 from tests.app.lti.platform import free_port
 from tests.app.sso.idp import TestIdp, read_form
-from tests.app.sso.test_sign_in import idp, saml_provider  # noqa: F401
+from tests.app.sso.test_sign_in import _oidc, idp, oidc_provider, saml_provider  # noqa: F401
 
 REFUSED = (
     "The answer from Example University SAML could not be accepted, so you were not signed in; "
@@ -251,3 +251,25 @@ def test_an_openid_provider_that_cannot_be_reached_is_said_so(
     problem = _problem(session, slug)
     assert (problem.kind, problem.sentence) == ("oidc", sentence)
     assert problem.detail.startswith(f"oidc provider {slug}: discovery at {issuer} failed: ")
+
+
+def test_an_openid_answer_to_another_sign_in_is_refused_and_kept(
+    session: Session,
+    tool: str,
+    oidc_provider: str,  # noqa: F811
+    browser: Browser,
+) -> None:
+    slug, _ = _oidc(session, tool, oidc_provider)
+    start = browser.get(f"/sso/{slug}/login")
+    assert start.status_code == 302, start.text[:2000]
+    # A callback whose state is not the one this sign-in sent.
+    refused = browser.get(f"/sso/{slug}/callback?code=forged&state=not-this-one")
+    assert refused.status_code == 400, refused.text[:2000]
+    sentence = (
+        "The answer from Example University could not be accepted (it may have been opened "
+        "twice or taken too long), so you were not signed in; try again."
+    )
+    assert sentence in refused.text
+    problem = _problem(session, slug)
+    assert (problem.kind, problem.sentence) == ("oidc", sentence)
+    assert problem.detail.startswith(f"oidc provider {slug}: mismatching_state: ")
