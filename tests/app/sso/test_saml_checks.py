@@ -3,7 +3,8 @@ scripts/mutation.py, app/sso): its assertion signed by the identity provider, th
 very request this sign-in sent (not another sign-in's, even one of the same browser), and naming
 someone; the identity keeps its identity provider, so two that number people alike are two
 people; a refusal keeps pysaml2's reason for the staff; and a server without xmlsec1 says so in
-a sentence instead of signing in unchecked. Also an OpenID provider that cannot be reached."""
+a sentence instead of signing in unchecked. Also OpenID's refusals: a provider that cannot be
+reached, and a callback that answers another sign-in."""
 
 from __future__ import annotations
 
