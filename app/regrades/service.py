@@ -20,7 +20,7 @@ from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound
 from app.courses.models import Course, Lab
 from app.courses.release import regrade_requests_close_at
 from app.courses.service import require_staff
-from app.grading.models import CaseResult, GradingJob, JobState
+from app.grading.models import CaseResult, GradingJob
 from app.regrades.models import RegradeEvent, RegradeRequest, RequestState
 from app.submissions.models import Submission
 from app.submissions.service import regrade as regrade_submission
@@ -364,7 +364,3 @@ def open_counts(session: Session, *, lab_ids: list[int]) -> dict[int, int]:
             .group_by(RegradeRequest.lab_id)
         )
     )
-
-
-def is_job_busy(job: GradingJob | None) -> bool:
-    return job is not None and job.state in (JobState.queued.value, JobState.started.value)

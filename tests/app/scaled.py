@@ -28,6 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 import app.grading.celery_app as celery_module
+from app.cli.database import upgrade_database
 from app.core.database import engine_for
 from app.core.settings import get_settings
 from app.grading.celery_app import GPU_QUEUE, QUEUE, make_celery
@@ -100,6 +101,28 @@ def settings_from(**variables: str) -> Iterator[None]:
         yield
     # After the environment is restored, so the next read sees the earlier settings.
     get_settings.cache_clear()
+
+
+# The databases a test of two requests at once runs on: what SQLite's one writer at a time and
+# PostgreSQL's row locks each make of a race differ, so such a test runs on both.
+BACKENDS = ("sqlite", "postgresql")
+
+
+@contextmanager
+def migrated_database(backend: str, folder: Path) -> Iterator[str]:
+    """A fresh, migrated database that the service's settings name during the block: a SQLite
+    file in `folder` (its writers wait up to 30 s for each other, not the tests' 2 s, so a slow
+    shared machine does not turn a wait into a failure), or a new database on the PostgreSQL
+    server of KERNELGRADER_TEST_POSTGRES_URL (skipped without it, failed under CI)."""
+    if backend == "sqlite":
+        url = f"sqlite:///{folder / 'race.sqlite'}"
+        with settings_from(database_url=url, sqlite_busy_timeout_seconds="30"):
+            upgrade_database()
+            yield url
+        return
+    with fresh_database(required_url(POSTGRES_VAR)) as url, settings_from(database_url=url):
+        upgrade_database()
+        yield url
 
 
 @contextmanager

@@ -6,6 +6,7 @@ Written against the survivors of scripts/mutation.py (app/gradebook/service.py).
 
 from __future__ import annotations
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.courses.service import add_lab
@@ -142,7 +143,9 @@ def test_a_team_submission_is_late_by_each_members_own_due_date_and_late_days(
     from app.courses.extensions import grant_extension
     from app.gradebook.lab_roster import lab_roster
     from app.gradebook.service import student_cell
+    from app.grading.record import record_report
     from app.submissions.service import create_submission
+    from graders.results import GradeReport
 
     due = utcnow() - timedelta(days=3)
     world.lab.due_at, world.lab.team_size = due, 2
@@ -156,7 +159,7 @@ def test_a_team_submission_is_late_by_each_members_own_due_date_and_late_days(
         due_at=due + timedelta(days=1),
         granted_by=None,
     )
-    sub = create_submission(
+    intake = create_submission(
         session,
         user=ada,
         course=world.course,
@@ -164,23 +167,28 @@ def test_a_team_submission_is_late_by_each_members_own_due_date_and_late_days(
         filename="k.cu",
         data=b"__global__ void k() {}\n",
         now=due + timedelta(hours=2),
-    ).submission
-    sub.status, sub.score, sub.graded_at = "graded", 5.0, due + timedelta(hours=3)
+    )
+    sub = intake.submission
+    report = GradeReport(lab=world.lab.slug, cases=[], score=5.0, max_score=10, summary="graded")
+    record_report(session, submission=sub, job=intake.job, report=report)
     session.flush()
     assert sub.late
     theirs = student_cell(session, lab=world.lab, user_id=bob.id)
     assert theirs.counted is not None and not theirs.late and theirs.days_late == 0
     mine = student_cell(session, lab=world.lab, user_id=ada.id)
-    assert mine.late and mine.days_late == 1
+    assert mine.late and mine.days_late == 1 and mine.late_days == 0  # the course gives none
     rows = {r.student.id: r for r in lab_roster(session, lab=world.lab)}
     assert rows[ada.id].late and not rows[bob.id].late
-    # Ada's late day covers it: no longer late, one day spent.
-    session.add(
-        LateDayCharge(
-            course_id=world.course.id, lab_id=world.lab.id, user_id=ada.id,
-            submission_id=sub.id, days=1,
-        )
-    )  # fmt: skip
+    # With a late day to spend, the grading recorded again (as a regrade would) spends it on
+    # Ada's lateness: covered, no longer late. Bob, on time by his extension, spends none.
+    world.course.late_days = 1
+    record_report(session, submission=sub, job=intake.job, report=report)
     session.flush()
     covered = student_cell(session, lab=world.lab, user_id=ada.id)
     assert (covered.late, covered.late_days, covered.days_late) == (False, 1, 1)
+    spent = session.scalars(
+        select(LateDayCharge.user_id).where(
+            LateDayCharge.lab_id == world.lab.id, LateDayCharge.days > 0
+        )
+    ).all()
+    assert spent == [ada.id]

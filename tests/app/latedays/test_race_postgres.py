@@ -8,6 +8,10 @@ held at upload: test_holds_race.py races the uploads themselves), so only the st
 their days stands between the two gradings. Both are made to reach that turn together (a
 barrier in front of `take_turn`, the real lock after it), so the test fails whenever the turn
 does not serialize them: with the lock removed, both read one day left and both spend it.
+
+Not on SQLite: there a grading holds the database's one write lock from its first write (its
+cases, long before its late days), so the second grading waits before the barrier and the two
+never meet; the race cannot happen there.
 """
 
 from __future__ import annotations

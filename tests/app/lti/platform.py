@@ -23,6 +23,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -203,6 +204,9 @@ class TestPlatform:
         self.links: dict[str, Link] = {}
         self.nrps_page_size = 2
         self.deep_link_results: list[list[dict[str, Any]]] = []
+        # Called with each score as it arrives, before it is answered (a test changes what
+        # kernelgrader holds while a score is on its way).
+        self.on_score: Callable[[dict[str, Any]], None] | None = None
         # Tests that forge launches change the next ones: claims to overlay, expiry.
         self.tamper: Any = None
         self.expires_in = 300
@@ -535,6 +539,8 @@ class TestPlatform:
         if item.end is not None and when > item.end:
             given *= 1 - course.late_penalty  # Canvas's late policy, by the submission time
         item.grades[score["userId"]] = given
+        if self.on_score is not None:
+            self.on_score(score)
         return JSONResponse(
             {"resultUrl": f"{self._item_url(course, item.id)}/results/{score['userId']}"}
         )

@@ -9,7 +9,7 @@ from app.auth.models import UserIdentity
 from app.courses.models import Enrollment, Role
 from app.lti.models import LtiContext, LtiResourceLink
 from app.users.models import User
-from tests.app.conftest import World
+from tests.app.conftest import World, unique
 from tests.app.lti.conftest import Browser, registered_and_linked
 from tests.app.lti.platform import INSTRUCTOR, TA, TestPlatform
 
@@ -17,7 +17,7 @@ from tests.app.lti.platform import INSTRUCTOR, TA, TestPlatform
 def test_a_student_launches_straight_into_a_lab(
     session: Session, world: World, tool: str, lms: TestPlatform, browser: Browser
 ) -> None:
-    ada = lms.person("Ada Lovelace", "ada.launch@uni.example")
+    ada = lms.person("Ada Lovelace", f"{unique('ada')}@uni.example")
     course = lms.course("GPU Programming", ada)
     registered_and_linked(session, world, lms, course, tool)
     link = lms.link(course, "Scale lab", {"lab": world.lab.slug})
@@ -28,9 +28,9 @@ def test_a_student_launches_straight_into_a_lab(
     assert landed.location == f"/courses/{world.course.slug}/labs/{world.lab.slug}"
     page = browser.page(landed.location)
     assert world.lab.title in page
-    assert "ada.launch@uni.example" in page  # logged in: the header names the account
+    assert ada.email in page  # logged in: the header names the account
     session.expire_all()
-    user = session.scalar(select(User).where(User.email == "ada.launch@uni.example"))
+    user = session.scalar(select(User).where(User.email == ada.email))
     assert user is not None and user.name == "Ada Lovelace"
     role = session.scalar(
         select(Enrollment.role).where(
@@ -54,8 +54,8 @@ def test_a_student_launches_straight_into_a_lab(
 def test_a_link_without_a_lab_opens_the_course_and_roles_come_from_the_lms(
     session: Session, world: World, tool: str, lms: TestPlatform, browsers: object
 ) -> None:
-    grace = lms.person("Grace Hopper", "grace.launch@uni.example", role=INSTRUCTOR)
-    alan = lms.person("Alan Turing", "alan.launch@uni.example", role=TA)
+    grace = lms.person("Grace Hopper", f"{unique('grace')}@uni.example", role=INSTRUCTOR)
+    alan = lms.person("Alan Turing", f"{unique('alan')}@uni.example", role=TA)
     course = lms.course("GPU Programming", grace, alan)
     registered_and_linked(session, world, lms, course, tool)
     link = lms.link(course, "kernelgrader")
@@ -79,15 +79,16 @@ def test_a_link_without_a_lab_opens_the_course_and_roles_come_from_the_lms(
 def test_relaunching_matches_the_same_account_even_when_the_lms_email_changes(
     session: Session, world: World, tool: str, lms: TestPlatform, browsers: object
 ) -> None:
-    ada = lms.person("Ada", "ada.change@uni.example")
+    ada = lms.person("Ada", f"{unique('ada')}@uni.example")
     course = lms.course("GPU", ada)
     registered_and_linked(session, world, lms, course, tool)
     link = lms.link(course, "Scale", {"lab": world.lab.slug})
     browsers().launch(lms, ada, link=link)  # type: ignore[operator]
-    ada.email = "ada.renamed@uni.example"
+    renamed = f"{unique('ada')}@uni.example"
+    ada.email = renamed
     landed = browsers().launch(lms, ada, link=link)  # type: ignore[operator]
     assert landed.response.status_code == 303
     session.expire_all()
     ids = session.scalars(select(UserIdentity.user_id).where(UserIdentity.subject == ada.sub)).all()
     assert len(ids) == 1
-    assert session.scalar(select(User).where(User.email == "ada.renamed@uni.example")) is None
+    assert session.scalar(select(User).where(User.email == renamed)) is None

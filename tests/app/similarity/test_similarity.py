@@ -4,6 +4,7 @@ left out as boilerplate, optionally against earlier terms, shown to staff only."
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -72,8 +73,6 @@ def vector_world(session: Session) -> tuple[World, Lab]:
 
 
 def _reference(name: str) -> str:
-    from pathlib import Path
-
     return (Path(__file__).resolve().parents[3] / REFERENCES / name).read_text()
 
 
@@ -118,6 +117,58 @@ async def test_a_report_pairs_the_copies_and_leaves_the_references_out(
     )
     for url in (f"/api/v1/similarity/{report_id}", pair["url"], base):
         assert (await client.get(url, headers=world.student.auth)).status_code == 403
+
+
+# A small helper, copied whole into a file many times its size.
+HELPER = SHARED.split('extern "C"')[0]
+
+
+def _weights(rows: int) -> str:
+    numbers = [(i * 7919 + 13) % 100003 for i in range(rows * 12)]
+    lines = ",\n".join(
+        "    " + ", ".join(str(n) for n in numbers[r * 12 : (r + 1) * 12]) for r in range(rows)
+    )
+    return f"__constant__ int weights[{rows * 12}] = {{\n{lines}\n}};\n\n"
+
+
+async def test_a_small_function_copied_into_a_much_larger_file_is_listed(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    """Listed by the larger of the two shares: nearly all of the small file is in the large
+    one, a small part of the large file is in the small one."""
+    world, lab = vector_world(session)
+    small = HELPER + (
+        'extern "C" __global__ void scale(const float* src, float* dst, unsigned int n, '
+        "float factor)\n{\n    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) dst[i] = clamp_and_scale(src[i], factor, -1.0e30f, 1.0e30f);\n}\n"
+    )
+    large = (
+        _weights(30)
+        + HELPER
+        + 'extern "C" __global__ void scale(const float* source, float* target, '
+        "unsigned int length, float k)\n{\n"
+        "    unsigned int at = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (at >= length) { return; }\n"
+        "    int w = weights[at % 360] & 0;\n"
+        "    target[at] = clamp_and_scale(source[at], k, -3.0e38f, 3.0e38f) + (float)w;\n"
+        "}\n"
+    )
+    _submit(session, lab, world.student.user, small)
+    _submit(session, lab, world.other_student.user, large)
+    session.commit()
+    base = f"/api/v1/courses/{world.course.slug}/labs/{lab.slug}/similarity"
+    r = await client.post(base, headers=world.ta.auth, json={})
+    assert r.status_code == 202, r.text
+    assert compute.apply(args=[r.json()["id"]]).get() == "done"
+    report = (await client.get(r.json()["url"], headers=world.ta.auth)).json()
+    (pair,) = report["pairs"]
+    shares = {pair["a"]: pair["a_similarity"], pair["b"]: pair["b_similarity"]}
+    assert shares[world.student.email] > 0.5
+    assert shares[world.other_student.email] < 0.1  # alone, under the listing's tenth
+    detail = (await client.get(pair["url"], headers=world.ta.auth)).json()
+    side = "a_passages" if pair["a"] == world.other_student.email else "b_passages"
+    shared = "".join(p["text"] for p in detail[side] if p["shared"])
+    assert "clamp_and_scale" in shared and "weights" not in shared
 
 
 def test_earlier_terms_are_compared_when_asked(session: Session) -> None:

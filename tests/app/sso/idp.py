@@ -62,8 +62,16 @@ class TestIdp:
         # Who is signed in at the identity provider, and what it releases about them.
         self.user_id = ""
         self.attributes: dict[str, list[str]] = {}
+        # Whether the assertion is signed (a test turns it off to send an unsigned one).
+        self.sign_assertion = True
         self.server_thread = ServerThread(
-            Starlette(routes=[Route("/sso/redirect", self._sso)]), port=self.port
+            Starlette(
+                routes=[
+                    Route("/sso/redirect", self._sso),
+                    Route("/idp.xml", self._metadata),
+                ]
+            ),
+            port=self.port,
         )
         self._server: Any = None
 
@@ -113,6 +121,10 @@ class TestIdp:
 
         self._server = Server(config=self._config(sp_metadata))
 
+    async def _metadata(self, request: Request) -> Response:
+        """The metadata at its URL, for a provider set up with the URL instead of the file."""
+        return Response(self.metadata(), media_type="application/samlmetadata+xml")
+
     async def _sso(self, request: Request) -> Response:
         from saml2 import BINDING_HTTP_POST, BINDING_HTTP_REDIRECT
         from saml2.saml import NAMEID_FORMAT_PERSISTENT, NameID
@@ -127,7 +139,7 @@ class TestIdp:
             userid=self.user_id,
             name_id=NameID(format=NAMEID_FORMAT_PERSISTENT, text=self.user_id),
             authn={"class_ref": PASSWORD_CLASS},
-            sign_assertion=True,
+            sign_assertion=self.sign_assertion,
             **{k: v for k, v in args.items() if k != "binding"},
         )
         http = server.apply_binding(

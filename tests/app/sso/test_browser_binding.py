@@ -135,6 +135,27 @@ def test_an_id_token_without_exp_is_refused(
     assert problem is not None and "exp" in problem.detail, problem and problem.detail
 
 
+def test_an_id_token_whose_iat_is_not_a_number_cannot_be_checked(
+    session: Session,
+    world: World,  # noqa: F811
+    tool: str,
+    bare: BareProvider,
+    browsers: object,
+) -> None:
+    email = f"{unique('ada')}@uni.example"
+    bare.claims = {"sub": unique("sub"), "email": email, "email_verified": True, "iat": True}
+    slug, answer = _bare_sign_in(session, tool, bare, browsers())  # type: ignore[operator]
+    sentence = (
+        "The answer from Bare University could not be checked, so you were not signed in; try "
+        "again, and tell your course staff if it keeps happening."
+    )
+    assert answer.startswith("400") and sentence in answer, answer
+    assert accounts(session, email) == 0
+    problem = session.scalar(select(SignInProblem).where(SignInProblem.source == slug))
+    assert problem is not None and (problem.kind, problem.sentence) == ("oidc", sentence)
+    assert problem.detail.startswith(f"oidc provider {slug}: ") and "iat" in problem.detail
+
+
 @pytest.mark.anyio
 async def test_the_saml_browser_cookie_travels_with_the_providers_post_and_only_from_us(
     session: Session,

@@ -162,6 +162,19 @@ def test_lti_then_university_sign_in_is_one_account(
             "email domain 'elsewhere.example' is not among",
         ),
         (
+            # A look-alike of a listed domain is another domain.
+            {"email": "someone@evil-uni.example", "email_verified": True},
+            {"email_domains": ["uni.example"]},
+            "is not one that Example University signs in for here",
+            "email domain 'evil-uni.example' is not among",
+        ),
+        (
+            {"email": "someone@uni.example.evil", "email_verified": True},
+            {"email_domains": ["uni.example"]},
+            "is not one that Example University signs in for here",
+            "email domain 'uni.example.evil' is not among",
+        ),
+        (
             {"mail": "someone@uni.example", "email_verified": True},
             {"email_attribute": "upn"},
             "did not tell kernelgrader your email address",
@@ -201,6 +214,19 @@ def test_an_attribute_mapping_error_is_a_sentence_and_a_detail_for_staff(
     log_in(admin, world.outsider.email)
     page = admin.page("/admin/sign-in")
     assert problem.reference in page and detail.split("'")[0] in page
+
+
+def test_an_email_in_the_providers_domains_is_vouched_for_by_the_domain(
+    session: Session, world: World, tool: str, oidc_provider: str, browser: Browser
+) -> None:
+    """With domains set, an address in one of them needs no email_verified claim: the
+    provider signs in for that domain (a look-alike is refused, above)."""
+    slug, provider = _oidc(session, tool, oidc_provider, email_domains=["Uni.Example"])
+    email = f"{unique('grace')}@uni.example"
+    done = _oidc_sign_in(browser, slug, provider, unique("sub"), {"email": email, "name": "G"})
+    assert done.status_code == 303 and done.headers["location"] == "/account", done.text[:2000]
+    session.expire_all()
+    assert session.scalar(select(User.id).where(User.email == email)) is not None
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from app.performance.leaderboard import join_leaderboard, leaderboard
 from app.teams.models import SubmissionCredit, Team, TeamMember
 from app.teams.service import form_team, import_teams, remove_member, teams_of
 from tests.app.conftest import GOOD_KERNEL, World, make_member, make_world
-from tests.app.factories import make_submission, make_timed_submission
+from tests.app.factories import make_timed_submission
 
 pytestmark = pytest.mark.anyio
 
@@ -245,13 +245,30 @@ def test_the_leaderboard_counts_a_team_once(session: Session) -> None:
     assert place.pseudonym == f"Name {world.student.user.id}"
 
 
-def test_factories_still_credit_nobody(session: Session) -> None:
-    world = make_world(session)
-    sub, _ = make_submission(session, user=world.student.user, lab=world.lab, score=3)
+async def test_work_done_alone_credits_nobody(client: httpx.AsyncClient, session: Session) -> None:
+    world = teamed_world(session, size=2)
+    world.pair_up(session, now=utcnow(), name="Duo")
+    loner = make_member(session, world.course, Role.student)
+    session.commit()
+    # A student in no team, beside a team of the same lab.
+    solo = await upload(client, world, loner.auth)
+    # The lab is done alone from now on: a member's upload is theirs only.
+    world.lab.team_size = 1
+    session.commit()
+    alone = await upload(client, world, world.student.auth)
+    from app.submissions.models import Submission
+
+    for sid in (solo, alone):
+        sub = session.get_one(Submission, sid)
+        sub.score, sub.graded_at, sub.status = 6.0, utcnow(), "graded"
+        assert sub.team_id is None
     session.commit()
     assert (
         session.scalars(
-            select(SubmissionCredit).where(SubmissionCredit.submission_id == sub.id)
+            select(SubmissionCredit).where(SubmissionCredit.submission_id.in_([solo, alone]))
         ).all()
         == []
     )
+    book = {row[2]: row for row in _rows(gradebook_csv(session, course=world.course))[1:]}
+    assert book[loner.email][3] == book[world.student.email][3] == "6"
+    assert book[world.other_student.email][3] == ""

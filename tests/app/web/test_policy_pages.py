@@ -10,9 +10,10 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
+from app.courses.models import Role
 from app.courses.service import add_lab
 from app.rubric.service import add_item
-from tests.app.conftest import World, make_world
+from tests.app.conftest import World, make_member, make_world
 from tests.app.factories import make_submission
 from tests.app.web.test_routes import csrf_of, login
 
@@ -116,12 +117,34 @@ async def test_a_regrade_request_through_the_pages(
     assert 'id="state">declined' in answered.text
 
 
+# A kernel of the third student's own, like nobody else's in any test's copy of the lab.
+OWN = """\
+extern "C" __global__ void scale(const float* p, float* q, unsigned int len, float c)
+{
+    int idx = (int)(threadIdx.x) + (int)(blockIdx.x) * (int)(blockDim.x);
+    if (idx < (int)len) { q[idx] = __fmul_rn(p[idx], c); }
+}
+"""
+
+
 async def test_rubric_and_similarity_pages_for_staff(
     client: httpx.AsyncClient, session: Session
 ) -> None:
+    from app.similarity.tasks import compute
+    from tests.app.similarity.test_similarity import SHARED
+
     world = _world(session)
     add_item(session, lab=world.lab, title="Report", max_points=4)
+    make_submission(session, user=world.student.user, lab=world.lab, score=6)
     lab = add_lab(session, course=world.course, ref="vector-scale")
+    third = make_member(session, world.course, Role.student)
+    for member, source in (
+        (world.student, SHARED),
+        (world.other_student, SHARED.replace("value", "v")),
+        (third, OWN),
+    ):
+        made, _ = make_submission(session, user=member.user, lab=lab, score=10)
+        made.source_text = source
     session.commit()
     await login(client, world.ta)
     url = f"/courses/{world.course.slug}/labs/{world.lab.slug}/rubric"
@@ -140,9 +163,39 @@ async def test_rubric_and_similarity_pages_for_staff(
     )
     assert r.status_code == 303, r.text
     assert 'value="3.5"' in (await client.get(f"{url}?email={world.student.email}")).text
+    # Points past the item's maximum are a sentence on the page, and change nothing.
+    over = await client.post(
+        url,
+        data={
+            "csrf_token": csrf_of(page.text),
+            "action": "grade",
+            "email": world.student.email,
+            f"points_{item}": "4.5",
+        },
+    )
+    assert over.status_code == 422 and "4.5 is outside 0 to 4 points" in over.text
+    # The gradebook counts them: the autograde's 6 and the rubric's 3.5.
+    book = await client.get(f"/api/v1/courses/{world.course.slug}/gradebook.csv")
+    row = next(line for line in book.text.splitlines() if world.student.email in line)
+    assert row.split(",")[3] == "9.5", row
     sim = f"/courses/{world.course.slug}/labs/{lab.slug}/similarity"
     page = await client.get(sim)
     assert "Compute a new report" in page.text
     r = await client.post(sim, data={"csrf_token": csrf_of(page.text)})
     assert r.status_code == 303
-    assert "queued" in (await client.get(sim)).text
+    queued = await client.get(sim)
+    assert "queued" in queued.text and 'id="pairs"' not in queued.text
+    report_id = int(queued.text.split("<li>Report ")[1].split(":")[0])
+    # The worker's task (sent to the broker by the page), run here; the page lists the pair.
+    assert compute.apply(args=[report_id]).get() == "done"
+    done = await client.get(sim)
+    pairs = done.text.split('id="pairs"')[1].split("</table>")[0]
+    rows = pairs.split("<tr><td")[1:]
+    assert len(rows) == 1, pairs
+    assert world.student.email in rows[0] and world.other_student.email in rows[0]
+    assert third.email not in pairs
+    assert "3 submissions" in done.text
+    side = await client.get(f"/similarity/{report_id}/pairs/1")
+    assert side.status_code == 200 and "clamp_and_scale" in side.text
+    await login(client, world.student)
+    assert (await client.get(f"/similarity/{report_id}/pairs/1")).status_code == 403
