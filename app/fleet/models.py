@@ -63,7 +63,7 @@ class BorrowedWorker(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     backend: Mapped[str] = mapped_column(String(20))  # "slurm"
     job_id: Mapped[str] = mapped_column(String(64))  # the scheduler's id for it
-    # The GPU model (routing key, app.grading.routing) it was asked for; "" : any GPU.
+    # The GPU model (routing key, app.jobs.routing) it was asked for; "" : any GPU.
     gpu_model: Mapped[str] = mapped_column(String(200), default="")
     state: Mapped[str] = mapped_column(String(20), default=BorrowedState.pending.value, index=True)
     reason: Mapped[str] = mapped_column(Text, default="")  # why it was asked for

@@ -16,7 +16,7 @@ from app.courses.models import Course, Lab
 from app.fleet.models import Worker
 from app.fleet.settings import FleetSettingsInvalid, fleet_settings
 from app.grading.models import GradingJob, JobState
-from app.grading.routing import serves
+from app.jobs.routing import serves
 from app.submissions.models import Submission
 
 # Workers silent longer than this drop off the lists; their rows stay for the jobs' history.

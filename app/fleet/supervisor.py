@@ -195,7 +195,7 @@ class Supervisor:
 
 def supervise(spec: str, *, loglevel: str = "INFO") -> int:
     """Start and watch one worker per GPU until SIGTERM or SIGINT; the exit code."""
-    from app.grading.gpu_probe import cannot_compile_sentence, compile_unavailable_reason
+    from app.jobs.gpu_probe import cannot_compile_sentence, compile_unavailable_reason
 
     gpus = parse_gpus(spec)
     missing = compile_unavailable_reason()

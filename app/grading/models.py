@@ -60,7 +60,7 @@ class GradingJob(Base):
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
     error: Mapped[str] = mapped_column(Text, default="")
-    # The GPU model (routing key, see app.grading.routing) its run needs; "" for any GPU.
+    # The GPU model (routing key, see app.jobs.routing) its run needs; "" for any GPU.
     gpu_model: Mapped[str] = mapped_column(String(200), default="")
     # The content digest of the lab this job was graded against (graders LabSpec.digest), set
     # when a worker compiles it; "" for jobs graded before it was recorded.

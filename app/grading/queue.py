@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import Update, update
 
 from app.core.database import session_scope, utcnow
-from app.grading.celery_app import GRADE_TASK, QUEUE
 from app.grading.models import GradingJob, JobState
+from app.jobs.celery_app import GRADE_TASK, QUEUE
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class Send:
 
 
 def _publish(*, submission_id: int, job_id: int, queue: str, sent_at: datetime) -> None:
-    from app.grading.celery_app import celery_app
+    from app.jobs.celery_app import celery_app
 
     celery_app.send_task(
         GRADE_TASK,
@@ -156,7 +156,7 @@ def _note(
 def waiting_in_broker(queues: Iterable[str]) -> dict[str, int] | None:
     """Messages waiting on these queues, not yet handed to a worker; None when the broker
     does not answer."""
-    from app.grading.celery_app import celery_app
+    from app.jobs.celery_app import celery_app
 
     try:
         with celery_app.connection_for_read() as connection:

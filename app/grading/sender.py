@@ -22,8 +22,8 @@ import time
 from collections import deque
 from datetime import datetime
 
-from app.grading.celery_app import QUEUE
 from app.grading.queue import Send, send_in_order
+from app.jobs.celery_app import QUEUE
 
 log = logging.getLogger(__name__)
 

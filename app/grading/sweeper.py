@@ -29,12 +29,12 @@ from sqlalchemy.orm.attributes import set_committed_value
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.grading.bulk import background_jobs_to_send
-from app.grading.celery_app import GPU_QUEUE, QUEUE
 from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import STAMP_MARGIN, Send, send_in_order, waiting_in_broker
 from app.grading.record import settle_late_days
-from app.grading.routing import gpu_queue, served_keys
 from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
+from app.jobs.celery_app import GPU_QUEUE, QUEUE
+from app.jobs.routing import gpu_queue, served_keys
 from app.latedays.recount import sweep_recounts
 from app.profiling.queue import send_profile
 from app.profiling.sweep import profiles_to_send

@@ -23,8 +23,6 @@ from app.core.settings import Settings, get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
 from app.fleet.service import no_runner_note, note_timing
-from app.grading.celery_app import QUEUE
-from app.grading.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu, worker_gpu_model
 from app.grading.heartbeat import Heartbeat
 from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import send_job, stamp_send
@@ -36,7 +34,9 @@ from app.grading.record import (
     settle_late_days,
 )
 from app.grading.reference_cache import keep_timings, kept_timings
-from app.grading.routing import model_key, serves
+from app.jobs.celery_app import QUEUE
+from app.jobs.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu, worker_gpu_model
+from app.jobs.routing import model_key, serves
 from app.submissions.models import Status, Submission
 from app.submissions.service import set_status
 

@@ -52,7 +52,7 @@ class KernelProfile(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
-    # The GPU model key it must run on (app.grading.routing; "" for any), and what it ran on.
+    # The GPU model key it must run on (app.jobs.routing; "" for any), and what it ran on.
     gpu_model: Mapped[str] = mapped_column(String(200), default="")
     gpu_name: Mapped[str] = mapped_column(String(200), default="")
     lab_digest: Mapped[str] = mapped_column(String(64), default="")

@@ -18,7 +18,7 @@ PROFILE_TASK = "profiling.profile"
 def send_profile(*, profile_id: int, queue: str, stamped_at: datetime) -> bool:
     """Put a profiling job on its GPU queue; False (logged, the stamp taken back so the next
     sweep sends it again) when the broker refuses it."""
-    from app.grading.celery_app import celery_app
+    from app.jobs.celery_app import celery_app
 
     try:
         celery_app.send_task(

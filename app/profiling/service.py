@@ -33,8 +33,8 @@ PENDING = (ProfileState.queued.value, ProfileState.started.value)
 
 
 def _required_model(lab: Lab, spec: LabSpec) -> str:
-    from app.grading.routing import model_key
     from app.grading.worker import required_gpu_model
+    from app.jobs.routing import model_key
 
     return model_key(required_gpu_model(lab, spec))
 

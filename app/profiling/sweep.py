@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from app.core.settings import get_settings
 from app.fleet.service import live_workers
 from app.grading.models import GradingJob, JobState
-from app.grading.routing import gpu_queue, serves
+from app.jobs.routing import gpu_queue, serves
 from app.profiling.jobs import FAILED_ON_OUR_SIDE
 from app.profiling.models import KernelProfile, ProfileState
 

@@ -100,7 +100,7 @@ def send_report(report_id: int) -> bool:
     """Put the report's job on the main queue; False (the sweep sends it later) on failure."""
     import logging
 
-    from app.grading.celery_app import QUEUE, celery_app
+    from app.jobs.celery_app import QUEUE, celery_app
 
     try:
         celery_app.send_task(SIMILARITY_TASK, args=[report_id], queue=QUEUE)

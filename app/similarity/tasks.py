@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.grading.celery_app import celery_app
+from app.jobs.celery_app import celery_app
 from app.similarity.service import SIMILARITY_TASK
 
 

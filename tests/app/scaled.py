@@ -27,11 +27,11 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-import app.grading.celery_app as celery_module
+import app.jobs.celery_app as celery_module
 from app.core.database import engine_for
 from app.core.settings import get_settings
-from app.grading.celery_app import GPU_QUEUE, QUEUE, make_celery
 from app.grading.sender import job_sender
+from app.jobs.celery_app import GPU_QUEUE, QUEUE, make_celery
 
 POSTGRES_VAR = "KERNELGRADER_TEST_POSTGRES_URL"
 REDIS_VAR = "KERNELGRADER_TEST_REDIS_URL"

@@ -12,10 +12,10 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.core.settings import get_settings
-from app.grading.celery_app import QUEUE
 from app.grading.models import GradingJob, JobState
 from app.grading.sweeper import sweep
 from app.grading.worker import NOT_YOUR_FAULT
+from app.jobs.celery_app import QUEUE
 from app.submissions.models import Status, Submission, SubmissionEvent
 from tests.app.conftest import make_world
 from tests.app.factories import make_submission
@@ -196,7 +196,7 @@ def test_a_gpu_worker_sweeps_only_the_compiled_jobs_its_gpu_model_serves(
 
 def job_ids_on(queue: str) -> list[int]:
     """Take every message off a broker queue; the job ids they name."""
-    from app.grading.celery_app import celery_app
+    from app.jobs.celery_app import celery_app
 
     found = []
     with celery_app.connection_for_read() as connection:
@@ -242,7 +242,7 @@ def _future() -> Any:
 def test_a_job_the_broker_lost_is_sent_again_soon_when_the_broker_holds_nothing(
     session: Session,
 ) -> None:
-    from app.grading.celery_app import celery_app
+    from app.jobs.celery_app import celery_app
 
     sent = _future()
     job = _sent_not_started(session, sent_at=sent)
@@ -257,8 +257,8 @@ def test_a_job_the_broker_lost_is_sent_again_soon_when_the_broker_holds_nothing(
 
 
 def test_a_job_waiting_behind_a_long_queue_is_not_sent_again(session: Session) -> None:
-    from app.grading.celery_app import celery_app
     from app.grading.queue import send_job
+    from app.jobs.celery_app import celery_app
 
     celery_app.control.purge()
     sent = _future()
@@ -274,8 +274,8 @@ def test_a_job_waiting_behind_a_long_queue_is_not_sent_again(session: Session) -
 
 
 def test_a_job_the_queue_moved_past_is_sent_again(session: Session) -> None:
-    from app.grading.celery_app import celery_app
     from app.grading.queue import send_job
+    from app.jobs.celery_app import celery_app
 
     celery_app.control.purge()
     sent = _future()
@@ -308,8 +308,8 @@ def test_a_job_the_queue_moved_past_is_sent_again(session: Session) -> None:
 def test_a_second_copy_taken_early_does_not_condemn_the_jobs_sent_between_its_copies(
     session: Session,
 ) -> None:
-    from app.grading.celery_app import celery_app
     from app.grading.queue import send_job
+    from app.jobs.celery_app import celery_app
 
     celery_app.control.purge()
     sent = _future()

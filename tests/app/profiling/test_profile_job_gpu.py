@@ -18,9 +18,9 @@ from sqlalchemy.orm import Session
 from app.core.settings import get_settings
 from app.courses.models import Role
 from app.courses.service import add_lab, create_course
-from app.grading.gpu_probe import run_unavailable_reason, worker_gpu
 from app.grading.models import GradingJob
 from app.grading.worker import Outcome, grade_job
+from app.jobs.gpu_probe import run_unavailable_reason, worker_gpu
 from app.profiling.jobs import profile_job
 from app.profiling.models import ProfileState, ReferenceProfile
 from app.profiling.service import latest_profile, request_profile

@@ -20,10 +20,10 @@ def make_celery() -> Celery:
     transport_options: dict[str, object] = {}
     if settings.broker_url.startswith("sqla+"):
         # Our channel for kombu's SQLAlchemy transport: it deletes delivered messages (see
-        # app.grading.broker). kombu resolves a URL's "sqla+" prefix through this table.
+        # app.jobs.broker). kombu resolves a URL's "sqla+" prefix through this table.
         from kombu.transport import TRANSPORT_ALIASES
 
-        TRANSPORT_ALIASES["sqla"] = "app.grading.broker:Transport"
+        TRANSPORT_ALIASES["sqla"] = "app.jobs.broker:Transport"
         transport_options = {
             "polling_interval": settings.broker_polling_seconds,
             "forget_taken_after_seconds": settings.broker_forget_taken_after_seconds,

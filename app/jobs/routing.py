@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from app.grading.celery_app import GPU_QUEUE
+from app.jobs.celery_app import GPU_QUEUE
 
 _WORD = re.compile(r"[a-z0-9]+")
 

@@ -13,7 +13,7 @@ in the database, has sent the job again long before).
 Each thread uses a session of its own: a worker's thread pool acknowledges a message (and so
 deletes its row) from the thread that ran the job, while the consumer's thread polls.
 
-Installed for `sqla+` broker URLs by `app.grading.celery_app`.
+Installed for `sqla+` broker URLs by `app.jobs.celery_app`.
 """
 
 from __future__ import annotations
