@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import COURSE, errors
 from app.core.database import utcnow
-from app.core.deps import ApiDb
 from app.core.errors import NotFound
 from app.core.spool import chunks_of, new_spool
 from app.courses.extensions import (
@@ -46,6 +45,7 @@ from app.performance.leaderboard import join_leaderboard, leaderboard, leave_lea
 from app.submissions.models import Status
 from app.users.models import User
 from app.users.service import get_user
+from app.web.deps import ApiDb
 
 router = APIRouter(prefix="/api/v1")
 

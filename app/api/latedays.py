@@ -8,7 +8,6 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import COURSE, errors
 from app.core.database import utcnow
-from app.core.deps import ApiDb
 from app.core.errors import Invalid
 from app.courses.models import Course
 from app.courses.service import get_course, require_instructor, require_member, require_staff
@@ -25,6 +24,7 @@ from app.latedays.schemas import (
 )
 from app.users.models import User
 from app.users.service import get_user
+from app.web.deps import ApiDb
 
 router = APIRouter(prefix="/api/v1", tags=["late days"], responses=errors(*COURSE))
 

@@ -9,7 +9,6 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import COURSE, errors
 from app.core.database import utcnow
-from app.core.deps import ApiDb, RowId
 from app.core.errors import Forbidden
 from app.courses.models import Course, Lab
 from app.courses.release import is_released
@@ -36,6 +35,7 @@ from app.rubric.schemas import (
 )
 from app.users.models import User
 from app.users.service import get_user
+from app.web.deps import ApiDb, RowId
 
 router = APIRouter(prefix="/api/v1", responses=errors(*COURSE))
 

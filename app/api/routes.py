@@ -1,7 +1,7 @@
 """REST endpoints: thin handlers that fetch, check access and delegate to services.
 
 Each handler is `async def` and does its database work in one function handed to `api.run`
-(app.core.deps): one request thread, one session, the token check and the work together.
+(app.web.deps): one request thread, one session, the token check and the work together.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session
 from app import __version__
 from app.api.errors import COURSE, errors
 from app.core.database import probe, utcnow
-from app.core.deps import ApiDb, RowId, in_health_thread
 from app.core.errors import NotFound
 from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
@@ -47,6 +46,7 @@ from app.submissions.service import (
 )
 from app.users.models import User
 from app.users.service import find_user
+from app.web.deps import ApiDb, RowId, in_health_thread
 
 router = APIRouter(prefix="/api/v1")
 

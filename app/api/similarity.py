@@ -7,7 +7,6 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import COURSE, errors
 from app.core.database import utcnow
-from app.core.deps import ApiDb, RowId
 from app.core.errors import NotFound
 from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, require_staff
@@ -23,6 +22,7 @@ from app.similarity.schemas import (
     SimilarityReportRead,
 )
 from app.users.models import User
+from app.web.deps import ApiDb, RowId
 
 router = APIRouter(prefix="/api/v1", tags=["similarity"], responses=errors(*COURSE))
 

@@ -9,7 +9,6 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import COURSE, errors
 from app.core.database import utcnow
-from app.core.deps import ApiDb, RowId
 from app.core.errors import NotFound
 from app.courses.models import Course, Lab
 from app.courses.service import get_course, get_lab, require_member, require_staff
@@ -27,6 +26,7 @@ from app.teams.schemas import (
 )
 from app.users.models import User
 from app.users.service import get_user
+from app.web.deps import ApiDb, RowId
 
 router = APIRouter(prefix="/api/v1", tags=["teams"], responses=errors(*COURSE))
 

@@ -6,9 +6,9 @@ from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
 from app.api.errors import errors
-from app.core.deps import PublicDb, bearer_scheme
 from app.core.errors import NotAuthenticated
 from app.users.service import revoke_token
+from app.web.deps import PublicDb, bearer_scheme
 
 router = APIRouter(prefix="/api/v1", tags=["tokens"])
 

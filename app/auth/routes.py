@@ -9,8 +9,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.auth.problems import SignInRefused, record
-from app.core.deps import PublicDb
 from app.core.errors import NotFound
+from app.web.deps import PublicDb
 from app.web.templating import render
 
 MISSING = (

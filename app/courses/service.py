@@ -52,6 +52,17 @@ def role_in(session: Session, *, user: User, course: Course) -> Role | None:
     return Role(value) if value else None
 
 
+def is_staff_anywhere(session: Session, *, user_id: int) -> bool:
+    """Whether the user is a TA or an instructor of some course."""
+    return bool(
+        session.scalar(
+            select(Enrollment.id)
+            .where(Enrollment.user_id == user_id, Enrollment.role != Role.student.value)
+            .limit(1)
+        )
+    )
+
+
 def require_member(session: Session, *, user: User, course: Course) -> Role:
     role = role_in(session, user=user, course=course)
     if role is None:

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from sqlalchemy.orm import Session
 
-from app.core.deps import PublicDb, WebDb
 from app.core.errors import Forbidden
 from app.core.settings import get_settings
 from app.courses.service import courses_of
@@ -20,6 +19,7 @@ from app.fleet.policy import minutes
 from app.fleet.service import describe_age, fleet_snapshot, grading_sentence
 from app.fleet.view import fleet_view, loop_sentence, settings_sentence
 from app.users.models import User
+from app.web.deps import PublicDb, WebDb
 from app.web.templating import render
 
 router = APIRouter(include_in_schema=False)

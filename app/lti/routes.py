@@ -21,7 +21,6 @@ from app.auth.problems import SignInRefused
 from app.auth.routes import refused_page
 from app.core import outbound
 from app.core.database import utcnow
-from app.core.deps import PublicDb, WebDb, start_session
 from app.core.errors import Forbidden, NotFound
 from app.core.settings import get_settings
 from app.courses.models import Course, Role
@@ -31,6 +30,7 @@ from app.lti.key_sets import KeySetUnavailable, key_set
 from app.lti.models import LtiContext, LtiPlatform
 from app.lti.tool import CookieJar
 from app.users.models import User
+from app.web.deps import PublicDb, WebDb, start_session
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)

@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import COURSE, errors
 from app.core.database import utcnow
-from app.core.deps import ApiDb, RowId
 from app.core.errors import Forbidden, NotFound
 from app.courses.models import Lab
 from app.courses.service import get_course, get_lab, require_member
@@ -29,6 +28,7 @@ from app.profiling.views import (
 from app.submissions.service import visible_submission
 from app.users.models import User
 from app.users.service import find_user
+from app.web.deps import ApiDb, RowId
 
 router = APIRouter(prefix="/api/v1", tags=["profiles"], responses=errors(*COURSE))
 

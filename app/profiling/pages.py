@@ -10,7 +10,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import RowId, WebDb
 from app.core.errors import Invalid
 from app.courses.models import Course, Lab
 from app.courses.service import get_course, get_lab, require_staff
@@ -20,6 +19,7 @@ from app.profiling.service import request_profile
 from app.profiling.views import class_summary, compare, history
 from app.submissions.service import get_visible_submission, source_text_of, visible_submission
 from app.users.models import User
+from app.web.deps import RowId, WebDb
 from app.web.profile_charts import history_chart
 from app.web.templating import check_csrf, render
 

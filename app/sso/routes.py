@@ -27,12 +27,12 @@ from sqlalchemy.orm import Session
 from app.auth import states
 from app.auth.problems import SignInRefused, recent
 from app.auth.routes import refused_page
-from app.core.deps import PublicDb, WebDb, start_session
 from app.core.settings import get_settings
 from app.courses.models import Course
 from app.sso.service import ProviderView, get_provider, map_attributes, providers, sign_in, urls
 from app.users.models import User
 from app.users.site_admins import require_site_admin
+from app.web.deps import PublicDb, WebDb, start_session
 from app.web.routes import _safe_next
 from app.web.templating import render
 

@@ -23,7 +23,7 @@ class User(Base):
     is_site_admin: Mapped[bool] = mapped_column(default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # Login sessions begun before this are over (a new password, "sign out everywhere"): the
-    # session cookie carries when it began, and each request compares (app.core.deps).
+    # session cookie carries when it began, and each request compares (app.web.deps).
     sessions_ended_at: Mapped[datetime | None] = mapped_column(default=None)
     # The password was set through a link shown to a course's staff (a server without mail),
     # not one mailed to the address: nothing shows that whoever set it receives that mail, so

@@ -59,19 +59,6 @@ def ensure_user(
     return user
 
 
-def is_staff_anywhere(session: Session, *, user_id: int) -> bool:
-    """Whether the user is a TA or an instructor of some course."""
-    from app.courses.models import Enrollment, Role
-
-    return bool(
-        session.scalar(
-            select(Enrollment.id)
-            .where(Enrollment.user_id == user_id, Enrollment.role != Role.student.value)
-            .limit(1)
-        )
-    )
-
-
 def authenticate(session: Session, *, email: str, password: str) -> User | None:
     user = find_user(session, email=email)
     if user is None or not verify_password(user.password_hash, password):

@@ -5,7 +5,7 @@ A new password (changed here, or set through a link) signs the account out every
 revokes its API tokens (app.users.passwords); "sign out everywhere" ends every session.
 
 As every page, a handler's database work (rendering included) is one function handed to
-`web.run` or, before anyone is logged in, `db.run` (app.core.deps).
+`web.run` or, before anyone is logged in, `db.run` (app.web.deps).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import PublicDb, RowId, WebDb, start_session
 from app.core.errors import DomainError, Invalid
 from app.core.settings import get_settings
 from app.courses.links import accept_link, live_invite
@@ -32,6 +31,7 @@ from app.users.service import (
     revoke_own_token,
     tokens_of,
 )
+from app.web.deps import PublicDb, RowId, WebDb, start_session
 from app.web.routes import client_network
 from app.web.templating import check_csrf, render
 

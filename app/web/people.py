@@ -6,7 +6,7 @@ Links go out by mail where KERNELGRADER_SMTP_HOST is set, after the request comm
 person's own address; without mail the page shows a link once, for the instructor to pass on,
 only for an account nobody has used yet, and for any other says how that person signs in
 (app.courses.links). As every page, a handler's database work is one function handed to
-`web.run` (app.core.deps).
+`web.run` (app.web.deps).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import WebDb
 from app.core.errors import DomainError, Invalid
 from app.core.mail import outbox
 from app.core.settings import get_settings
@@ -40,6 +39,7 @@ from app.courses.people import (
 from app.courses.service import get_course, require_instructor, require_staff
 from app.users.models import User
 from app.users.service import get_user
+from app.web.deps import WebDb
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)

@@ -2,7 +2,7 @@
 late-day cap, late penalty and release of grades.
 
 As every page, a handler's database work (rendering included) is one function handed to
-`web.run` (app.core.deps); a form that fails renders its page again with the sentence.
+`web.run` (app.web.deps); a form that fails renders its page again with the sentence.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import WebDb
 from app.core.errors import DomainError, Invalid
 from app.courses.models import Course, Lab
 from app.courses.policies import update_lab_policies
@@ -32,6 +31,7 @@ from app.latedays.recount import recount_after_change, recount_state
 from app.teams import service as teams
 from app.users.models import User
 from app.users.service import get_user
+from app.web.deps import WebDb
 from app.web.staff import _back, _form_time
 from app.web.templating import check_csrf, render
 

@@ -3,7 +3,7 @@ requests (a student's form, the staff's queue per lab, a request's own page), ru
 and similarity reports (staff only, computed by a worker).
 
 As every page, a handler's database work (rendering included) is one function handed to
-`web.run` (app.core.deps).
+`web.run` (app.web.deps).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import RowId, WebDb
 from app.core.errors import DomainError, Invalid
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.release import is_released, regrade_requests_close_at
@@ -31,6 +30,7 @@ from app.similarity import service as similarity
 from app.submissions.models import Submission
 from app.users.models import User
 from app.users.service import find_user
+from app.web.deps import RowId, WebDb
 from app.web.staff import _back
 from app.web.templating import check_csrf, render
 

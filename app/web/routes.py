@@ -1,7 +1,7 @@
 """The pages: thin handlers that fetch, check access and render.
 
 Each handler is `async def` and does its database work, the page's rendering included (a
-template may read a row's relations), in one function handed to `web.run` (app.core.deps).
+template may read a row's relations), in one function handed to `web.run` (app.web.deps).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import PublicDb, RowId, WebDb, start_session
 from app.core.errors import DomainError, RateLimited
 from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
@@ -55,6 +54,7 @@ from app.submissions.service import (
 )
 from app.users.models import User
 from app.users.service import authenticate
+from app.web.deps import PublicDb, RowId, WebDb, start_session
 from app.web.perf_charts import submission_charts
 from app.web.reviews import lab_policy_context, regrade_context
 from app.web.templating import check_csrf, render

@@ -2,7 +2,7 @@
 and the leaderboard, which every member sees.
 
 As every page, a handler's database work (rendering included) is one function handed to
-`web.run` (app.core.deps).
+`web.run` (app.web.deps).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import WebDb
 from app.core.errors import DomainError, Invalid
 from app.core.timefmt import when_text
 from app.courses.extensions import extensions_of, grant_extension, revoke_extension
@@ -40,6 +39,7 @@ from app.grading.bulk import background_waiting, regrade_lab
 from app.performance.leaderboard import join_leaderboard, leaderboard, leave_leaderboard, my_entry
 from app.users.models import User
 from app.users.service import get_user
+from app.web.deps import WebDb
 from app.web.perf_charts import lab_charts
 from app.web.templating import check_csrf, render
 

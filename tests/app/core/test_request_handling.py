@@ -18,13 +18,13 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app.api import routes as api_routes
-from app.core import deps
 from app.core.overload import database_unavailable
 from app.core.settings import get_settings
 from app.main import create_app
 from app.submissions.models import Submission
 from app.users.models import ApiToken
 from app.users.token_use import token_uses
+from app.web import deps
 from tests.app.conftest import GOOD_KERNEL, World
 from tests.app.scaled import settings_from
 

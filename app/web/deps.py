@@ -34,8 +34,9 @@ from app.core.database import session_scope, utcnow
 from app.core.errors import NotAuthenticated, ServerBusy
 from app.core.overload import BUSY, DATABASE_AWAY
 from app.core.settings import get_settings
+from app.courses.service import is_staff_anywhere
 from app.users.models import User
-from app.users.service import holder_of_token, is_staff_anywhere
+from app.users.service import holder_of_token
 from app.users.token_use import token_uses
 
 T = TypeVar("T")
