@@ -1,6 +1,6 @@
 """Every ORM model, imported in one place so Alembic sees the whole schema."""
 
-from app.auth.models import SignInProblem, SignInState, UserIdentity
+from app.auth.models import SignInProblem, SignInState
 from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
 from app.fleet.models import Worker
@@ -21,7 +21,7 @@ from app.similarity.models import EarlierOffering, SimilarityPair, SimilarityRep
 from app.sso.models import SsoProvider
 from app.submissions.models import Submission, SubmissionEvent
 from app.teams.models import SubmissionCredit, Team, TeamInvite, TeamMember
-from app.users.models import ApiToken, Invite, User
+from app.users.models import ApiToken, Invite, User, UserIdentity
 
 __all__ = [
     "ApiToken",

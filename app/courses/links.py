@@ -19,11 +19,10 @@ from datetime import datetime
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
-from app.auth.models import UserIdentity
 from app.core.errors import NotFound
 from app.courses.models import Course, Enrollment
 from app.users.invites import IssuedInvite, accept_invite, find_invite, issue_invite
-from app.users.models import ApiToken, Invite, User
+from app.users.models import ApiToken, Invite, User, UserIdentity
 
 IN_USE_SINCE = (
     "This link was made for an account that has been used since (or that another course has "

@@ -12,11 +12,11 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.auth.models import UserIdentity
 from app.core.database import utcnow
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.lti.models import LtiContext, LtiLineItem, LtiScoreSync, SyncState
 from app.submissions.models import Submission
+from app.users.models import UserIdentity
 
 
 def want_line_item(
