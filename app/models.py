@@ -4,7 +4,7 @@ from app.auth.models import SignInProblem, SignInState
 from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
 from app.fleet.models import Worker
-from app.grading.models import CaseResult, GradingJob, ReferenceTiming
+from app.grading.models import ReferenceTiming
 from app.latedays.models import LateDayCharge, LateDayEvent, LateDayReservation
 from app.lti.models import (
     LtiContext,
@@ -19,7 +19,7 @@ from app.regrades.models import RegradeEvent, RegradeRequest
 from app.rubric.models import RubricComment, RubricItem, RubricScore
 from app.similarity.models import EarlierOffering, SimilarityPair, SimilarityReport
 from app.sso.models import SsoProvider
-from app.submissions.models import Submission, SubmissionEvent
+from app.submissions.models import CaseResult, GradingJob, Submission, SubmissionEvent
 from app.teams.models import SubmissionCredit, Team, TeamInvite, TeamMember
 from app.users.models import ApiToken, Invite, User, UserIdentity
 

@@ -148,8 +148,7 @@ def seed(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
     from app.core.database import session_scope, utcnow
     from app.courses.models import Role
     from app.courses.service import add_lab, create_course, enroll
-    from app.grading.models import GradingJob, JobState
-    from app.submissions.models import Submission
+    from app.submissions.models import GradingJob, JobState, Submission
     from app.users.service import ensure_user
 
     upgrade_database()
@@ -271,7 +270,7 @@ def observe(minute: float, uploads: int, wanted: int) -> Row:
 
     from app.core.database import session_scope
     from app.fleet.models import BorrowedState, BorrowedWorker
-    from app.grading.models import GradingJob, JobState
+    from app.submissions.models import GradingJob, JobState
 
     with session_scope() as session:
         states = dict(
@@ -326,9 +325,8 @@ def main() -> int:
     from app.fleet.autoscale import FleetLoop, SlurmBackend
     from app.fleet.models import BorrowedWorker
     from app.fleet.settings import fleet_settings
-    from app.grading.models import GradingJob
     from app.grading.sender import job_sender
-    from app.submissions.models import Submission
+    from app.submissions.models import GradingJob, Submission
 
     m = args.minute
     settings = fleet_settings()

@@ -284,7 +284,7 @@ def graded_by(run: Run, ids: list[int]) -> dict[int, dict[str, Any]]:
 
     from app.core.database import session_scope
     from app.fleet.models import Worker
-    from app.grading.models import GradingJob
+    from app.submissions.models import GradingJob
 
     found: dict[int, dict[str, Any]] = {}
     with session_scope() as session:

@@ -27,10 +27,9 @@ from app.fleet.policy import (
 )
 from app.fleet.service import live_workers
 from app.fleet.settings import FleetSettings
-from app.grading.models import GradingJob, JobState
 from app.grading.worker import required_gpu_model
 from app.jobs.routing import model_key, serves
-from app.submissions.models import Submission
+from app.submissions.models import GradingJob, JobState, Submission
 
 # Last term's curve in this many bins over the lead time (10 min bins for a 2 h lead).
 CURVE_BINS = 12

@@ -35,8 +35,7 @@ from app.fleet.inputs import current_plan
 from app.fleet.models import BorrowedState, BorrowedWorker
 from app.fleet.service import REPLACED_BY_REGRADE, live_workers
 from app.fleet.settings import FleetSettingsInvalid, fleet_settings
-from app.grading.models import GradingJob, JobState
-from app.submissions.models import Submission
+from app.submissions.models import GradingJob, JobState, Submission
 
 log = logging.getLogger(__name__)
 

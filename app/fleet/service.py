@@ -15,9 +15,8 @@ from app.core.settings import get_settings
 from app.courses.models import Course, Lab
 from app.fleet.models import Worker
 from app.fleet.settings import FleetSettingsInvalid, fleet_settings
-from app.grading.models import GradingJob, JobState
 from app.jobs.routing import serves
-from app.submissions.models import Submission
+from app.submissions.models import GradingJob, JobState, Submission
 
 # Workers silent longer than this drop off the lists; their rows stay for the jobs' history.
 SHOWN_FOR = timedelta(hours=24)

@@ -17,9 +17,8 @@ from sqlalchemy.orm import Session, defer
 
 from app.core.database import utcnow
 from app.courses.models import Lab
-from app.grading.models import GradingJob, JobState, Priority
 from app.jobs.celery_app import QUEUE
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
 from app.submissions.service import set_status
 
 # Regrade jobs on the broker (sent, not yet taken) at any time.

@@ -11,7 +11,7 @@ from typing import Self
 from sqlalchemy import update
 
 from app.core.database import session_scope, utcnow
-from app.grading.models import GradingJob, JobState
+from app.submissions.models import GradingJob, JobState
 
 log = logging.getLogger(__name__)
 

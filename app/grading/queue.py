@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import Update, update
 
 from app.core.database import session_scope, utcnow
-from app.grading.models import GradingJob, JobState
 from app.jobs.celery_app import GRADE_TASK, QUEUE
+from app.submissions.models import GradingJob, JobState
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,8 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.grading.models import CaseResult, GradingJob, JobState
 from app.lti.scores import note_grading
-from app.submissions.models import Status, Submission
+from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
 from app.submissions.service import set_status
 
 if TYPE_CHECKING:

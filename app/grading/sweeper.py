@@ -29,7 +29,6 @@ from sqlalchemy.orm.attributes import set_committed_value
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.grading.bulk import background_jobs_to_send
-from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import STAMP_MARGIN, Send, send_in_order, waiting_in_broker
 from app.grading.record import settle_late_days
 from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
@@ -40,7 +39,7 @@ from app.profiling.queue import send_profile
 from app.profiling.sweep import profiles_to_send
 from app.similarity.service import send_report
 from app.similarity.sweep import reports_to_send
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
 from app.submissions.service import set_status
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,6 @@ from app.courses.models import Lab
 from app.courses.specs import spec_for
 from app.fleet.service import no_runner_note, note_timing
 from app.grading.heartbeat import Heartbeat
-from app.grading.models import GradingJob, JobState, Priority
 from app.grading.queue import send_job, stamp_send
 from app.grading.record import (
     NOT_YOUR_FAULT,
@@ -37,7 +36,7 @@ from app.grading.reference_cache import keep_timings, kept_timings
 from app.jobs.celery_app import QUEUE
 from app.jobs.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu, worker_gpu_model
 from app.jobs.routing import model_key, serves
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
 from app.submissions.service import set_status
 
 if TYPE_CHECKING:

@@ -10,9 +10,8 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.courses.models import Enrollment, Lab, Role
-from app.grading.models import CaseResult, GradingJob, JobState
 from app.performance.peaks import GpuPeak, peak_for
-from app.submissions.models import Submission
+from app.submissions.models import CaseResult, GradingJob, JobState, Submission
 
 if TYPE_CHECKING:
     from app.submissions.schemas import SubmissionRead

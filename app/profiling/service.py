@@ -19,9 +19,8 @@ from app.core.database import utcnow
 from app.core.errors import Conflict, Forbidden
 from app.core.settings import get_settings
 from app.courses.models import Lab
-from app.grading.models import GradingJob
 from app.profiling.models import KernelProfile, ProfileReport, ProfileState, ReferenceProfile
-from app.submissions.models import Submission
+from app.submissions.models import GradingJob, Submission
 
 if TYPE_CHECKING:
     from app.users.models import User

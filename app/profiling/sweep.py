@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session
 
 from app.core.settings import get_settings
 from app.fleet.service import live_workers
-from app.grading.models import GradingJob, JobState
 from app.jobs.routing import gpu_queue, serves
 from app.profiling.jobs import FAILED_ON_OUR_SIDE
 from app.profiling.models import KernelProfile, ProfileState
+from app.submissions.models import GradingJob, JobState
 
 
 def _take_back_stale(session: Session, *, now: datetime) -> int:

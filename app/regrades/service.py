@@ -20,9 +20,8 @@ from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound
 from app.courses.models import Course, Lab
 from app.courses.release import regrade_requests_close_at
 from app.courses.service import require_staff
-from app.grading.models import CaseResult, GradingJob, JobState
 from app.regrades.models import RegradeEvent, RegradeRequest, RequestState
-from app.submissions.models import Submission
+from app.submissions.models import CaseResult, GradingJob, JobState, Submission
 from app.submissions.service import regrade as regrade_submission
 from app.submissions.service import visible_submission
 from app.users.models import User

@@ -13,8 +13,7 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.courses.models import Course, Lab
 from app.courses.release import is_released
-from app.grading.models import CaseResult, GradingJob, JobState
-from app.submissions.models import Status, Submission
+from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
 from app.submissions.service import events_of, queue_position
 from app.users.models import User
 from graders.results import HIDDEN_OUTPUT_NOTE

@@ -16,8 +16,14 @@ from app.courses.deadlines import Availability, deadline_for, lab_state
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role
 from app.courses.service import require_member
 from app.fleet.service import queued_message
-from app.grading.models import GradingJob, JobState, Priority
-from app.submissions.models import Status, Submission, SubmissionEvent
+from app.submissions.models import (
+    GradingJob,
+    JobState,
+    Priority,
+    Status,
+    Submission,
+    SubmissionEvent,
+)
 from app.submissions.quota import enforce_submission_quota
 from app.teams.models import Team
 from app.teams.service import is_credited

@@ -12,8 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.models import LatePolicy
-from app.grading.models import GradingJob, JobState
-from app.submissions.models import Submission, SubmissionEvent
+from app.submissions.models import GradingJob, JobState, Submission, SubmissionEvent
 from tests.app.conftest import GOOD_KERNEL, Member, World, make_world, unique
 
 pytestmark = pytest.mark.anyio

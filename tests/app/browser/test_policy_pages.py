@@ -12,11 +12,10 @@ from sqlalchemy import select
 
 from app.core.database import utcnow
 from app.courses.service import get_course, get_lab, update_lab
-from app.grading.models import GradingJob, JobState
 from app.grading.record import record_report
 from app.latedays.service import adjust
 from app.rubric.service import add_item, grade
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Status, Submission
 from app.submissions.service import set_status
 from app.teams.service import credit_submission, form_team, invite
 from app.users.models import User

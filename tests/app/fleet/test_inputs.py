@@ -29,7 +29,7 @@ from app.fleet.inputs import (
 from app.fleet.models import BorrowedWorker, Worker
 from app.fleet.policy import Demand, Phase
 from app.fleet.settings import FleetSettings
-from app.grading.models import JobState
+from app.submissions.models import JobState
 from tests.app.conftest import TEST_LAB, make_world
 from tests.app.factories import make_submission
 from tests.app.scaled import settings_from

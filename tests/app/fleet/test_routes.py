@@ -11,8 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import session_scope
 from app.fleet import service
-from app.grading.models import JobState
-from app.submissions.models import Status
+from app.submissions.models import JobState, Status
 from tests.app.conftest import GOOD_KERNEL, World, make_world, unique
 from tests.app.factories import make_submission
 from tests.app.scaled import settings_from

@@ -10,8 +10,7 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.fleet import service
 from app.fleet.models import Worker
-from app.grading.models import JobState
-from app.submissions.models import Status
+from app.submissions.models import JobState, Status
 from tests.app.conftest import make_world, unique
 from tests.app.factories import make_submission
 

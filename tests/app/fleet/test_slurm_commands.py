@@ -22,7 +22,7 @@ from app.fleet.autoscale import FleetLoop, SlurmBackend, take_lease
 from app.fleet.models import BorrowedState, BorrowedWorker, Worker
 from app.fleet.settings import FleetSettings
 from app.fleet.slurm import JobStatus, SlurmError
-from app.grading.models import JobState
+from app.submissions.models import JobState
 from tests.app.conftest import make_world
 from tests.app.factories import make_submission
 from tests.app.fleet.slurm_bed import Slurm, environment, slurm_or_skip, wait_for

@@ -29,8 +29,7 @@ from app.fleet import slurm as slurm_commands
 from app.fleet.autoscale import FleetLoop, SlurmBackend
 from app.fleet.models import BorrowedState, BorrowedWorker, Worker
 from app.fleet.settings import fleet_settings
-from app.grading.models import GradingJob, JobState
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Status, Submission
 from tests.app.conftest import GOOD_KERNEL, TEST_LAB, World
 from tests.app.fleet.slurm_bed import (
     Slurm,

@@ -12,11 +12,10 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.core.settings import get_settings
-from app.grading.models import GradingJob, JobState
 from app.grading.sweeper import sweep
 from app.grading.worker import NOT_YOUR_FAULT
 from app.jobs.celery_app import QUEUE
-from app.submissions.models import Status, Submission, SubmissionEvent
+from app.submissions.models import GradingJob, JobState, Status, Submission, SubmissionEvent
 from tests.app.conftest import make_world
 from tests.app.factories import make_submission
 

@@ -14,13 +14,13 @@ from sqlalchemy.orm import Session
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.fleet.models import Worker
-from app.grading.models import GradingJob, JobState
 from app.jobs.celery_app import GPU_QUEUE
 from app.profiling import jobs
 from app.profiling.jobs import FAILED_ON_OUR_SIDE, profile_job
 from app.profiling.models import KernelProfile, ProfileState
 from app.profiling.service import latest_profile, request_profile
 from app.profiling.sweep import profiles_to_send
+from app.submissions.models import GradingJob, JobState
 from graders.profile import tool
 from tests.app.conftest import World, unique
 from tests.app.factories import make_submission, make_timed_submission

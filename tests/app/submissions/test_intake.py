@@ -20,9 +20,8 @@ from app.courses.extensions import grant_extension
 from app.courses.models import LatePolicy, Role
 from app.courses.service import add_lab, enroll
 from app.fleet.service import queued_message
-from app.grading.models import GradingJob, JobState, Priority
 from app.submissions import service
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
 from app.teams.models import SubmissionCredit, Team
 from tests.app.conftest import World, make_member, make_world
 from tests.app.factories import make_submission

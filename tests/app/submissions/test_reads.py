@@ -18,8 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import get_engine
 from app.courses.models import Role
-from app.grading.models import JobState
-from app.submissions.models import Status
+from app.submissions.models import JobState, Status
 from tests.app.conftest import World, make_member, make_world
 from tests.app.factories import make_submission, make_timed_submission
 from tests.app.web.test_routes import login
