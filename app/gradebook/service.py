@@ -6,7 +6,7 @@ the student's submissions to the lab are still being graded, so a grade that may
 is never shown as a plain 0 or blank.
 
 The course's policies (issue 20) enter here: a submission counts for every member of the team
-it was made for (`app.teams.service.credited_pairs`); its score carries the staff's points
+it was made for (`app.submissions.credits.credited_pairs`); its score carries the staff's points
 adjustment (an accepted regrade request); late days the student spent on it (a
 `LateDayCharge`, written when it came to count) cover its lateness, and each late day left
 uncovered costs the lab's late penalty; rubric points the staff gave are added on top.
@@ -36,8 +36,8 @@ from app.courses.service import labs_of
 from app.latedays.holds import held_beyond_charges
 from app.latedays.models import LateDayCharge, LateDayEvent
 from app.rubric.models import RubricItem, RubricScore
+from app.submissions.credits import credited_pairs
 from app.submissions.models import Status, Submission
-from app.teams.service import credited_pairs
 from app.users.models import User
 
 # Rows fetched from the database at a time while the gradebook is walked.

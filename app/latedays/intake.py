@@ -14,8 +14,8 @@ from app.courses.release import late_day_cap
 from app.latedays.holds import lab_hold, reservations_of
 from app.latedays.models import LateDayReservation
 from app.latedays.service import _charge_of, available_for, days_text, note_change, take_turn
+from app.submissions.credits import credited_users
 from app.submissions.models import Submission
-from app.teams.service import credited_users
 
 
 def reserve_for_upload(

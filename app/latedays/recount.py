@@ -33,8 +33,8 @@ from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.service import labs_of
 from app.latedays.models import LateDayCharge, LateDayReservation
 from app.latedays.service import settle
+from app.submissions.credits import credited_pairs
 from app.submissions.models import Submission
-from app.teams.service import credited_pairs
 
 log = logging.getLogger(__name__)
 

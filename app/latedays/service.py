@@ -40,8 +40,8 @@ from app.courses.release import late_day_cap
 from app.courses.service import labs_of, role_in
 from app.latedays.holds import held_beyond_charges, lab_hold, reservations_of
 from app.latedays.models import LateDayCharge, LateDayEvent, LateDayReservation
+from app.submissions.credits import credited_users
 from app.submissions.models import Status, Submission
-from app.teams.service import credited_users
 from app.users.models import User
 
 MAX_LATE_DAYS = 365

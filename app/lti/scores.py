@@ -58,7 +58,7 @@ def note_grading(session: Session, *, submission: Submission) -> None:
     )
     if not items:
         return
-    from app.teams.service import credited_users
+    from app.submissions.credits import credited_users
 
     for user_id in credited_users(session, submission_id=submission.id):
         refresh_scores(session, lab=lab, line_items=items, user_id=user_id)

@@ -16,6 +16,7 @@ from app.courses.deadlines import Availability, deadline_for, lab_state
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role
 from app.courses.service import require_member
 from app.fleet.service import queued_message
+from app.submissions.credits import is_credited
 from app.submissions.models import (
     GradingJob,
     JobState,
@@ -26,7 +27,6 @@ from app.submissions.models import (
 )
 from app.submissions.quota import enforce_submission_quota
 from app.teams.models import Team
-from app.teams.service import is_credited
 from app.users.models import User
 
 
@@ -136,7 +136,8 @@ def create_submission(
     from app.latedays.holds import held_per_lab
     from app.latedays.intake import reserve_for_upload
     from app.latedays.service import available_for, take_turn
-    from app.teams.service import credit_submission, current_members, team_of
+    from app.submissions.credits import credit_submission
+    from app.teams.service import current_members, team_of
 
     role = require_member(session, user=user, course=course)
     deadline = deadline_for(session, lab=lab, user_id=user.id)
@@ -377,7 +378,7 @@ def submissions_of(
     )
     if user_id is not None:
         # Theirs, and their teams' that count for them.
-        from app.teams.service import credited_pairs
+        from app.submissions.credits import credited_pairs
 
         pairs = credited_pairs(lab_ids, user_id=user_id).subquery()
         query = query.where(Submission.id.in_(select(pairs.c.submission_id)))

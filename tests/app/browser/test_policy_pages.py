@@ -15,9 +15,10 @@ from app.courses.service import get_course, get_lab, update_lab
 from app.grading.record import record_report
 from app.latedays.service import adjust
 from app.rubric.service import add_item, grade
+from app.submissions.credits import credit_submission
 from app.submissions.models import GradingJob, JobState, Status, Submission
 from app.submissions.service import set_status
-from app.teams.service import credit_submission, form_team, invite
+from app.teams.service import form_team, invite
 from app.users.models import User
 from graders.results import GradeReport
 from tests.app.browser.conftest import Server
