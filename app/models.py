@@ -3,8 +3,9 @@
 from app.auth.models import SignInProblem, SignInState
 from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
-from app.fleet.models import Worker
+from app.fleet.models import BorrowedWorker, FleetRunner
 from app.grading.models import ReferenceTiming
+from app.jobs.models import Worker
 from app.latedays.models import LateDayCharge, LateDayEvent, LateDayReservation
 from app.lti.models import (
     LtiContext,
@@ -26,11 +27,13 @@ from app.users.models import ApiToken, Invite, User, UserIdentity
 __all__ = [
     "ApiToken",
     "Base",
+    "BorrowedWorker",
     "CaseResult",
     "Course",
     "EarlierOffering",
     "Enrollment",
     "Extension",
+    "FleetRunner",
     "GradingJob",
     "Invite",
     "KernelProfile",

@@ -321,10 +321,10 @@ def main() -> int:
     from sqlalchemy import select
 
     from app.core.database import session_scope
+    from app.core.fleet_settings import fleet_settings
     from app.fleet import slurm
     from app.fleet.autoscale import FleetLoop, SlurmBackend
     from app.fleet.models import BorrowedWorker
-    from app.fleet.settings import fleet_settings
     from app.grading.sender import job_sender
     from app.submissions.models import GradingJob, Submission
 

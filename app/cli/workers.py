@@ -82,13 +82,13 @@ def worker(
     if missing is not None:
         raise fail(cannot_compile_sentence(missing))
     from app.core.settings import get_settings
-    from app.fleet.presence import FLEET_JOB_VARIABLE, Activity, Presence, announce
     from app.grading.engine import prepare_engine
     from app.grading.sandbox_cleanup import reap_orphaned_sandboxes
     from app.grading.sweeper import SweeperThread
-    from app.grading.worker import worker_id
     from app.jobs.celery_app import QUEUE, celery_app
+    from app.jobs.presence import FLEET_JOB_VARIABLE, Activity, Presence, announce
     from app.jobs.routing import gpu_queues
+    from app.jobs.workers import worker_id
     from app.lti.sync import LtiSyncThread
 
     settings = get_settings()

@@ -147,7 +147,7 @@ class Supervisor:
 
     @staticmethod
     def forget(pid: int) -> None:
-        from app.fleet.service import mark_stopped
+        from app.jobs.workers import mark_stopped
 
         try:
             mark_stopped(f"{socket.gethostname()}:{pid}")

@@ -31,9 +31,10 @@ from app.core.settings import get_settings
 from app.grading.bulk import background_jobs_to_send
 from app.grading.queue import STAMP_MARGIN, Send, send_in_order, waiting_in_broker
 from app.grading.record import settle_late_days
-from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
+from app.grading.worker import NOT_YOUR_FAULT, held_here
 from app.jobs.celery_app import GPU_QUEUE, QUEUE
 from app.jobs.routing import gpu_queue, served_keys
+from app.jobs.workers import worker_id
 from app.latedays.recount import sweep_recounts
 from app.profiling.queue import send_profile
 from app.profiling.sweep import profiles_to_send

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
-import socket
 import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -22,7 +20,6 @@ from app.core.overload import database_unavailable
 from app.core.settings import Settings, get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
-from app.fleet.service import no_runner_note, note_timing
 from app.grading.heartbeat import Heartbeat
 from app.grading.queue import send_job, stamp_send
 from app.grading.record import (
@@ -36,6 +33,7 @@ from app.grading.reference_cache import keep_timings, kept_timings
 from app.jobs.celery_app import QUEUE
 from app.jobs.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu, worker_gpu_model
 from app.jobs.routing import model_key, serves
+from app.jobs.workers import no_runner_note, note_timing, worker_id
 from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
 from app.submissions.service import set_status
 
@@ -62,10 +60,6 @@ class Outcome(enum.StrEnum):
     graded = "graded"
     lost = "lost"  # another worker took the job over while this one worked
     error = "error"
-
-
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 Taken = tuple[datetime | None, str | None]

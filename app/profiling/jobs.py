@@ -18,8 +18,9 @@ from app.core.settings import get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
 from app.grading.heartbeat import Beats
-from app.grading.worker import _compile_name, worker_id
+from app.grading.worker import _compile_name
 from app.jobs.gpu_probe import worker_arch, worker_gpu
+from app.jobs.workers import worker_id
 from app.profiling.models import KernelProfile, ProfileState
 from app.profiling.service import kept_reference_profiles, record_profile
 from app.submissions.models import Submission

@@ -16,8 +16,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.settings import get_settings
-from app.fleet.service import live_workers
 from app.jobs.routing import gpu_queue, serves
+from app.jobs.workers import live_workers
 from app.profiling.jobs import FAILED_ON_OUR_SIDE
 from app.profiling.models import KernelProfile, ProfileState
 from app.submissions.models import GradingJob, JobState

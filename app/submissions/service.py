@@ -15,7 +15,7 @@ from app.core.timefmt import when_text
 from app.courses.deadlines import Availability, deadline_for, lab_state
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role
 from app.courses.service import require_member
-from app.fleet.service import queued_message
+from app.jobs.workers import queued_message
 from app.submissions.credits import is_credited
 from app.submissions.models import (
     GradingJob,

@@ -48,11 +48,11 @@ async def test_health_needs_no_login(client: httpx.AsyncClient) -> None:
 async def test_health_reports_the_workers_heard_from_and_what_each_can_do(
     client: httpx.AsyncClient,
 ) -> None:
-    from app.fleet import service
+    from app.jobs import workers
 
     name = f"gpu-host-{unique('h')}:77"
     gpu = f"GPU-{unique('uuid')}"  # this test's worker alone
-    service.register_worker(
+    workers.register_worker(
         name=name,
         host="gpu-host",
         pid=77,
@@ -79,7 +79,7 @@ async def test_health_reports_the_workers_heard_from_and_what_each_can_do(
         # Anyone may ask: host names are for the staff page only.
         assert "gpu-host" not in json.dumps(body)
     finally:
-        service.mark_stopped(name)
+        workers.mark_stopped(name)
     body = (await client.get("/api/v1/health")).json()
     stopped = [w for w in body["workers"] if w["id"] == report["id"]]
     assert stopped and stopped[0]["stopped"] and not stopped[0]["alive"]

@@ -164,10 +164,10 @@ async def test_health_answers_while_every_request_thread_is_busy(
     bounded_client: httpx.AsyncClient, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.core.database import get_probe_engine
-    from app.fleet import service
+    from app.jobs import workers
 
     name = f"health-test-host:{threading.get_ident()}"
-    service.register_worker(
+    workers.register_worker(
         name=name,
         host="health-test-host",
         pid=1,
@@ -202,7 +202,7 @@ async def test_health_answers_while_every_request_thread_is_busy(
         waiting = [not task.done() for task in held]
     finally:
         gate.open.set()
-        service.mark_stopped(name)
+        workers.mark_stopped(name)
     assert health.status_code == 200
     assert all(waiting), "the requests were meant to be held while health was asked"
     assert [(await task).status_code for task in held] == [200, 200, 200]

@@ -16,12 +16,13 @@ from sqlalchemy.orm import Session
 
 from app.cli.database import upgrade_database
 from app.core.database import session_scope, utcnow
-from app.fleet import service
+from app.core.fleet_settings import FleetSettings
 from app.fleet import slurm as commands
 from app.fleet.autoscale import FleetLoop, SlurmBackend, take_lease
-from app.fleet.models import BorrowedState, BorrowedWorker, Worker
-from app.fleet.settings import FleetSettings
+from app.fleet.models import BorrowedState, BorrowedWorker
 from app.fleet.slurm import JobStatus, SlurmError
+from app.jobs import workers
+from app.jobs.models import Worker
 from app.submissions.models import JobState
 from tests.app.conftest import make_world
 from tests.app.factories import make_submission
@@ -266,7 +267,7 @@ def test_workers_found_running_are_adopted_then_cancelled_when_stuck_or_silent(
             stuck, silent = ids
             for job_id, heard in ((stuck, timedelta(0)), (silent, timedelta(hours=1))):
                 name = f"node:{job_id}"
-                service.register_worker(
+                workers.register_worker(
                     name=name, host="node", pid=1, gpu="0", gpu_model="", arch="sm_90",
                     can_compile=True, can_run=True, note="", queues=["grading"],
                     version="test", fleet_job=f"slurm:{job_id}",

@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
-from app.fleet.models import Worker
 from app.jobs.celery_app import GPU_QUEUE
+from app.jobs.models import Worker
 from app.profiling import jobs
 from app.profiling.jobs import FAILED_ON_OUR_SIDE, profile_job
 from app.profiling.models import KernelProfile, ProfileState

@@ -19,7 +19,7 @@ from app.core.timefmt import when_text
 from app.courses.extensions import grant_extension
 from app.courses.models import LatePolicy, Role
 from app.courses.service import add_lab, enroll
-from app.fleet.service import queued_message
+from app.jobs.workers import queued_message
 from app.submissions import service
 from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
 from app.teams.models import SubmissionCredit, Team

@@ -17,7 +17,7 @@ from typing import Any
 from app import __version__
 from app.core.database import utcnow
 from app.core.settings import get_settings
-from app.fleet import service
+from app.jobs import workers
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class Presence(threading.Thread):
         self.join(timeout=30)
         name = str(self.register["name"])
         try:
-            service.mark_stopped(name)
+            workers.mark_stopped(name)
         except Exception:
             log.exception("could not mark worker %s stopped; it will read as silent", name)
 
@@ -96,9 +96,9 @@ class Presence(threading.Thread):
         while not self.stopped.wait(every):
             try:
                 busy_at = self.activity.busy_at() if self.activity is not None else None
-                answer = service.beat(str(self.register["name"]), busy_at=busy_at)
+                answer = workers.beat(str(self.register["name"]), busy_at=busy_at)
                 if answer is None:
-                    service.register_worker(**self.register)  # type: ignore[arg-type]
+                    workers.register_worker(**self.register)  # type: ignore[arg-type]
                 elif answer.drain and not self.draining and self.on_drain is not None:
                     self.draining = True
                     log.info(
@@ -136,7 +136,7 @@ def announce(
         "version": __version__,
         "fleet_job": os.environ.get(FLEET_JOB_VARIABLE, "")[:100],
     }
-    service.register_worker(**register)  # type: ignore[arg-type]
+    workers.register_worker(**register)  # type: ignore[arg-type]
     presence = Presence(register, activity=activity, on_drain=on_drain)
     presence.start()
     return presence

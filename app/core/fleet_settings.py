@@ -1,6 +1,7 @@
 """The fleet's settings: the policy's thresholds (KERNELGRADER_FLEET_*) and how workers are
-borrowed from Slurm (KERNELGRADER_SLURM_*). Read only by the fleet's loop and its pages, so they
-live apart from the service's own settings; the same environment and `.env` files."""
+borrowed from Slurm (KERNELGRADER_SLURM_*). Read by the fleet's loop and its pages, and by the
+sentence an upload gets when no worker is up (app.jobs.workers), so they live here, apart from
+the service's own settings; the same environment and `.env` files."""
 
 from __future__ import annotations
 
