@@ -74,3 +74,10 @@ def folder_of(lab: Lab) -> Path:
 
 def forget_cached_specs() -> None:
     _load.cache_clear()
+
+
+def required_gpu_model(lab: Lab, spec: LabSpec) -> str:
+    """The GPU model the lab's timings belong to: the course's setting, else the spec's."""
+    if lab.gpu_model:
+        return lab.gpu_model
+    return spec.timing.gpu_model if spec.timing is not None else ""

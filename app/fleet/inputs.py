@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import DomainError
 from app.core.fleet_settings import FleetSettings
 from app.courses.models import Course, Enrollment, Lab, Role
-from app.courses.specs import spec_for
+from app.courses.specs import required_gpu_model, spec_for
 from app.fleet.models import BorrowedState, BorrowedWorker
 from app.fleet.policy import (
     Borrowed,
@@ -26,7 +26,6 @@ from app.fleet.policy import (
     UploadCurve,
     plan_fleet,
 )
-from app.grading.worker import required_gpu_model
 from app.jobs.routing import model_key, serves
 from app.jobs.workers import live_workers
 from app.submissions.models import GradingJob, JobState, Submission

@@ -19,7 +19,7 @@ from app.core.database import session_scope, utcnow
 from app.core.overload import database_unavailable
 from app.core.settings import Settings, get_settings
 from app.courses.models import Lab
-from app.courses.specs import spec_for
+from app.courses.specs import required_gpu_model, spec_for
 from app.grading.heartbeat import Heartbeat
 from app.grading.queue import send_job, stamp_send
 from app.grading.record import (
@@ -35,7 +35,7 @@ from app.jobs.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu, 
 from app.jobs.routing import model_key, serves
 from app.jobs.workers import no_runner_note, note_timing, worker_id
 from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
-from app.submissions.service import set_status
+from app.submissions.service import compile_name, set_status
 
 if TYPE_CHECKING:
     from graders.results import CompileResult, GradeReport
@@ -194,7 +194,7 @@ def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) ->
             model = required_gpu_model(lab, spec)
             # Line info leaves the machine code as it is and lets the sanitizer name lines.
             compiled = compile_submission(
-                spec, source, arch=worker_arch(), filename=_compile_name(filename), line_info=True
+                spec, source, arch=worker_arch(), filename=compile_name(filename), line_info=True
             )
             reason = _cannot_run_here(model) if compiled.ok else None
             with session_scope() as session:
@@ -231,13 +231,6 @@ def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) ->
             log.exception("job %s of submission %s failed", job_id, submission_id)
             _fail(submission_id, job_id, me, f"{type(exc).__name__}: {exc}")
             return Outcome.error
-
-
-def required_gpu_model(lab: Lab, spec: LabSpec) -> str:
-    """The GPU model the lab's timings belong to: the course's setting, else the spec's."""
-    if lab.gpu_model:
-        return lab.gpu_model
-    return spec.timing.gpu_model if spec.timing is not None else ""
 
 
 def _cannot_run_here(model: str) -> str | None:
@@ -328,12 +321,6 @@ def retime_later(session: Session, *, submission: Submission, job: GradingJob, l
         )
     )
     return True
-
-
-def _compile_name(filename: str) -> str:
-    # The compiler shows this name in its log; keep it a plain name that ends in .cu.
-    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in filename)[:80]
-    return name if name.endswith(".cu") else "submission.cu"
 
 
 def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:

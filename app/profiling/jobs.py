@@ -17,13 +17,13 @@ from app.core.overload import database_unavailable
 from app.core.settings import get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
-from app.grading.heartbeat import Beats
-from app.grading.worker import _compile_name
 from app.jobs.gpu_probe import worker_arch, worker_gpu
+from app.jobs.heartbeat import Beats
 from app.jobs.workers import worker_id
 from app.profiling.models import KernelProfile, ProfileState
 from app.profiling.service import kept_reference_profiles, record_profile
 from app.submissions.models import Submission
+from app.submissions.service import compile_name
 from graders.profile.tool import YIELDED
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ def _profile_held(profile_id: int, me: str) -> str:
         spec,
         source,
         seed=case_seed(spec.id, case.name, hidden=case.hidden, secret=settings.grading_secret),
-        filename=_compile_name(filename),
+        filename=compile_name(filename),
         arch=worker_arch(),
         references=missing,
         timeout_s=settings.profile_timeout_seconds,

@@ -32,7 +32,7 @@ PENDING = (ProfileState.queued.value, ProfileState.started.value)
 
 
 def _required_model(lab: Lab, spec: LabSpec) -> str:
-    from app.grading.worker import required_gpu_model
+    from app.courses.specs import required_gpu_model
     from app.jobs.routing import model_key
 
     return model_key(required_gpu_model(lab, spec))

@@ -61,6 +61,12 @@ def display_filename(filename: str | None) -> str:
     return name or "submission.cu"
 
 
+def compile_name(filename: str) -> str:
+    # The compiler shows this name in its log; keep it a plain name that ends in .cu.
+    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in filename)[:80]
+    return name if name.endswith(".cu") else "submission.cu"
+
+
 def _kib(size: int) -> str:
     return f"{size / 1024:.0f} KiB"
 
