@@ -17,8 +17,8 @@ from app.core.csv_out import SafeCsvWriter
 from app.core.errors import Invalid
 from app.courses.deadlines import Deadline, deadline_from
 from app.courses.models import Enrollment, Lab, Role
-from app.gradebook.service import LabCell, Scored, lab_cell, policy_inputs
 from app.performance.service import TimedResult, timed_results
+from app.policy.counting import LabCell, Scored, lab_cell, policy_inputs
 from app.submissions.models import Submission
 from app.submissions.service import LISTED
 from app.teams.models import SubmissionCredit, Team, TeamMember

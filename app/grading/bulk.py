@@ -80,7 +80,7 @@ def regrade_lab(
         )
     )
     if counted_only:
-        from app.gradebook.service import Scored, counted_submission
+        from app.policy.counting import Scored, counted_submission
 
         by_user: dict[int, list[Submission]] = {}
         for sub in submissions:

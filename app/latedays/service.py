@@ -33,6 +33,7 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from app.core.database import as_dict
 from app.core.errors import Invalid, NotFound
 from app.courses.deadlines import deadline_for
 from app.courses.models import Course, Enrollment, Lab, Role
@@ -142,7 +143,7 @@ def settle(
     more; return the charge (None where nothing is or was spent).
 
     A compile error spends no late days, though it counts (as 0): its days come back."""
-    from app.gradebook.service import student_cell
+    from app.policy.counting import student_cell
 
     if course.late_days <= 0 and not _anything_held(session, lab=lab, user_id=user_id):
         return None
@@ -403,8 +404,6 @@ def set_budget(
             raise Invalid(
                 f"A late-day budget is 0 to {MAX_LATE_DAYS} days (0: none); {days} is not."
             )
-        from app.gradebook.service import late_day_sums
-
         _, spent = late_day_sums(session, course=course)
         held = held_beyond_charges(session, course_id=course.id)
         most = max((spent.get(u, 0) + held.get(u, 0) for u in set(spent) | set(held)), default=0)
@@ -506,8 +505,6 @@ class StudentBalance:
 
 def balances(session: Session, *, course: Course) -> list[StudentBalance]:
     """Every student of the course with their late days, by email."""
-    from app.gradebook.service import late_day_sums
-
     adjusted, spent = late_day_sums(session, course=course)
     held = held_beyond_charges(session, course_id=course.id)
     students = session.scalars(
@@ -528,3 +525,37 @@ def balances(session: Session, *, course: Course) -> list[StudentBalance]:
         )
         for s in students
     ]
+
+
+def late_day_sums(session: Session, *, course: Course) -> tuple[dict[int, int], dict[int, int]]:
+    """Per student of the course who has any: the staff's adjustments, and the days spent."""
+    adjusted = as_dict(
+        session.execute(
+            select(LateDayEvent.user_id, func.sum(LateDayEvent.delta))
+            .where(LateDayEvent.course_id == course.id, LateDayEvent.kind == "adjust")
+            .group_by(LateDayEvent.user_id)
+        )
+    )
+    spent = as_dict(
+        session.execute(
+            select(LateDayCharge.user_id, func.sum(LateDayCharge.days))
+            .where(LateDayCharge.course_id == course.id)
+            .group_by(LateDayCharge.user_id)
+        )
+    )
+    # A group's sum is never NULL: the summed columns are not nullable.
+    return (
+        {uid: int(days) for uid, days in adjusted.items()},
+        {uid: int(days) for uid, days in spent.items()},
+    )
+
+
+def late_days_left(session: Session, *, course: Course) -> dict[int, int]:
+    """Each student's late days left: the course's budget, plus the staff's adjustments, less
+    what was spent and what late uploads still being graded hold."""
+    adjusted, spent = late_day_sums(session, course=course)
+    held = held_beyond_charges(session, course_id=course.id)
+    return {
+        uid: course.late_days + adjusted.get(uid, 0) - spent.get(uid, 0) - held.get(uid, 0)
+        for uid in set(adjusted) | set(spent) | set(held)
+    }

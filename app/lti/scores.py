@@ -77,7 +77,7 @@ def refresh_scores(
     once the grades are released), for one student or every enrolled student; return how many
     rows now wait to be sent."""
     from app.courses.release import is_released
-    from app.gradebook.service import student_cell
+    from app.policy.counting import student_cell
 
     now = now or utcnow()
     if user_id is not None:

@@ -35,12 +35,13 @@ from app.courses.service import (
     require_staff,
 )
 from app.courses.specs import spec_for
-from app.gradebook.service import Student, best_scores, gradebook, is_pending
+from app.gradebook.service import Student, gradebook
 from app.grading.queue import stamp_send
 from app.grading.sender import send_after_commit
 from app.latedays.service import available_for, balance
 from app.performance.leaderboard import my_entry
 from app.performance.service import submission_performance
+from app.policy.counting import best_scores, is_pending
 from app.profiling.views import profile_view
 from app.submissions.quota import submission_quota
 from app.submissions.schemas import submission_read

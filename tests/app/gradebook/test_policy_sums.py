@@ -9,8 +9,10 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from app.courses.service import add_lab
-from app.gradebook.service import late_days_left, policy_inputs, rubric_max
+from app.gradebook.service import rubric_max
 from app.latedays.models import LateDayCharge, LateDayEvent
+from app.latedays.service import late_days_left
+from app.policy.counting import policy_inputs
 from app.rubric.models import RubricItem, RubricScore
 from tests.app.conftest import World, make_world
 
@@ -96,7 +98,7 @@ def test_a_students_cells_hold_their_own_submissions_extension_and_rubric(
 
     from app.core.database import utcnow
     from app.courses.extensions import grant_extension
-    from app.gradebook.service import best_scores, student_cell
+    from app.policy.counting import best_scores, student_cell
     from tests.app.factories import make_submission
 
     due = utcnow() - timedelta(days=2)
@@ -141,7 +143,7 @@ def test_a_team_submission_is_late_by_each_members_own_due_date_and_late_days(
     from app.core.database import utcnow
     from app.courses.extensions import grant_extension
     from app.gradebook.lab_roster import lab_roster
-    from app.gradebook.service import student_cell
+    from app.policy.counting import student_cell
     from app.submissions.service import create_submission
 
     due = utcnow() - timedelta(days=3)

@@ -27,7 +27,7 @@ from app.gradebook.lab_roster import (
     kernel_time_groups,
     lab_roster,
 )
-from app.gradebook.service import Counted, LabCell
+from app.policy.counting import Counted, LabCell
 from app.submissions.models import Status
 from tests.app.conftest import World
 from tests.app.factories import make_submission
