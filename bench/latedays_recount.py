@@ -136,7 +136,7 @@ def one_transaction(course_id: int, days: int) -> list[float]:
     from app.core.database import session_scope, utcnow
     from app.courses.models import Course
     from app.courses.service import labs_of
-    from app.latedays.service import settle_lab
+    from app.policy.settle import settle_lab
 
     started = time.monotonic()
     with session_scope() as session:

@@ -22,6 +22,7 @@ from app.latedays.schemas import (
     LateDaysRecountRead,
     LateDayUse,
 )
+from app.policy.settle import adjust
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import ApiDb
@@ -122,7 +123,7 @@ async def adjust_late_days(
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)
         student = get_user(session, email=email)
-        latedays.adjust(
+        adjust(
             session,
             course=found,
             student=student,

@@ -62,7 +62,7 @@ def latedays_adjust(
     """Give a student late days, or take some away, with a reason."""
     from app.core.database import session_scope, utcnow
     from app.courses.service import get_course
-    from app.latedays.service import adjust
+    from app.policy.settle import adjust
     from app.users.service import get_user
 
     try:

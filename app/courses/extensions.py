@@ -92,7 +92,7 @@ def _extension_of(session: Session, *, lab: Lab, student: User) -> Extension | N
 def _settle(session: Session, *, course: Course, lab: Lab, student: User) -> None:
     # Extensions win over late days: days a covered submission had spent come back.
     from app.core.database import utcnow
-    from app.latedays.service import settle_lab
+    from app.policy.settle import settle_lab
 
     settle_lab(session, course=course, lab=lab, now=utcnow(), user_id=student.id)
 

@@ -9,7 +9,8 @@ from sqlalchemy.orm import Session
 from app.core.errors import Invalid
 from app.courses.models import Course, Lab
 from app.courses.service import KEEP, Keep
-from app.latedays.service import MAX_LATE_DAYS, settle_lab
+from app.latedays.service import MAX_LATE_DAYS
+from app.policy.settle import settle_lab
 from app.teams.service import set_team_size
 
 

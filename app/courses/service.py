@@ -277,7 +277,7 @@ def update_lab(
     if changes:
         # What counts, and how late it is, may have moved: late days follow.
         from app.core.database import utcnow
-        from app.latedays.service import settle_lab
+        from app.policy.settle import settle_lab
 
         course = session.get_one(Course, lab.course_id)
         settle_lab(session, course=course, lab=lab, now=utcnow())

@@ -165,7 +165,7 @@ def record_report(
 def settle_late_days(session: Session, *, submission: Submission) -> None:
     """A verdict can change what counts: spend (or give back) the late days of everyone the
     submission counts for, in the grading's own transaction (app.latedays.service)."""
-    from app.latedays.service import settle_submission
+    from app.policy.settle import settle_submission
 
     session.flush()
     settle_submission(session, submission_id=submission.id, now=utcnow())

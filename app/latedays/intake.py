@@ -13,7 +13,7 @@ from app.courses.models import Course, Lab
 from app.courses.release import late_day_cap
 from app.latedays.holds import lab_hold, reservations_of
 from app.latedays.models import LateDayReservation
-from app.latedays.service import _charge_of, available_for, days_text, note_change, take_turn
+from app.latedays.service import available_for, charge_of, days_text, note_change, take_turn
 from app.submissions.credits import credited_users
 from app.submissions.models import Submission
 
@@ -41,7 +41,7 @@ def reserve_for_upload(
             continue
         take_turn(session, course_id=course.id, user_id=user_id)
         before = lab_hold(
-            _charge_of(session, lab=lab, user_id=user_id),
+            charge_of(session, lab=lab, user_id=user_id),
             reservations_of(session, lab_id=lab.id, user_id=user_id),
         )
         days = min(need, available_for(session, course=course, lab=lab, user_id=user_id))

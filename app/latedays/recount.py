@@ -32,7 +32,7 @@ from app.core.settings import get_settings
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.service import labs_of
 from app.latedays.models import LateDayCharge, LateDayReservation
-from app.latedays.service import settle
+from app.policy.settle import settle
 from app.submissions.credits import credited_pairs
 from app.submissions.models import Submission
 

@@ -254,7 +254,7 @@ def answer(
     session.flush()
     if decision == "adjust":
         # The adjusted score can change what counts, and so the late days it spends.
-        from app.latedays.service import settle_submission
+        from app.policy.settle import settle_submission
 
         settle_submission(session, submission_id=submission.id, now=now)
     return request, job

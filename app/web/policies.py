@@ -28,6 +28,7 @@ from app.courses.service import (
 )
 from app.latedays import service as latedays
 from app.latedays.recount import recount_after_change, recount_state
+from app.policy.settle import adjust
 from app.teams import service as teams
 from app.users.models import User
 from app.users.service import get_user
@@ -202,7 +203,7 @@ async def late_days_form(
         try:
             if action == "adjust":
                 require_staff(session, user=user, course=found)
-                left = latedays.adjust(
+                left = adjust(
                     session,
                     course=found,
                     student=get_user(session, email=email),

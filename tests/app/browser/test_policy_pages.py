@@ -13,7 +13,7 @@ from sqlalchemy import select
 from app.core.database import utcnow
 from app.courses.service import get_course, get_lab, update_lab
 from app.grading.record import record_report
-from app.latedays.service import adjust
+from app.policy.settle import adjust
 from app.rubric.service import add_item, grade
 from app.submissions.credits import credit_submission
 from app.submissions.models import GradingJob, JobState, Status, Submission

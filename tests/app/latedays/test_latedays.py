@@ -115,7 +115,7 @@ def test_two_labs_share_the_budget_first_counted_first_served(session: Session) 
     }
     assert charges == {world.lab.id: 2, second.id: 0}
     # A day given later covers the lab still short.
-    from app.latedays.service import adjust
+    from app.policy.settle import adjust
 
     adjust(
         session,
