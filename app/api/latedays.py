@@ -12,7 +12,6 @@ from app.core.errors import Invalid
 from app.courses.models import Course
 from app.courses.service import get_course, require_instructor, require_member, require_staff
 from app.latedays import service as latedays
-from app.latedays.recount import recount_after_change, recount_state
 from app.latedays.schemas import (
     CoursePolicies,
     CoursePoliciesRead,
@@ -22,6 +21,7 @@ from app.latedays.schemas import (
     LateDaysRecountRead,
     LateDayUse,
 )
+from app.policy.recount import recount_after_change, recount_state
 from app.policy.settle import adjust
 from app.users.models import User
 from app.users.service import get_user
@@ -199,7 +199,7 @@ async def patch_policies(course: str, body: CoursePolicies, api: ApiDb) -> Cours
             now=utcnow(),
         )
         # The change is committed first, then every student's late days are settled again
-        # in short transactions of their own (app.latedays.recount).
+        # in short transactions of their own (app.policy.recount).
         session.commit()
         if found.late_days_recount_at is not None:
             recount_after_change(found.id)

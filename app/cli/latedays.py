@@ -98,8 +98,8 @@ def course_policies(
     from app.api.latedays import set_regrade_window
     from app.core.database import session_scope, utcnow
     from app.courses.service import get_course
-    from app.latedays.recount import recount_owed
     from app.latedays.service import set_budget
+    from app.policy.recount import recount_owed
 
     cap: int | None | str = "keep"
     if late_day_cap is not None:

@@ -35,7 +35,7 @@ from app.grading.worker import NOT_YOUR_FAULT, held_here
 from app.jobs.celery_app import GPU_QUEUE, QUEUE
 from app.jobs.routing import gpu_queue, served_keys
 from app.jobs.workers import worker_id
-from app.latedays.recount import sweep_recounts
+from app.policy.recount import sweep_recounts
 from app.profiling.queue import send_profile
 from app.profiling.sweep import profiles_to_send
 from app.similarity.service import send_report
@@ -216,7 +216,7 @@ def sweep(
         send_profile(profile_id=profile_id, queue=queue, stamped_at=stamp)
     for report_id in report.similarity:
         send_report(report_id)
-    # A late-day recount its request left half-way (app.latedays.recount), batch by batch.
+    # A late-day recount its request left half-way (app.policy.recount), batch by batch.
     report.recounts = sweep_recounts(now=now)
     return report
 

@@ -154,7 +154,7 @@ def set_budget(
 ) -> list[str]:
     """Instructors: the course's late days per student and its per-lab cap (None: no cap).
     Where either changed, every student's late days are owed a recount: the caller commits,
-    then runs it (app.latedays.recount.recount_owed)."""
+    then runs it (app.policy.recount.recount_owed)."""
     changes = []
     if days is not None:
         if days < 0 or days > MAX_LATE_DAYS:
@@ -181,7 +181,7 @@ def set_budget(
             changes.append(f"caps late days at {cap} per lab" if cap is not None else "has no cap")
     if changes:
         # Every student's late days are settled again, but not here: in short batches after
-        # this commits (app.latedays.recount), so the change never holds the write lock long.
+        # this commits (app.policy.recount), so the change never holds the write lock long.
         course.late_days_recount_at = now
         course.late_days_recounted_to = 0
         session.flush()

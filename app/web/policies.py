@@ -27,7 +27,7 @@ from app.courses.service import (
     require_staff,
 )
 from app.latedays import service as latedays
-from app.latedays.recount import recount_after_change, recount_state
+from app.policy.recount import recount_after_change, recount_state
 from app.policy.settle import adjust
 from app.teams import service as teams
 from app.users.models import User
