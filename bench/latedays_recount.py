@@ -136,7 +136,7 @@ def one_transaction(course_id: int, days: int) -> list[float]:
     from app.core.database import session_scope, utcnow
     from app.courses.models import Course
     from app.courses.service import labs_of
-    from app.policy.settle import settle_lab
+    from app.policy.recount import recount
 
     started = time.monotonic()
     with session_scope() as session:
@@ -144,7 +144,7 @@ def one_transaction(course_id: int, days: int) -> list[float]:
         course.late_days = days
         session.flush()
         for lab in labs_of(session, course=course):
-            settle_lab(session, course=course, lab=lab, now=utcnow())
+            recount(session, lab=lab, now=utcnow())
     return [time.monotonic() - started]
 
 

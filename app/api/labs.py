@@ -18,14 +18,8 @@ from app.api.errors import COURSE, errors
 from app.core.database import utcnow
 from app.core.errors import NotFound
 from app.core.spool import chunks_of, new_spool
-from app.courses.extensions import (
-    ExtensionRow,
-    extensions_of,
-    grant_extension,
-    revoke_extension,
-)
+from app.courses.extensions import ExtensionRow, extensions_of
 from app.courses.models import Course, Lab, LatePolicy, ScorePolicy
-from app.courses.policies import update_lab_policies
 from app.courses.release import released_at
 from app.courses.service import (
     KEEP,
@@ -37,11 +31,11 @@ from app.courses.service import (
     require_staff,
     reread_lab,
     restore_lab,
-    update_lab,
 )
 from app.gradebook.lab_roster import counted_sources_zip, lab_roster
 from app.grading.bulk import regrade_lab
 from app.performance.leaderboard import join_leaderboard, leaderboard, leave_leaderboard
+from app.policy.rules import grant_extension, revoke_extension, update_lab, update_lab_policies
 from app.submissions.models import Status
 from app.users.models import User
 from app.users.service import get_user

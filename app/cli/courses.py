@@ -193,8 +193,8 @@ def lab_update(
     date."""
     from app.core.database import session_scope, utcnow
     from app.courses.models import LatePolicy, ScorePolicy
-    from app.courses.policies import update_lab_policies
-    from app.courses.service import reread_lab, update_lab
+    from app.courses.service import reread_lab
+    from app.policy.rules import update_lab, update_lab_policies
 
     try:
         late_value = LatePolicy(late_policy) if late_policy else None

@@ -237,7 +237,7 @@ class Keep(enum.Enum):
 KEEP = Keep.keep
 
 
-def update_lab(
+def update_lab_row(
     session: Session,
     *,
     lab: Lab,
@@ -246,10 +246,8 @@ def update_lab(
     score_policy: ScorePolicy | None = None,
     late_policy: LatePolicy | None = None,
 ) -> list[str]:
-    """Change a lab's dates and policies; return a sentence per change. A changed due date
-    recomputes every submission's late flag (extensions still apply)."""
-    from app.courses.deadlines import refresh_late_flags
-
+    """Change a lab's dates and policies, the row only; return a sentence per change. The change
+    that also moves what counts (late flags, late days) is app.policy.rules.update_lab."""
     new_release = lab.release_at if isinstance(release_at, Keep) else release_at
     new_due = lab.due_at if isinstance(due_at, Keep) else due_at
     if new_release and new_due and new_due < new_release:
@@ -271,16 +269,7 @@ def update_lab(
             if late_policy is LatePolicy.accept
             else "refuses late submissions"
         )
-    if not isinstance(due_at, Keep):
-        refresh_late_flags(session, lab=lab)
     session.flush()
-    if changes:
-        # What counts, and how late it is, may have moved: late days follow.
-        from app.core.database import utcnow
-        from app.policy.settle import settle_lab
-
-        course = session.get_one(Course, lab.course_id)
-        settle_lab(session, course=course, lab=lab, now=utcnow())
     return changes
 
 

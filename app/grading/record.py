@@ -8,7 +8,10 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
+from app.courses.models import Lab
 from app.lti.scores import note_grading
+from app.policy.recount import recount
+from app.submissions.credits import credited_users
 from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
 from app.submissions.service import set_status
 
@@ -164,8 +167,8 @@ def record_report(
 
 def settle_late_days(session: Session, *, submission: Submission) -> None:
     """A verdict can change what counts: spend (or give back) the late days of everyone the
-    submission counts for, in the grading's own transaction (app.latedays.service)."""
-    from app.policy.settle import settle_submission
-
+    submission counts for, in the grading's own transaction (app.policy.recount)."""
     session.flush()
-    settle_submission(session, submission_id=submission.id, now=utcnow())
+    lab = session.get_one(Lab, submission.lab_id)
+    users = credited_users(session, submission_id=submission.id)
+    recount(session, lab=lab, users=users, now=utcnow())

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -47,6 +48,41 @@ PAUSE_SECONDS = 0.1
 REQUEST_SECONDS = 2.0
 # A recount owed for longer than this is taken up by the sweep (its request died half-way).
 SWEEP_AFTER = timedelta(seconds=30)
+
+
+def recount(
+    session: Session, *, lab: Lab, users: Iterable[int] | None = None, now: datetime
+) -> None:
+    """What counts may have moved for these students of the lab (every student, where None): a
+    verdict, a regrade, a due date, an extension, a policy, a cap. Their late days follow it
+    (app.policy.settle), in id order, so two recounts of a team never wait on each other
+    crosswise. The one way in for everything that moves what counts; the caller commits."""
+    course = session.get_one(Course, lab.course_id)
+    if course.late_days <= 0 and not _any_charge(session, lab=lab):
+        return
+    ids = (
+        sorted(users)
+        if users is not None
+        else sorted(
+            session.scalars(
+                select(Enrollment.user_id).where(
+                    Enrollment.course_id == course.id, Enrollment.role == Role.student.value
+                )
+            )
+        )
+    )
+    for user_id in ids:
+        settle(session, course=course, lab=lab, user_id=user_id, now=now)
+
+
+def _any_charge(session: Session, *, lab: Lab) -> bool:
+    """Whether anything of the lab's was ever charged, or is held by an upload."""
+    found = session.scalar(select(LateDayCharge.id).where(LateDayCharge.lab_id == lab.id).limit(1))
+    if found is None:
+        found = session.scalar(
+            select(LateDayReservation.id).where(LateDayReservation.lab_id == lab.id).limit(1)
+        )
+    return found is not None
 
 
 @dataclass(frozen=True)

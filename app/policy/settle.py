@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Invalid, NotFound
 from app.courses.deadlines import deadline_for
-from app.courses.models import Course, Enrollment, Lab, Role
+from app.courses.models import Course, Lab, Role
 from app.courses.release import late_day_cap
 from app.courses.service import labs_of, role_in
 from app.latedays.holds import lab_hold, reservations_of
@@ -39,7 +39,6 @@ from app.latedays.service import (
     take_turn,
 )
 from app.policy.counting import student_cell
-from app.submissions.credits import credited_users
 from app.submissions.models import Status, Submission
 from app.users.models import User
 
@@ -222,52 +221,6 @@ def _offer_back(
         if balance(session, course=course, user_id=user_id).left <= 0:
             return
         settle(session, course=course, lab=lab, user_id=user_id, now=now, turn_taken=True)
-
-
-def settle_submission(session: Session, *, submission_id: int, now: datetime) -> None:
-    """After a grading: settle every student the submission counts for (in id order, so two
-    settles of a team never wait on each other crosswise)."""
-    lab_id = session.scalar(select(Submission.lab_id).where(Submission.id == submission_id))
-    lab = session.get(Lab, lab_id) if lab_id is not None else None
-    if lab is None:
-        return
-    course = session.get_one(Course, lab.course_id)
-    if course.late_days <= 0 and not _any_charge(session, lab=lab):
-        return
-    for user_id in sorted(credited_users(session, submission_id=submission_id)):
-        settle(session, course=course, lab=lab, user_id=user_id, now=now)
-
-
-def _any_charge(session: Session, *, lab: Lab) -> bool:
-    """Whether anything of the lab's was ever charged, or is held by an upload."""
-    found = session.scalar(select(LateDayCharge.id).where(LateDayCharge.lab_id == lab.id).limit(1))
-    if found is None:
-        found = session.scalar(
-            select(LateDayReservation.id).where(LateDayReservation.lab_id == lab.id).limit(1)
-        )
-    return found is not None
-
-
-def settle_lab(
-    session: Session, *, course: Course, lab: Lab, now: datetime, user_id: int | None = None
-) -> None:
-    """After a change that can move what counts or how late it is (a due date, an extension, a
-    policy, a cap): settle the lab's students (one of them, if given)."""
-    if course.late_days <= 0 and not _any_charge(session, lab=lab):
-        return
-    users = (
-        [user_id]
-        if user_id is not None
-        else sorted(
-            session.scalars(
-                select(Enrollment.user_id).where(
-                    Enrollment.course_id == course.id, Enrollment.role == Role.student.value
-                )
-            )
-        )
-    )
-    for uid in users:
-        settle(session, course=course, lab=lab, user_id=uid, now=now)
 
 
 def adjust(

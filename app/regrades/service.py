@@ -20,7 +20,9 @@ from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound
 from app.courses.models import Course, Lab
 from app.courses.release import regrade_requests_close_at
 from app.courses.service import require_staff
+from app.policy.recount import recount
 from app.regrades.models import RegradeEvent, RegradeRequest, RequestState
+from app.submissions.credits import credited_users
 from app.submissions.models import CaseResult, GradingJob, JobState, Submission
 from app.submissions.service import regrade as regrade_submission
 from app.submissions.service import visible_submission
@@ -254,9 +256,10 @@ def answer(
     session.flush()
     if decision == "adjust":
         # The adjusted score can change what counts, and so the late days it spends.
-        from app.policy.settle import settle_submission
-
-        settle_submission(session, submission_id=submission.id, now=now)
+        lab = session.get_one(Lab, submission.lab_id)
+        recount(
+            session, lab=lab, users=credited_users(session, submission_id=submission.id), now=now
+        )
     return request, job
 
 

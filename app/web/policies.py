@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.core.errors import DomainError, Invalid
 from app.courses.models import Course, Lab
-from app.courses.policies import update_lab_policies
 from app.courses.release import late_day_cap, released_at
 from app.courses.service import (
     get_course,
@@ -28,6 +27,7 @@ from app.courses.service import (
 )
 from app.latedays import service as latedays
 from app.policy.recount import recount_after_change, recount_state
+from app.policy.rules import update_lab_policies
 from app.policy.settle import adjust
 from app.teams import service as teams
 from app.users.models import User

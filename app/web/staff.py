@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.core.errors import DomainError, Invalid
 from app.core.timefmt import when_text
-from app.courses.extensions import extensions_of, grant_extension, revoke_extension
+from app.courses.extensions import extensions_of
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
 from app.courses.release import released_at
 from app.courses.service import (
@@ -32,11 +32,11 @@ from app.courses.service import (
     require_staff,
     reread_lab,
     restore_lab,
-    update_lab,
 )
 from app.gradebook.lab_roster import STATUS_FILTERS, lab_roster
 from app.grading.bulk import background_waiting, regrade_lab
 from app.performance.leaderboard import join_leaderboard, leaderboard, leave_leaderboard, my_entry
+from app.policy.rules import grant_extension, revoke_extension, update_lab
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import WebDb

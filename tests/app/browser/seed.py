@@ -15,10 +15,11 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.core.security import hash_password
 from app.courses.models import Course, Lab, LatePolicy, Role
-from app.courses.service import enroll, get_course, get_lab, update_lab
+from app.courses.service import enroll, get_course, get_lab
 from app.courses.specs import spec_for
 from app.grading.record import record_report
 from app.performance.leaderboard import join_leaderboard
+from app.policy.rules import update_lab
 from app.profiling.models import KernelProfile, ProfileReport, ProfileState, ReferenceProfile
 from app.submissions.models import GradingJob, JobState, Status, Submission
 from app.submissions.service import set_status

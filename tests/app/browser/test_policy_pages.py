@@ -11,8 +11,9 @@ import pytest
 from sqlalchemy import select
 
 from app.core.database import utcnow
-from app.courses.service import get_course, get_lab, update_lab
+from app.courses.service import get_course, get_lab
 from app.grading.record import record_report
+from app.policy.rules import update_lab
 from app.policy.settle import adjust
 from app.rubric.service import add_item, grade
 from app.submissions.credits import credit_submission

@@ -97,8 +97,8 @@ def test_a_students_cells_hold_their_own_submissions_extension_and_rubric(
     from datetime import timedelta
 
     from app.core.database import utcnow
-    from app.courses.extensions import grant_extension
     from app.policy.counting import best_scores, student_cell
+    from app.policy.rules import grant_extension
     from tests.app.factories import make_submission
 
     due = utcnow() - timedelta(days=2)
@@ -141,9 +141,9 @@ def test_a_team_submission_is_late_by_each_members_own_due_date_and_late_days(
     from datetime import timedelta
 
     from app.core.database import utcnow
-    from app.courses.extensions import grant_extension
     from app.gradebook.lab_roster import lab_roster
     from app.policy.counting import student_cell
+    from app.policy.rules import grant_extension
     from app.submissions.service import create_submission
 
     due = utcnow() - timedelta(days=3)

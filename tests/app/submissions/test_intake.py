@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
 from app.core.timefmt import when_text
-from app.courses.extensions import grant_extension
 from app.courses.models import LatePolicy, Role
 from app.courses.service import add_lab, enroll
 from app.jobs.workers import queued_message
+from app.policy.rules import grant_extension
 from app.submissions import service
 from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
 from app.teams.models import SubmissionCredit, Team
