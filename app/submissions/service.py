@@ -16,7 +16,10 @@ from app.courses.deadlines import Availability, deadline_for, lab_state
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role
 from app.courses.service import require_member
 from app.jobs.workers import queued_message
-from app.submissions.credits import is_credited
+from app.latedays.holds import held_per_lab
+from app.latedays.intake import reserve_for_upload
+from app.latedays.service import available_for, take_turn
+from app.submissions.credits import credit_submission, credited_pairs, credited_users, is_credited
 from app.submissions.models import (
     GradingJob,
     JobState,
@@ -27,6 +30,7 @@ from app.submissions.models import (
 )
 from app.submissions.quota import enforce_submission_quota
 from app.teams.models import Team
+from app.teams.service import current_members, team_of
 from app.users.models import User
 
 
@@ -139,12 +143,6 @@ def create_submission(
     size: int | None = None,
 ) -> Intake:
     """Check and store a submission with a queued grading job; the caller commits, then sends."""
-    from app.latedays.holds import held_per_lab
-    from app.latedays.intake import reserve_for_upload
-    from app.latedays.service import available_for, take_turn
-    from app.submissions.credits import credit_submission
-    from app.teams.service import current_members, team_of
-
     role = require_member(session, user=user, course=course)
     deadline = deadline_for(session, lab=lab, user_id=user.id)
     team = team_of(session, lab=lab, user_id=user.id) if lab.team_size > 1 else None
@@ -234,7 +232,14 @@ def create_submission(
     session.flush()
     credit_submission(session, submission=submission, lab=lab)
     if holds_days:
-        reserve_for_upload(session, course=course, lab=lab, submission_id=submission.id, now=now)
+        reserve_for_upload(
+            session,
+            course=course,
+            lab=lab,
+            submission_id=submission.id,
+            students=credited_users(session, submission_id=submission.id),
+            now=now,
+        )
     message, note = queued_message(session, "Waiting for a worker to compile it.", now=now)
     set_status(session, submission, Status.queued, message, staff_note=note)
     job = GradingJob(submission_id=submission.id, queued_at=now)
@@ -384,7 +389,6 @@ def submissions_of(
     )
     if user_id is not None:
         # Theirs, and their teams' that count for them.
-        from app.submissions.credits import credited_pairs
 
         pairs = credited_pairs(lab_ids, user_id=user_id).subquery()
         query = query.where(Submission.id.in_(select(pairs.c.submission_id)))
