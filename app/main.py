@@ -9,7 +9,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from sqlalchemy.exc import DataError, InterfaceError, OperationalError
@@ -26,8 +26,8 @@ from app.api.routes import router as api_router
 from app.api.similarity import router as similarity_router
 from app.api.teams import router as teams_router
 from app.api.tokens import router as tokens_router
-from app.auth.routes import sign_in_routers
-from app.core.errors import DomainError, NotAuthenticated, RateLimited, ServerBusy
+from app.auth.routes import MISSING, installed
+from app.core.errors import DomainError, NotAuthenticated, NotFound, RateLimited, ServerBusy
 from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
 from app.core.overload import (
@@ -306,3 +306,25 @@ def _http_sentence(request: Request, exc: StarletteHTTPException) -> str:
         allowed = (exc.headers or {}).get("Allow", "")
         return f"{request.method} is not allowed on {path}; use {allowed or 'another method'}."
     return f"The request failed ({exc.status_code} {HTTPStatus(exc.status_code).phrase})."
+
+
+def sign_in_routers() -> list[APIRouter]:
+    """The routes of LTI and single sign-on, when the `sso` extra is installed; otherwise pages
+    that say how to install it (a web image built without it still starts)."""
+    if installed():
+        from app.lti.admin import router as lti_admin
+        from app.lti.routes import router as lti
+        from app.sso.routes import router as sso
+
+        return [lti, lti_admin, sso]
+    missing = APIRouter(include_in_schema=False)
+
+    @missing.api_route("/lti/{rest:path}", methods=["GET", "POST"])
+    @missing.api_route("/sso/{rest:path}", methods=["GET", "POST"])
+    @missing.get("/sso")
+    @missing.get("/courses/{course}/lti")
+    @missing.get("/admin/lti")
+    async def not_installed() -> Response:
+        raise NotFound(MISSING)
+
+    return [missing]

@@ -1,17 +1,22 @@
-"""The routes of LTI and single sign-on, when the `sso` extra is installed; otherwise pages
-that say how to install it (a web image built without it still starts)."""
+"""What signing in from outside shares: the page of a refused sign-in, and whether the `sso`
+extra (LTI and single sign-on) is installed here (app.main mounts their routes, or pages that
+say how to install it)."""
 
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import Response
 
 from app.auth.problems import SignInRefused, record
-from app.core.errors import NotFound
 from app.web.deps import PublicDb
 from app.web.templating import render
+
+if TYPE_CHECKING:
+    pass
 
 MISSING = (
     "University sign-in (LTI 1.3 and single sign-on) is not installed on this server; install "
@@ -34,21 +39,13 @@ def installed() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("pylti1p3", "authlib", "saml2"))
 
 
-def sign_in_routers() -> list[APIRouter]:
-    if installed():
-        from app.lti.admin import router as lti_admin
-        from app.lti.routes import router as lti
-        from app.sso.routes import router as sso
-
-        return [lti, lti_admin, sso]
-    missing = APIRouter(include_in_schema=False)
-
-    @missing.api_route("/lti/{rest:path}", methods=["GET", "POST"])
-    @missing.api_route("/sso/{rest:path}", methods=["GET", "POST"])
-    @missing.get("/sso")
-    @missing.get("/courses/{course}/lti")
-    @missing.get("/admin/lti")
-    async def not_installed() -> Response:
-        raise NotFound(MISSING)
-
-    return [missing]
+def safe_next(target: str | None) -> str:
+    # Only local paths, so the login form cannot bounce a user to another site.
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return "/"
+    # Browsers read a backslash as "/" and drop tabs and newlines once a URL is unquoted, so
+    # such a path could leave the site; none of ours has them.
+    if "\\" in target or any(ord(c) < 32 or ord(c) == 127 for c in target):
+        return "/"
+    parts = urlsplit(target)
+    return "/" if parts.scheme or parts.netloc else target

@@ -26,14 +26,13 @@ from sqlalchemy.orm import Session
 
 from app.auth import states
 from app.auth.problems import SignInRefused, recent
-from app.auth.routes import refused_page
+from app.auth.routes import refused_page, safe_next
 from app.core.settings import get_settings
 from app.courses.models import Course
 from app.sso.service import ProviderView, get_provider, map_attributes, providers, sign_in, urls
 from app.users.models import User
 from app.users.site_admins import require_site_admin
 from app.web.deps import PublicDb, WebDb, start_session
-from app.web.routes import _safe_next
 from app.web.templating import render
 
 router = APIRouter(include_in_schema=False)
@@ -82,7 +81,7 @@ def _set_browser_mark(request: Request, response: Response, mark: str) -> None:
 
 def _signed_in(request: Request, user_id: int, target: str) -> Response:
     start_session(request, user_id)
-    return RedirectResponse(_safe_next(target), status_code=303)
+    return RedirectResponse(safe_next(target), status_code=303)
 
 
 @router.get("/sso", response_class=HTMLResponse)
@@ -91,7 +90,7 @@ async def choose(request: Request, db: PublicDb, next: str = "/") -> Response:
         return render(
             request,
             "sign_in/sso.html",
-            {"providers": providers(session), "next": _safe_next(next)},
+            {"providers": providers(session), "next": safe_next(next)},
         )
 
     return await db.run(page)
@@ -104,7 +103,7 @@ async def start(request: Request, slug: str, db: PublicDb, next: str = "/") -> R
         if provider.kind == "oidc":
             from app.sso import oidc
 
-            request.session["sso_next"] = _safe_next(next)
+            request.session["sso_next"] = safe_next(next)
             return await oidc.start(request, provider)
         from app.sso import saml
 
@@ -122,7 +121,7 @@ async def start(request: Request, slug: str, db: PublicDb, next: str = "/") -> R
             {
                 "provider": slug,
                 "request_id": request_id,
-                "next": _safe_next(next),
+                "next": safe_next(next),
                 "browser": _digest(mark),
             },
             seconds=SAML_STATE_SECONDS,

@@ -10,13 +10,14 @@ import ipaddress
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.auth.routes import safe_next
 from app.core.database import utcnow
 from app.core.errors import DomainError, RateLimited
 from app.core.overload import commit_or_confirm
@@ -80,18 +81,6 @@ async def favicon_svg() -> Response:
     return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml", headers=_ICON_HEADERS)
 
 
-def _safe_next(target: str | None) -> str:
-    # Only local paths, so the login form cannot bounce a user to another site.
-    if not target or not target.startswith("/") or target.startswith("//"):
-        return "/"
-    # Browsers read a backslash as "/" and drop tabs and newlines once a URL is unquoted, so
-    # such a path could leave the site; none of ours has them.
-    if "\\" in target or any(ord(c) < 32 or ord(c) == 127 for c in target):
-        return "/"
-    parts = urlsplit(target)
-    return "/" if parts.scheme or parts.netloc else target
-
-
 def client_network(host: str) -> str:
     """The address a login failure counts against: IPv4 as is, IPv6 by its /64 network.
 
@@ -117,9 +106,7 @@ SIGNED_OUT = (
 @router.get("/login", response_class=HTMLResponse)
 async def login_form(request: Request, next: str = "/", signed_out: bool = False) -> Response:
     notice = SIGNED_OUT if signed_out else ""
-    return render(
-        request, "login.html", {"next": _safe_next(next), "error": None, "notice": notice}
-    )
+    return render(request, "login.html", {"next": safe_next(next), "error": None, "notice": notice})
 
 
 @router.post("/login", response_class=HTMLResponse)
@@ -147,7 +134,7 @@ async def login(
             request,
             "login.html",
             {
-                "next": _safe_next(next),
+                "next": safe_next(next),
                 "error": f"Too many failed logins; wait {wait} seconds, then try again.",
             },
             status_code=429,
@@ -162,12 +149,12 @@ async def login(
         return render(
             request,
             "login.html",
-            {"next": _safe_next(next), "error": "That email and password do not match; try again."},
+            {"next": safe_next(next), "error": "That email and password do not match; try again."},
             status_code=401,
         )
     throttle.succeeded(account)
     start_session(request, user.id)
-    return RedirectResponse(_safe_next(next), status_code=303)
+    return RedirectResponse(safe_next(next), status_code=303)
 
 
 @router.post("/logout")
