@@ -24,6 +24,7 @@ from app.courses.release import released_at
 from app.courses.service import (
     KEEP,
     archive_lab,
+    find_lab,
     get_course,
     get_lab,
     require_instructor,
@@ -151,11 +152,6 @@ def _aware(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
-    found = get_course(session, slug=course)
-    return found, get_lab(session, course=found, slug=lab)
-
-
 def _settings_read(session: Session, lab: Lab, changes: list[str] | None = None) -> LabSettingsRead:
     return LabSettingsRead(
         team_size=lab.team_size,
@@ -185,7 +181,7 @@ async def patch_lab(course: str, lab: str, body: LabSettings, api: ApiDb) -> Lab
     and version recorded."""
 
     def work(session: Session, user: User) -> LabSettingsRead:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_instructor(session, user=user, course=found)
         given = body.model_fields_set
         changes = reread_lab(session, lab=row)
@@ -223,7 +219,7 @@ async def remove_lab(course: str, lab: str, api: ApiDb) -> LabSettingsRead:
     restores it."""
 
     def work(session: Session, user: User) -> LabSettingsRead:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_instructor(session, user=user, course=found)
         archive_lab(session, lab=row, now=utcnow())
         return _settings_read(session, row, ["removed"])
@@ -271,7 +267,7 @@ async def put_extension(
     """Staff: give a student their own due date for a lab (replaces an earlier one)."""
 
     def work(session: Session, user: User) -> ExtensionRead:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         student = get_user(session, email=email)
         until = _aware(body.until)
@@ -303,7 +299,7 @@ async def delete_extension(course: str, lab: str, email: str, api: ApiDb) -> Res
     """Staff: take an extension back; the lab's due date applies again."""
 
     def work(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         if not revoke_extension(session, lab=row, student=get_user(session, email=email)):
             raise NotFound(f"{email} has no extension for {lab}.")
@@ -328,7 +324,7 @@ async def lab_students(
     submission and its status, lateness and extension."""
 
     def work(session: Session, user: User) -> list[StudentRowRead]:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         rows = lab_roster(session, lab=row, status=status, late=late, extension=extension, query=q)
         return [
@@ -366,7 +362,7 @@ async def lab_sources_zip(course: str, lab: str, api: ApiDb) -> StreamingRespons
     per student, with manifest.csv: ready for a plagiarism checker."""
 
     def work(session: Session, user: User) -> tuple[str, IO[bytes]]:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         spool = new_spool()
         try:
@@ -401,7 +397,7 @@ async def regrade_whole_lab(
     students' new uploads and go to the workers a few at a time."""
 
     def work(session: Session, user: User) -> BulkRegradeRead:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         result = regrade_lab(
             session, lab=row, requested_by=user.email, now=utcnow(), counted_only=counted_only
@@ -425,7 +421,7 @@ async def get_leaderboard(course: str, lab: str, api: ApiDb) -> list[Leaderboard
     the timed case's median."""
 
     def work(session: Session, user: User) -> list[LeaderboardRead]:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_member(session, user=user, course=found)
         return [
             LeaderboardRead(
@@ -454,7 +450,7 @@ async def join_lab_leaderboard(
     """Students: appear on the lab's leaderboard under a pseudonym (or change it)."""
 
     def work(session: Session, user: User) -> LeaderboardJoin:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         entry = join_leaderboard(
             session, course=found, lab=row, user=user, pseudonym=body.pseudonym
         )
@@ -473,7 +469,7 @@ async def leave_lab_leaderboard(course: str, lab: str, api: ApiDb) -> Response:
     """Students: leave the lab's leaderboard."""
 
     def work(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_member(session, user=user, course=found)
         leave_leaderboard(session, lab=row, user=user)
         return Response(status_code=204)

@@ -13,8 +13,7 @@ from app.core.errors import Forbidden
 from app.courses.models import Course, Lab
 from app.courses.release import is_released
 from app.courses.service import (
-    get_course,
-    get_lab,
+    find_lab,
     require_instructor,
     require_member,
     require_staff,
@@ -38,11 +37,6 @@ from app.users.service import get_user
 from app.web.deps import ApiDb, RowId
 
 router = APIRouter(prefix="/api/v1", responses=errors(*COURSE))
-
-
-def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
-    found = get_course(session, slug=course)
-    return found, get_lab(session, course=found, slug=lab)
 
 
 @router.post(
@@ -81,7 +75,7 @@ async def regrade_queue(
     """Staff: the lab's requests, oldest first; students: their own requests about the lab."""
 
     def work(session: Session, user: User) -> list[RegradeRequestRead]:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         role = require_member(session, user=user, course=found)
         if not role.is_staff:
             return [request_read(r) for r in regrades.mine(session, user=user, lab=row)]
@@ -160,7 +154,7 @@ async def get_rubric(course: str, lab: str, api: ApiDb) -> list[RubricItemRead]:
     comments)."""
 
     def work(session: Session, user: User) -> list[RubricItemRead]:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         role = require_member(session, user=user, course=found)
         return _item_reads(session, row, comments=role.is_staff)
 
@@ -174,7 +168,7 @@ async def add_rubric_item(
     """Instructors: add a staff-graded item (its points are added to the lab's)."""
 
     def work(session: Session, user: User) -> list[RubricItemRead]:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_instructor(session, user=user, course=found)
         rubric.add_item(
             session,
@@ -195,7 +189,7 @@ async def remove_rubric_item(course: str, lab: str, item_id: RowId, api: ApiDb) 
     """Instructors: remove an item and every student's points on it."""
 
     def work(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_instructor(session, user=user, course=found)
         rubric.remove_item(session, lab=row, item_id=item_id)
         return Response(status_code=204)
@@ -214,7 +208,7 @@ async def add_rubric_comment(
     """Staff: a reusable comment for an item."""
 
     def work(session: Session, user: User) -> list[RubricItemRead]:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         rubric.add_comment(
             session,
@@ -253,7 +247,7 @@ async def get_rubric_grades(course: str, lab: str, email: str, api: ApiDb) -> Ru
     """Staff: a student's rubric points; the student themself once the grades are released."""
 
     def work(session: Session, user: User) -> RubricGradesRead:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         student = get_user(session, email=email)
         role = role_in(session, user=user, course=found)
         staff = role is not None and role.is_staff
@@ -277,7 +271,7 @@ async def set_rubric_grades(
     """Staff: a student's points (and comment) per item; null points clear an item."""
 
     def work(session: Session, user: User) -> RubricGradesRead:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         student = get_user(session, email=email)
         rubric.grade(

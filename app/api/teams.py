@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 from app.api.errors import COURSE, errors
 from app.core.database import utcnow
 from app.core.errors import NotFound
-from app.courses.models import Course, Lab
-from app.courses.service import get_course, get_lab, require_member, require_staff
+from app.courses.models import Lab
+from app.courses.service import find_lab, require_member, require_staff
 from app.teams import service as teams
 from app.teams.schemas import (
     InviteAnswer,
@@ -29,11 +29,6 @@ from app.users.service import get_user
 from app.web.deps import ApiDb, RowId
 
 router = APIRouter(prefix="/api/v1", tags=["teams"], responses=errors(*COURSE))
-
-
-def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
-    found = get_course(session, slug=course)
-    return found, get_lab(session, course=found, slug=lab)
 
 
 def _view(session: Session, lab: Lab, name: str) -> TeamRead:
@@ -60,7 +55,7 @@ async def list_teams(course: str, lab: str, api: ApiDb) -> list[TeamRead]:
     """Staff: every team of the lab with its members and open invitations."""
 
     def work(session: Session, user: User) -> list[TeamRead]:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         return [team_read(v, row.team_size) for v in teams.teams_of(session, lab=row)]
 
@@ -73,7 +68,7 @@ async def set_team(course: str, lab: str, name: str, body: TeamSet, api: ApiDb) 
     team of the lab move). Submissions made before keep their credit."""
 
     def work(session: Session, user: User) -> TeamRead:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         team = teams.form_team(
             session, course=found, lab=row, name=name, emails=body.members, by=user, now=utcnow()
@@ -88,7 +83,7 @@ async def import_teams(course: str, lab: str, body: TeamRoster, api: ApiDb) -> l
     """Staff: teams from a CSV roster (team,email); one bad line changes nothing."""
 
     def work(session: Session, user: User) -> list[TeamRead]:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         made = teams.import_teams(
             session, course=found, lab=row, text=body.roster, by=user, now=utcnow()
@@ -103,7 +98,7 @@ async def remove_team_member(course: str, lab: str, name: str, email: str, api: 
     """Staff: take a student out of a team; their earlier submissions keep their credit."""
 
     def work(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         student = get_user(session, email=email)
         held = teams.team_of(session, lab=row, user_id=student.id)
@@ -120,7 +115,7 @@ async def my_team(course: str, lab: str, api: ApiDb) -> MyTeam:
     """Students: my team of the lab, if any, and the invitations waiting for my answer."""
 
     def work(session: Session, user: User) -> MyTeam:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_member(session, user=user, course=found)
         return _mine(session, row, user)
 
@@ -132,7 +127,7 @@ async def start_team(course: str, lab: str, body: TeamStart, api: ApiDb) -> MyTe
     """Students: start a team, with me as its first member."""
 
     def work(session: Session, user: User) -> MyTeam:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         teams.start_team(session, course=found, lab=row, user=user, name=body.name, now=utcnow())
         return _mine(session, row, user)
 
@@ -144,7 +139,7 @@ async def leave_team(course: str, lab: str, api: ApiDb) -> Response:
     """Students: leave my team; submissions made while I was in it still count for me."""
 
     def work(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_member(session, user=user, course=found)
         if teams.remove_member(session, lab=row, user=user, now=utcnow()) is None:
             raise NotFound(f"You are not in a team for {lab}.")
@@ -158,7 +153,7 @@ async def invite_to_team(course: str, lab: str, body: InviteCreate, api: ApiDb) 
     """Students: invite another student of the course to my team."""
 
     def work(session: Session, user: User) -> InviteRead:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         made = teams.invite(
             session, course=found, lab=row, user=user, email=body.email, now=utcnow()
         )
@@ -178,7 +173,7 @@ async def answer_invite(
     """Students: accept or decline an invitation."""
 
     def work(session: Session, user: User) -> MyTeam:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_member(session, user=user, course=found)
         teams.answer_invitation(
             session, lab=row, user=user, invite_id=invite_id, accept=body.accept, now=utcnow()

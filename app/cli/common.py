@@ -48,7 +48,6 @@ def when(text: str | None) -> datetime | None:
 
 
 def lab_in(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
-    from app.courses.service import get_course, get_lab
+    from app.courses.service import find_lab
 
-    found = get_course(session, slug=course)
-    return found, get_lab(session, course=found, slug=lab)
+    return find_lab(session, course=course, lab=lab)

@@ -228,6 +228,12 @@ def get_lab(session: Session, *, course: Course, slug: str) -> Lab:
     return lab
 
 
+def find_lab(session: Session, *, course: str, lab: str) -> tuple[Course, Lab]:
+    """A course and one of its labs, by their slugs (NotFound, in a sentence, for either)."""
+    found = get_course(session, slug=course)
+    return found, get_lab(session, course=found, slug=lab)
+
+
 class Keep(enum.Enum):
     """`update_lab`'s marker for "leave this as it is" (None clears a date)."""
 

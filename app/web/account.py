@@ -32,6 +32,7 @@ from app.users.service import (
     tokens_of,
 )
 from app.web.deps import PublicDb, RowId, WebDb, start_session
+from app.web.forms import refused
 from app.web.routes import client_network
 from app.web.templating import check_csrf, render
 
@@ -132,9 +133,7 @@ async def create_token_form(
                 raise Invalid("Name the token (say, 'laptop' or 'CI'), so you can tell it apart.")
             token = create_api_token(session, user=user, name=label)
         except DomainError as exc:
-            session.rollback()
-            context = _account(session, user, error=exc.message)
-            return render(request, "account.html", context, status_code=exc.status_code)
+            return refused(request, session, exc, "account.html", lambda: _account(session, user))
         page = render(
             request,
             "account.html",

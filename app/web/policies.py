@@ -18,8 +18,8 @@ from app.core.errors import DomainError, Invalid
 from app.courses.models import Course, Lab
 from app.courses.release import late_day_cap, released_at
 from app.courses.service import (
+    find_lab,
     get_course,
-    get_lab,
     labs_of,
     require_instructor,
     require_member,
@@ -33,15 +33,10 @@ from app.teams import service as teams
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import WebDb
-from app.web.staff import _back, _form_time
+from app.web.forms import back_to, form_time, refused, whole_number
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
-
-
-def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
-    found = get_course(session, slug=course)
-    return found, get_lab(session, course=found, slug=lab)
 
 
 def _teams_context(session: Session, user: User, found: Course, row: Lab) -> dict[str, object]:
@@ -66,7 +61,7 @@ async def teams_page(
     request: Request, course: str, lab: str, web: WebDb, message: str = ""
 ) -> Response:
     def page(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         context = _teams_context(session, user, found, row)
         context["message"] = message[:300]
         return render(request, "teams.html", context)
@@ -92,7 +87,7 @@ async def teams_form(
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         now = utcnow()
         try:
             role = require_member(session, user=user, course=found)
@@ -141,11 +136,14 @@ async def teams_form(
             else:
                 raise Invalid("That is not something this page does; reload it.")
         except DomainError as exc:
-            session.rollback()
-            context = _teams_context(session, user, found, row)
-            context["error"] = exc.message
-            return render(request, "teams.html", context, status_code=exc.status_code)
-        return _back(f"/courses/{found.slug}/labs/{row.slug}/teams", said)
+            return refused(
+                request,
+                session,
+                exc,
+                "teams.html",
+                lambda: _teams_context(session, user, found, row),
+            )
+        return back_to(f"/courses/{found.slug}/labs/{row.slug}/teams", said)
 
     return await web.run(work)
 
@@ -207,7 +205,7 @@ async def late_days_form(
                     session,
                     course=found,
                     student=get_user(session, email=email),
-                    delta=_int(days, "Days"),
+                    delta=whole_number(days, "Days"),
                     reason=reason,
                     by=user,
                     now=utcnow(),
@@ -215,12 +213,12 @@ async def late_days_form(
                 said = f"{email} now has {left} late day{'s' if left != 1 else ''} left."
             elif action == "budget":
                 require_instructor(session, user=user, course=found)
-                changes = set_regrade_window(found, _int(regrade_window, "Regrade window"))
+                changes = set_regrade_window(found, whole_number(regrade_window, "Regrade window"))
                 changes += latedays.set_budget(
                     session,
                     course=found,
-                    days=_int(days, "Late days"),
-                    cap=None if not cap.strip() else _int(cap, "Cap"),
+                    days=whole_number(days, "Late days"),
+                    cap=None if not cap.strip() else whole_number(cap, "Cap"),
                     now=utcnow(),
                 )
                 said = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
@@ -231,20 +229,16 @@ async def late_days_form(
             else:
                 raise Invalid("That is not something this page does; reload it.")
         except DomainError as exc:
-            session.rollback()
-            context = _late_days_context(session, user, found)
-            context["error"] = exc.message
-            return render(request, "late_days.html", context, status_code=exc.status_code)
-        return _back(f"/courses/{found.slug}/late-days", said)
+            return refused(
+                request,
+                session,
+                exc,
+                "late_days.html",
+                lambda: _late_days_context(session, user, found),
+            )
+        return back_to(f"/courses/{found.slug}/late-days", said)
 
     return await web.run(work)
-
-
-def _int(text: str, what: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise Invalid(f"{what} must be a whole number, not {text.strip()!r}.") from None
 
 
 @router.post("/courses/{course}/labs/{lab}/policies", response_class=HTMLResponse)
@@ -264,7 +258,7 @@ async def lab_policies_form(
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         back = f"/courses/{found.slug}/labs/{row.slug}/settings"
         try:
             require_instructor(session, user=user, course=found)
@@ -272,15 +266,15 @@ async def lab_policies_form(
                 penalty = float(late_penalty.strip() or "0")
             except ValueError:
                 raise Invalid(f"The late penalty must be a number, not {late_penalty!r}.") from None
-            released = (
-                utcnow() if release_now else _form_time(grades_released_at, "Grades released")
-            )
+            released = utcnow() if release_now else form_time(grades_released_at, "Grades released")
             changes = update_lab_policies(
                 session,
                 lab=row,
                 now=utcnow(),
-                team_size=_int(team_size, "Team size"),
-                late_day_cap=_int(late_day_cap, "Late-day cap") if late_day_cap.strip() else None,
+                team_size=whole_number(team_size, "Team size"),
+                late_day_cap=whole_number(late_day_cap, "Late-day cap")
+                if late_day_cap.strip()
+                else None,
                 late_penalty=penalty,
                 grades_released_at=released,
             )
@@ -295,7 +289,7 @@ async def lab_policies_form(
                 "released_at": released_at(found, row),
             }
             return render(request, "lab_settings.html", page, status_code=exc.status_code)
-        return _back(
+        return back_to(
             back, ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
         )
 

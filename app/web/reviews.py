@@ -19,7 +19,7 @@ from app.core.database import utcnow
 from app.core.errors import DomainError, Invalid
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.release import is_released, regrade_requests_close_at
-from app.courses.service import get_course, get_lab, require_staff
+from app.courses.service import find_lab, require_staff
 from app.grading.queue import stamp_send
 from app.grading.sender import send_after_commit
 from app.regrades import service as regrades
@@ -31,15 +31,10 @@ from app.submissions.models import Submission
 from app.users.models import User
 from app.users.service import find_user
 from app.web.deps import RowId, WebDb
-from app.web.staff import _back
+from app.web.forms import back_to, refused
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
-
-
-def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
-    found = get_course(session, slug=course)
-    return found, get_lab(session, course=found, slug=lab)
 
 
 # -- regrade requests ----------------------------------------------------------------------
@@ -147,7 +142,7 @@ async def regrade_request_form(
         if sent is not None:
             session.commit()
             send_after_commit(submission_id=sent[0], job_id=sent[1], stamped_at=sent[2])
-        return _back(f"/regrade-requests/{request_id}", said)
+        return back_to(f"/regrade-requests/{request_id}", said)
 
     return await web.run(work)
 
@@ -157,7 +152,7 @@ async def regrade_queue_page(
     request: Request, course: str, lab: str, web: WebDb, state: str = "open"
 ) -> Response:
     def page(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         wanted = None if state == "all" else state
         rows = regrades.queue(session, user=user, course=found, lab=row, state=wanted)
         return render(
@@ -210,7 +205,7 @@ async def rubric_page(
     request: Request, course: str, lab: str, web: WebDb, email: str = "", message: str = ""
 ) -> Response:
     def page(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         context = _rubric_context(session, user, found, row, email)
         context["message"] = message[:300]
         return render(request, "rubric.html", context)
@@ -227,7 +222,7 @@ async def rubric_form(request: Request, course: str, lab: str, web: WebDb) -> Re
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, fields.get("csrf_token", ""))
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         email = fields.get("email", "")
         back = f"/courses/{found.slug}/labs/{row.slug}/rubric"
         try:
@@ -284,11 +279,14 @@ async def rubric_form(request: Request, course: str, lab: str, web: WebDb) -> Re
             else:
                 raise Invalid("That is not something this page does; reload it.")
         except DomainError as exc:
-            session.rollback()
-            context = _rubric_context(session, user, found, row, email)
-            context["error"] = exc.message
-            return render(request, "rubric.html", context, status_code=exc.status_code)
-        return _back(back, said)
+            return refused(
+                request,
+                session,
+                exc,
+                "rubric.html",
+                lambda: _rubric_context(session, user, found, row, email),
+            )
+        return back_to(back, said)
 
     return await web.run(work)
 
@@ -301,7 +299,7 @@ async def similarity_page(
     request: Request, course: str, lab: str, web: WebDb, message: str = ""
 ) -> Response:
     def page(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         reports = similarity.reports_of(session, lab=row)
         latest = next((r for r in reports if r.state == "done"), None)
@@ -334,14 +332,14 @@ async def similarity_form(
 ) -> Response:
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         report = similarity.request_report(
             session, course=found, lab=row, user=user, include_past=bool(include_past), now=utcnow()
         )
         report_id = report.id
         session.commit()
         similarity.send_report(report_id)
-        return _back(
+        return back_to(
             f"/courses/{found.slug}/labs/{row.slug}/similarity",
             f"Report {report_id} is queued; a worker computes it (reload to see it).",
         )
@@ -363,7 +361,7 @@ async def earlier_offerings_form(
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        found, row = _lab(session, course, back)
+        found, row = find_lab(session, course=course, lab=back)
         if action == "link":
             link = offerings.link_earlier(
                 session, course=found, earlier_slug=other, user=user, now=utcnow()
@@ -375,7 +373,7 @@ async def earlier_offerings_form(
             said = f"The link with {other} is removed." if gone else f"{other} was not linked."
         else:
             raise Invalid("That is not something this page does; reload it.")
-        return _back(f"/courses/{found.slug}/labs/{row.slug}/similarity", said)
+        return back_to(f"/courses/{found.slug}/labs/{row.slug}/similarity", said)
 
     return await web.run(work)
 

@@ -7,12 +7,10 @@ As every page, a handler's database work (rendering included) is one function ha
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated
-from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -24,6 +22,7 @@ from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScoreP
 from app.courses.release import released_at
 from app.courses.service import (
     archive_lab,
+    find_lab,
     get_course,
     get_lab,
     labs_of,
@@ -40,34 +39,11 @@ from app.policy.rules import grant_extension, revoke_extension, update_lab
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import WebDb
+from app.web.forms import back_to, form_flag, form_time, refused
 from app.web.perf_charts import lab_charts
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
-
-
-def _lab(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
-    found = get_course(session, slug=course)
-    return found, get_lab(session, course=found, slug=lab)
-
-
-def _back(url: str, message: str) -> RedirectResponse:
-    return RedirectResponse(f"{url}?message={quote(message)}", status_code=303)
-
-
-def _flag(value: str | None) -> bool | None:
-    return {"true": True, "false": False}.get(value or "")
-
-
-def _form_time(value: str, what: str) -> datetime | None:
-    """A datetime-local field, read as UTC; empty is None."""
-    if not value.strip():
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise Invalid(f"{what} '{value}' is not a date and time; pick one.") from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 @router.get("/courses/{course}/labs/{lab}/students", response_class=HTMLResponse)
@@ -83,7 +59,7 @@ async def lab_students_page(
     message: str = "",
 ) -> Response:
     def page(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         # The histograms show the whole class; the filters narrow the table only.
         everyone = lab_roster(session, lab=row)
@@ -91,8 +67,8 @@ async def lab_students_page(
             session,
             lab=row,
             status=status or None,
-            late=_flag(late),
-            extension=_flag(extension),
+            late=form_flag(late),
+            extension=form_flag(extension),
             query=q or None,
         )
         return render(
@@ -125,7 +101,7 @@ async def regrade_lab_form(
 ) -> Response:
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         result = regrade_lab(
             session,
@@ -136,7 +112,7 @@ async def regrade_lab_form(
         )
         skipped = f" ({result.skipped} were already waiting or grading)" if result.skipped else ""
         versions = f" {result.versions()}" if result.versions() else ""
-        return _back(
+        return back_to(
             f"/courses/{found.slug}/labs/{row.slug}/students",
             f"Queued {result.queued} submissions for a regrade{skipped}; they run behind new "
             f"uploads, a few at a time.{versions}",
@@ -150,7 +126,7 @@ async def lab_settings_page(
     request: Request, course: str, lab: str, web: WebDb, message: str = ""
 ) -> Response:
     def page(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         role = require_staff(session, user=user, course=found)
         return render(
             request,
@@ -182,7 +158,7 @@ async def lab_settings_form(
 ) -> Response:
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_instructor(session, user=user, course=found)
         try:
             # A changed lab folder is checked and read again first; if it fails, nothing is saved.
@@ -190,8 +166,8 @@ async def lab_settings_form(
             changes += update_lab(
                 session,
                 lab=row,
-                release_at=_form_time(release_at, "Opens"),
-                due_at=_form_time(due_at, "Due"),
+                release_at=form_time(release_at, "Opens"),
+                due_at=form_time(due_at, "Due"),
                 late_policy=LatePolicy(late_policy),
                 score_policy=ScorePolicy(score_policy),
             )
@@ -213,7 +189,7 @@ async def lab_settings_form(
             }
             return render(request, "lab_settings.html", page, status_code=422)
         text = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
-        return _back(f"/courses/{found.slug}/labs/{row.slug}/settings", text)
+        return back_to(f"/courses/{found.slug}/labs/{row.slug}/settings", text)
 
     return await web.run(work)
 
@@ -228,10 +204,10 @@ async def lab_remove_form(
 ) -> Response:
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_instructor(session, user=user, course=found)
         archive_lab(session, lab=row, now=utcnow())
-        return _back(
+        return back_to(
             f"/courses/{found.slug}/labs/{row.slug}/settings",
             "Removed: students no longer see this lab; its submissions are kept.",
         )
@@ -249,10 +225,10 @@ async def lab_restore_form(
 ) -> Response:
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_instructor(session, user=user, course=found)
         restore_lab(session, lab=row)
-        return _back(f"/courses/{found.slug}/labs/{row.slug}/settings", "Restored.")
+        return back_to(f"/courses/{found.slug}/labs/{row.slug}/settings", "Restored.")
 
     return await web.run(work)
 
@@ -319,7 +295,7 @@ async def grant_extension_form(
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)
         try:
-            due_at = _form_time(until, "Until")
+            due_at = form_time(until, "Until")
             if due_at is None:
                 raise Invalid("Give the date and time the extension ends.")
             grant_extension(
@@ -332,11 +308,14 @@ async def grant_extension_form(
                 note=note,
             )
         except DomainError as exc:
-            session.rollback()
-            context = _extensions_context(session, found, lab, email)
-            context["error"] = exc.message
-            return render(request, "extensions.html", context, status_code=exc.status_code)
-        return _back(
+            return refused(
+                request,
+                session,
+                exc,
+                "extensions.html",
+                lambda: _extensions_context(session, found, lab, email),
+            )
+        return back_to(
             f"/courses/{found.slug}/extensions",
             f"{email} may submit {lab} until {when_text(due_at)}.",
         )
@@ -359,7 +338,7 @@ async def revoke_extension_form(
         require_staff(session, user=user, course=found)
         lab_row = get_lab(session, course=found, slug=lab)
         revoke_extension(session, lab=lab_row, student=get_user(session, email=email))
-        return _back(
+        return back_to(
             f"/courses/{found.slug}/extensions",
             f"Revoked the extension of {email} for {lab}; the lab's due date applies again.",
         )
@@ -387,7 +366,7 @@ async def leaderboard_page(
     request: Request, course: str, lab: str, web: WebDb, message: str = ""
 ) -> Response:
     def page(session: Session, user: User) -> Response:
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         context = _leaderboard_context(session, user, found, row)
         context["message"] = message[:300]
         return render(request, "leaderboard.html", context)
@@ -406,15 +385,18 @@ async def join_leaderboard_form(
 ) -> Response:
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         try:
             entry = join_leaderboard(session, course=found, lab=row, user=user, pseudonym=pseudonym)
         except DomainError as exc:
-            session.rollback()
-            context = _leaderboard_context(session, user, found, row)
-            context["error"] = exc.message
-            return render(request, "leaderboard.html", context, status_code=exc.status_code)
-        return _back(
+            return refused(
+                request,
+                session,
+                exc,
+                "leaderboard.html",
+                lambda: _leaderboard_context(session, user, found, row),
+            )
+        return back_to(
             f"/courses/{found.slug}/labs/{row.slug}/leaderboard",
             f"You are on the leaderboard as {entry.pseudonym}.",
         )
@@ -432,10 +414,10 @@ async def leave_leaderboard_form(
 ) -> Response:
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        found, row = _lab(session, course, lab)
+        found, row = find_lab(session, course=course, lab=lab)
         require_member(session, user=user, course=found)
         leave_leaderboard(session, lab=row, user=user)
-        return _back(
+        return back_to(
             f"/courses/{found.slug}/labs/{row.slug}/leaderboard", "You left the leaderboard."
         )
 
