@@ -45,6 +45,7 @@ FLOORS: list[tuple[str, str]] = [
     ("web", "templating, charts, the request's dependencies, the form and lab helpers"),
     ("api", "the API's error documentation and offline docs (above web: it uses its dependencies)"),
     # The features, each above what it builds on.
+    ("people", "a course's people as its staff manage them: enrolment, roles, rosters, invites"),
     ("teams", "teams and their invitations; the credit rows a team's submission makes"),
     ("rubric", "rubric items and the staff's points"),
     ("latedays", "the late-day ledger: charges, holds and events, budgets and balances"),

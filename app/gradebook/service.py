@@ -26,22 +26,10 @@ from app.rubric.models import RubricItem
 from app.submissions.credits import credited_pairs
 from app.submissions.models import Submission
 from app.users.models import User
+from app.users.service import Student
 
 # Rows fetched from the database at a time while the gradebook is walked.
 BATCH_ROWS = 2000
-
-
-@dataclass(frozen=True)
-class Student:
-    """A gradebook row's student: the three columns read of the user."""
-
-    id: int
-    name: str
-    email: str
-
-    @property
-    def display_name(self) -> str:
-        return self.name or self.email
 
 
 def rubric_max(session: Session, *, labs: list[Lab]) -> dict[int, float]:

@@ -182,20 +182,3 @@ def background_jobs_to_send(
         if taken.rowcount == 1:  # type: ignore[attr-defined]
             picked.append((job.submission_id, job.id, queue, stamp))
     return picked
-
-
-def background_waiting(session: Session, *, lab: Lab) -> int:
-    """How many of the lab's regrade jobs have not been taken by a worker yet."""
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(GradingJob)
-            .join(Submission, Submission.id == GradingJob.submission_id)
-            .where(
-                Submission.lab_id == lab.id,
-                GradingJob.state == JobState.queued.value,
-                GradingJob.priority == Priority.background.value,
-            )
-        )
-        or 0
-    )

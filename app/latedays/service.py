@@ -24,7 +24,8 @@ from sqlalchemy.orm import Session
 
 from app.core.database import as_dict
 from app.core.errors import Invalid
-from app.courses.models import Course, Enrollment, Lab, Role
+from app.courses.deadlines import Deadline
+from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role
 from app.courses.release import late_day_cap
 from app.latedays.holds import held_beyond_charges, lab_hold, reservations_of
 from app.latedays.models import LateDayCharge, LateDayEvent
@@ -271,3 +272,12 @@ def late_days_left(session: Session, *, course: Course) -> dict[int, int]:
         uid: course.late_days + adjusted.get(uid, 0) - spent.get(uid, 0) - held.get(uid, 0)
         for uid in set(adjusted) | set(spent) | set(held)
     }
+
+
+def grace_days(
+    session: Session, *, course: Course, lab: Lab, user_id: int, deadline: Deadline, now: datetime
+) -> int:
+    """Late days that keep a lab refusing late work open for the student now."""
+    if lab.late_policy != LatePolicy.refuse.value or not deadline.is_late(now):
+        return 0
+    return available_for(session, course=course, lab=lab, user_id=user_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from app.auth.routes import installed
+from app.auth.pages import installed
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,8 @@ from app.courses.models import Extension, Lab, ScorePolicy
 from app.latedays.models import LateDayCharge
 from app.rubric.models import RubricScore
 from app.submissions.credits import credited_pairs
-from app.submissions.models import Status, Submission
+from app.submissions.models import Submission
+from app.submissions.service import is_pending
 from app.users.models import User
 
 # The columns counting reads, in the order of `Scored`.
@@ -216,10 +217,6 @@ def policy_inputs(
             (lab_id, uid): float(total) for lab_id, uid, total in session.execute(sums)
         }
     return inputs
-
-
-def is_pending(submission: Submission | Scored) -> bool:
-    return not Status(submission.status).is_final
 
 
 def lab_cell(lab: Lab, submissions: list[Scored]) -> LabCell:

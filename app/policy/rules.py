@@ -16,7 +16,11 @@ from app.core.errors import Invalid
 from app.courses.deadlines import deadline_from, extensions_by_user
 from app.courses.extensions import delete_extension, write_extension
 from app.courses.models import Course, Extension, Lab, LatePolicy, ScorePolicy
-from app.courses.service import KEEP, Keep, update_lab_row
+from app.courses.service import (
+    KEEP,
+    Keep,
+    update_lab_row,
+)
 from app.latedays.service import MAX_LATE_DAYS
 from app.policy.recount import recount
 from app.submissions.models import Submission
@@ -161,3 +165,18 @@ def revoke_extension(
     refresh_late_flags(session, lab=lab, user_id=student.id)
     recount(session, lab=lab, users=[student.id], now=now or utcnow())
     return True
+
+
+MAX_REGRADE_WINDOW_DAYS = 365
+
+
+def set_regrade_window(course: Course, days: int) -> list[str]:
+    if days < 0 or days > MAX_REGRADE_WINDOW_DAYS:
+        raise Invalid(
+            f"The regrade window is 0 to {MAX_REGRADE_WINDOW_DAYS} days after grades are "
+            f"released; {days} is not."
+        )
+    if days == course.regrade_window_days:
+        return []
+    course.regrade_window_days = days
+    return [f"takes regrade requests until {days} days after a lab's grades are released"]

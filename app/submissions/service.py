@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, defer, load_only
@@ -32,6 +33,13 @@ from app.submissions.quota import enforce_submission_quota
 from app.teams.models import Team
 from app.teams.service import current_members, team_of
 from app.users.models import User
+
+
+class HasStatus(Protocol):
+    """Anything with a submission's status (a row read for counting, say)."""
+
+    @property
+    def status(self) -> str: ...
 
 
 def set_status(
@@ -402,4 +410,26 @@ def events_of(session: Session, *, submission: Submission) -> list[SubmissionEve
             .where(SubmissionEvent.submission_id == submission.id)
             .order_by(SubmissionEvent.id)
         )
+    )
+
+
+def is_pending(submission: Submission | HasStatus) -> bool:
+    """Still on its way to a verdict (queued, compiling, waiting for a GPU, running)."""
+    return not Status(submission.status).is_final
+
+
+def background_waiting(session: Session, *, lab: Lab) -> int:
+    """How many of the lab's regrade jobs have not been taken by a worker yet."""
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(GradingJob)
+            .join(Submission, Submission.id == GradingJob.submission_id)
+            .where(
+                Submission.lab_id == lab.id,
+                GradingJob.state == JobState.queued.value,
+                GradingJob.priority == Priority.background.value,
+            )
+        )
+        or 0
     )

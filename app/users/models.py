@@ -57,7 +57,7 @@ class Invite(Base):
     used_at: Mapped[datetime | None] = mapped_column(default=None)
     kind: Mapped[str] = mapped_column(String(10), default=InviteKind.invite.value)
     # The course whose staff were shown the link (no mail): it works only while the account
-    # is still unused and enrolled in no other course (app.courses.links).
+    # is still unused and enrolled in no other course (app.people.links).
     shown_in_course_id: Mapped[int | None] = mapped_column(
         ForeignKey("courses.id", ondelete="CASCADE"), default=None
     )

@@ -147,3 +147,16 @@ def revoke_tokens(session: Session, *, user: User, name: str | None = None) -> i
         row.revoked_at = now
     session.flush()
     return len(rows)
+
+
+@dataclass(frozen=True)
+class Student:
+    """A gradebook row's student: the three columns read of the user."""
+
+    id: int
+    name: str
+    email: str
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.email

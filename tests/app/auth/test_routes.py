@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from app import main
-from app.auth import routes
+from app.auth import pages as routes
 from app.main import create_app
 
 

@@ -112,7 +112,7 @@ async def test_the_sweep_finishes_a_recount_its_request_left(
 ) -> None:
     world, members = _late_course(session, students=4)
     monkeypatch.setattr(recount, "BATCH_SETTLES", 3)
-    import app.api.latedays as api
+    import app.policy.api as api
 
     # The request's process stops after the first batch, before a thread took the rest over.
     monkeypatch.setattr(api, "recount_after_change", lambda course_id: recount.recount_batch(

@@ -1,8 +1,6 @@
-"""Staff pages of a course: the students of a lab, its settings, extensions, regrading a lab;
-and the leaderboard, which every member sees.
-
-As every page, a handler's database work (rendering included) is one function handed to
-`web.run` (app.web.deps).
+"""The pages of the rules that move what counts: a lab's settings (dates, policies, removing and
+restoring it), students' extensions, a course's late days, and a lab's team size, late-day cap,
+late penalty and release of grades. A form that fails renders its page again with the sentence.
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ from app.core.database import utcnow
 from app.core.errors import DomainError, Invalid
 from app.core.timefmt import when_text
 from app.courses.extensions import extensions_of
-from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
-from app.courses.release import released_at
+from app.courses.models import Course, Enrollment, LatePolicy, Role, ScorePolicy
+from app.courses.release import late_day_cap, released_at
 from app.courses.service import (
     archive_lab,
     find_lab,
@@ -32,93 +30,17 @@ from app.courses.service import (
     reread_lab,
     restore_lab,
 )
-from app.gradebook.lab_roster import STATUS_FILTERS, lab_roster
-from app.grading.bulk import background_waiting, regrade_lab
-from app.performance.leaderboard import join_leaderboard, leaderboard, leave_leaderboard, my_entry
-from app.policy.rules import grant_extension, revoke_extension, update_lab
+from app.latedays import service as latedays
+from app.policy.recount import recount_after_change, recount_state
+from app.policy.rules import grant_extension, revoke_extension, update_lab, update_lab_policies
+from app.policy.settle import adjust
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import WebDb
-from app.web.forms import back_to, form_flag, form_time, refused
-from app.web.perf_charts import lab_charts
+from app.web.forms import back_to, form_time, refused, whole_number
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
-
-
-@router.get("/courses/{course}/labs/{lab}/students", response_class=HTMLResponse)
-async def lab_students_page(
-    request: Request,
-    course: str,
-    lab: str,
-    web: WebDb,
-    status: str = "",
-    late: str = "",
-    extension: str = "",
-    q: str = "",
-    message: str = "",
-) -> Response:
-    def page(session: Session, user: User) -> Response:
-        found, row = find_lab(session, course=course, lab=lab)
-        require_staff(session, user=user, course=found)
-        # The histograms show the whole class; the filters narrow the table only.
-        everyone = lab_roster(session, lab=row)
-        rows = lab_roster(
-            session,
-            lab=row,
-            status=status or None,
-            late=form_flag(late),
-            extension=form_flag(extension),
-            query=q or None,
-        )
-        return render(
-            request,
-            "lab_students.html",
-            {
-                "course": found,
-                "lab": row,
-                "rows": rows,
-                "charts": lab_charts(row, everyone),
-                "status_filters": STATUS_FILTERS,
-                "filters": {"status": status, "late": late, "extension": extension, "q": q},
-                "waiting": background_waiting(session, lab=row),
-                "message": message[:300],
-                "error": None,
-            },
-        )
-
-    return await web.run(page)
-
-
-@router.post("/courses/{course}/labs/{lab}/regrade")
-async def regrade_lab_form(
-    request: Request,
-    course: str,
-    lab: str,
-    web: WebDb,
-    csrf_token: Annotated[str, Form()] = "",
-    scope: Annotated[str, Form()] = "all",
-) -> Response:
-    def work(session: Session, user: User) -> Response:
-        check_csrf(request, csrf_token)
-        found, row = find_lab(session, course=course, lab=lab)
-        require_staff(session, user=user, course=found)
-        result = regrade_lab(
-            session,
-            lab=row,
-            requested_by=user.email,
-            now=utcnow(),
-            counted_only=scope == "counted",
-        )
-        skipped = f" ({result.skipped} were already waiting or grading)" if result.skipped else ""
-        versions = f" {result.versions()}" if result.versions() else ""
-        return back_to(
-            f"/courses/{found.slug}/labs/{row.slug}/students",
-            f"Queued {result.queued} submissions for a regrade{skipped}; they run behind new "
-            f"uploads, a few at a time.{versions}",
-        )
-
-    return await web.run(work)
 
 
 @router.get("/courses/{course}/labs/{lab}/settings", response_class=HTMLResponse)
@@ -190,45 +112,6 @@ async def lab_settings_form(
             return render(request, "lab_settings.html", page, status_code=422)
         text = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
         return back_to(f"/courses/{found.slug}/labs/{row.slug}/settings", text)
-
-    return await web.run(work)
-
-
-@router.post("/courses/{course}/labs/{lab}/remove")
-async def lab_remove_form(
-    request: Request,
-    course: str,
-    lab: str,
-    web: WebDb,
-    csrf_token: Annotated[str, Form()] = "",
-) -> Response:
-    def work(session: Session, user: User) -> Response:
-        check_csrf(request, csrf_token)
-        found, row = find_lab(session, course=course, lab=lab)
-        require_instructor(session, user=user, course=found)
-        archive_lab(session, lab=row, now=utcnow())
-        return back_to(
-            f"/courses/{found.slug}/labs/{row.slug}/settings",
-            "Removed: students no longer see this lab; its submissions are kept.",
-        )
-
-    return await web.run(work)
-
-
-@router.post("/courses/{course}/labs/{lab}/restore")
-async def lab_restore_form(
-    request: Request,
-    course: str,
-    lab: str,
-    web: WebDb,
-    csrf_token: Annotated[str, Form()] = "",
-) -> Response:
-    def work(session: Session, user: User) -> Response:
-        check_csrf(request, csrf_token)
-        found, row = find_lab(session, course=course, lab=lab)
-        require_instructor(session, user=user, course=found)
-        restore_lab(session, lab=row)
-        return back_to(f"/courses/{found.slug}/labs/{row.slug}/settings", "Restored.")
 
     return await web.run(work)
 
@@ -346,66 +229,156 @@ async def revoke_extension_form(
     return await web.run(work)
 
 
-def _leaderboard_context(
-    session: Session, user: User, found: Course, row: Lab
-) -> dict[str, object]:
+def _late_days_context(session: Session, user: User, found: Course) -> dict[str, object]:
     role = require_member(session, user=user, course=found)
-    return {
+    labs = labs_of(session, course=found)
+    context: dict[str, object] = {
         "course": found,
-        "lab": row,
         "role": role,
-        "entry": my_entry(session, lab=row, user=user),
-        "boards": leaderboard(session, lab=row, viewer_id=user.id),
+        "caps": {lab.slug: late_day_cap(found, lab) for lab in labs},
         "message": "",
         "error": None,
     }
+    context["recount"] = recount_state(session, course=found)
+    if role.is_staff:
+        context["rows"] = latedays.balances(session, course=found)
+    else:
+        context["balance"] = latedays.balance(session, course=found, user_id=user.id)
+        context["uses"] = latedays.uses(session, course=found, user_id=user.id)
+        context["history"] = latedays.history(session, course=found, user_id=user.id)
+    return context
 
 
-@router.get("/courses/{course}/labs/{lab}/leaderboard", response_class=HTMLResponse)
-async def leaderboard_page(
-    request: Request, course: str, lab: str, web: WebDb, message: str = ""
-) -> Response:
+@router.get("/courses/{course}/late-days", response_class=HTMLResponse)
+async def late_days_page(request: Request, course: str, web: WebDb, message: str = "") -> Response:
     def page(session: Session, user: User) -> Response:
-        found, row = find_lab(session, course=course, lab=lab)
-        context = _leaderboard_context(session, user, found, row)
+        context = _late_days_context(session, user, get_course(session, slug=course))
         context["message"] = message[:300]
-        return render(request, "leaderboard.html", context)
+        return render(request, "late_days.html", context)
 
     return await web.run(page)
 
 
-@router.post("/courses/{course}/labs/{lab}/leaderboard", response_class=HTMLResponse)
-async def join_leaderboard_form(
+@router.post("/courses/{course}/late-days", response_class=HTMLResponse)
+async def late_days_form(
     request: Request,
     course: str,
-    lab: str,
     web: WebDb,
-    pseudonym: Annotated[str, Form()],
+    action: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
+    email: Annotated[str, Form()] = "",
+    days: Annotated[str, Form()] = "",
+    reason: Annotated[str, Form()] = "",
+    cap: Annotated[str, Form()] = "",
+    regrade_window: Annotated[str, Form()] = "",
 ) -> Response:
+    """Staff adjust a student's late days; instructors set the course's budget and cap."""
+
     def work(session: Session, user: User) -> Response:
+        from app.policy.rules import set_regrade_window
+
         check_csrf(request, csrf_token)
-        found, row = find_lab(session, course=course, lab=lab)
+        found = get_course(session, slug=course)
         try:
-            entry = join_leaderboard(session, course=found, lab=row, user=user, pseudonym=pseudonym)
+            if action == "adjust":
+                require_staff(session, user=user, course=found)
+                left = adjust(
+                    session,
+                    course=found,
+                    student=get_user(session, email=email),
+                    delta=whole_number(days, "Days"),
+                    reason=reason,
+                    by=user,
+                    now=utcnow(),
+                ).left
+                said = f"{email} now has {left} late day{'s' if left != 1 else ''} left."
+            elif action == "budget":
+                require_instructor(session, user=user, course=found)
+                changes = set_regrade_window(found, whole_number(regrade_window, "Regrade window"))
+                changes += latedays.set_budget(
+                    session,
+                    course=found,
+                    days=whole_number(days, "Late days"),
+                    cap=None if not cap.strip() else whole_number(cap, "Cap"),
+                    now=utcnow(),
+                )
+                said = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
+                # Committed first; then late days are settled again in short transactions.
+                session.commit()
+                if found.late_days_recount_at is not None:
+                    recount_after_change(found.id)
+            else:
+                raise Invalid("That is not something this page does; reload it.")
         except DomainError as exc:
             return refused(
                 request,
                 session,
                 exc,
-                "leaderboard.html",
-                lambda: _leaderboard_context(session, user, found, row),
+                "late_days.html",
+                lambda: _late_days_context(session, user, found),
             )
+        return back_to(f"/courses/{found.slug}/late-days", said)
+
+    return await web.run(work)
+
+
+@router.post("/courses/{course}/labs/{lab}/policies", response_class=HTMLResponse)
+async def lab_policies_form(
+    request: Request,
+    course: str,
+    lab: str,
+    web: WebDb,
+    csrf_token: Annotated[str, Form()] = "",
+    team_size: Annotated[str, Form()] = "1",
+    late_day_cap: Annotated[str, Form()] = "",
+    late_penalty: Annotated[str, Form()] = "0",
+    grades_released_at: Annotated[str, Form()] = "",
+    release_now: Annotated[str, Form()] = "",
+) -> Response:
+    """Instructors: a lab's team size, late-day cap, late penalty and release of grades."""
+
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found, row = find_lab(session, course=course, lab=lab)
+        back = f"/courses/{found.slug}/labs/{row.slug}/settings"
+        try:
+            require_instructor(session, user=user, course=found)
+            try:
+                penalty = float(late_penalty.strip() or "0")
+            except ValueError:
+                raise Invalid(f"The late penalty must be a number, not {late_penalty!r}.") from None
+            released = utcnow() if release_now else form_time(grades_released_at, "Grades released")
+            changes = update_lab_policies(
+                session,
+                lab=row,
+                now=utcnow(),
+                team_size=whole_number(team_size, "Team size"),
+                late_day_cap=whole_number(late_day_cap, "Late-day cap")
+                if late_day_cap.strip()
+                else None,
+                late_penalty=penalty,
+                grades_released_at=released,
+            )
+        except DomainError as exc:
+            session.rollback()
+            page = {
+                "course": found,
+                "lab": row,
+                "can_edit": True,
+                "message": "",
+                "error": exc.message,
+                "released_at": released_at(found, row),
+            }
+            return render(request, "lab_settings.html", page, status_code=exc.status_code)
         return back_to(
-            f"/courses/{found.slug}/labs/{row.slug}/leaderboard",
-            f"You are on the leaderboard as {entry.pseudonym}.",
+            back, ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
         )
 
     return await web.run(work)
 
 
-@router.post("/courses/{course}/labs/{lab}/leaderboard/leave")
-async def leave_leaderboard_form(
+@router.post("/courses/{course}/labs/{lab}/remove")
+async def lab_remove_form(
     request: Request,
     course: str,
     lab: str,
@@ -415,10 +388,29 @@ async def leave_leaderboard_form(
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
         found, row = find_lab(session, course=course, lab=lab)
-        require_member(session, user=user, course=found)
-        leave_leaderboard(session, lab=row, user=user)
+        require_instructor(session, user=user, course=found)
+        archive_lab(session, lab=row, now=utcnow())
         return back_to(
-            f"/courses/{found.slug}/labs/{row.slug}/leaderboard", "You left the leaderboard."
+            f"/courses/{found.slug}/labs/{row.slug}/settings",
+            "Removed: students no longer see this lab; its submissions are kept.",
         )
+
+    return await web.run(work)
+
+
+@router.post("/courses/{course}/labs/{lab}/restore")
+async def lab_restore_form(
+    request: Request,
+    course: str,
+    lab: str,
+    web: WebDb,
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, csrf_token)
+        found, row = find_lab(session, course=course, lab=lab)
+        require_instructor(session, user=user, course=found)
+        restore_lab(session, lab=row)
+        return back_to(f"/courses/{found.slug}/labs/{row.slug}/settings", "Restored.")
 
     return await web.run(work)

@@ -5,7 +5,7 @@ previewed before it is applied.
 Links go out by mail where KERNELGRADER_SMTP_HOST is set, after the request commits, to the
 person's own address; without mail the page shows a link once, for the instructor to pass on,
 only for an account nobody has used yet, and for any other says how that person signs in
-(app.courses.links). As every page, a handler's database work is one function handed to
+(app.people.links). As every page, a handler's database work is one function handed to
 `web.run` (app.web.deps).
 """
 
@@ -24,9 +24,14 @@ from app.core.errors import DomainError, Invalid
 from app.core.mail import outbox
 from app.core.settings import get_settings
 from app.core.timefmt import when_text
-from app.courses.links import Handout, hand_out
 from app.courses.models import Course, Role
-from app.courses.people import (
+from app.courses.service import (
+    get_course,
+    require_instructor,
+    require_staff,
+)
+from app.people.links import Handout, hand_out
+from app.people.service import (
     MAX_ROSTER_BYTES,
     RosterPlan,
     add_member,
@@ -36,7 +41,6 @@ from app.courses.people import (
     plan_roster,
     remove_member,
 )
-from app.courses.service import get_course, require_instructor, require_staff
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import WebDb

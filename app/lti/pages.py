@@ -17,8 +17,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from sqlalchemy.orm import Session
 
 from app.auth import states
+from app.auth.pages import refused_page
 from app.auth.problems import SignInRefused
-from app.auth.routes import refused_page
 from app.core import outbound
 from app.core.database import utcnow
 from app.core.errors import Forbidden, NotFound

@@ -25,8 +25,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth import states
+from app.auth.pages import refused_page, safe_next
 from app.auth.problems import SignInRefused, recent
-from app.auth.routes import refused_page, safe_next
 from app.core.settings import get_settings
 from app.courses.models import Course
 from app.sso.service import ProviderView, get_provider, map_attributes, providers, sign_in, urls

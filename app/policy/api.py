@@ -1,23 +1,19 @@
-"""REST endpoints for running a course: lab settings, extensions, the staff's view of a lab,
-its counted sources, regrading a whole lab, and the leaderboard.
-
-As everywhere in the API, a handler's database work is one function handed to `api.run`.
+"""The API of the rules that move what counts: a lab's settings (dates, policies, removing it),
+students' extensions, and a course's late days and policies.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import IO, Annotated
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from app.api.errors import COURSE, errors
 from app.core.database import utcnow
 from app.core.errors import NotFound
-from app.core.spool import chunks_of, new_spool
 from app.courses.extensions import ExtensionRow, extensions_of
 from app.courses.models import Course, Lab, LatePolicy, ScorePolicy
 from app.courses.release import released_at
@@ -33,16 +29,32 @@ from app.courses.service import (
     reread_lab,
     restore_lab,
 )
-from app.gradebook.lab_roster import counted_sources_zip, lab_roster
-from app.grading.bulk import regrade_lab
-from app.performance.leaderboard import join_leaderboard, leaderboard, leave_leaderboard
-from app.policy.rules import grant_extension, revoke_extension, update_lab, update_lab_policies
-from app.submissions.models import Status
+from app.latedays import service as latedays
+from app.latedays.schemas import (
+    CoursePolicies,
+    CoursePoliciesRead,
+    LateDayAdjust,
+    LateDayEventRead,
+    LateDaysRead,
+    LateDaysRecountRead,
+    LateDayUse,
+)
+from app.policy.recount import recount_after_change, recount_state
+from app.policy.rules import (
+    grant_extension,
+    revoke_extension,
+    set_regrade_window,
+    update_lab,
+    update_lab_policies,
+)
+from app.policy.settle import adjust
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import ApiDb
 
 router = APIRouter(prefix="/api/v1")
+# A course's late days and policies (their routes' tags and errors, as before they moved here).
+late_days_router = APIRouter(prefix="/api/v1", tags=["late days"], responses=errors(*COURSE))
 
 
 class LabSettings(BaseModel):
@@ -98,50 +110,6 @@ class ExtensionRead(BaseModel):
     granted_by: str | None
     note: str
     created_at: datetime
-
-
-class StudentRowRead(BaseModel):
-    email: str
-    name: str
-    score: float | None
-    max_score: float
-    counted_submission: int | None
-    pending: int
-    attempts: int
-    last_submission: int | None
-    last_status: Status | None
-    last_at: datetime | None
-    late: bool
-    due_at: datetime | None
-    extension: bool
-    kernel_ms: float | None
-    gpu: str | None
-
-
-class BulkRegradeRead(BaseModel):
-    queued: int
-    skipped: int
-    # Of the queued: last graded against another version of the lab, or before versions were
-    # recorded; and the lab's version (content digest) they are graded against now.
-    older_version: int = 0
-    unrecorded_version: int = 0
-    lab_digest: str = ""
-
-
-class LeaderboardPlace(BaseModel):
-    rank: int
-    pseudonym: str
-    median_ms: float
-    you: bool
-
-
-class LeaderboardRead(BaseModel):
-    gpu: str
-    places: list[LeaderboardPlace]
-
-
-class LeaderboardJoin(BaseModel):
-    pseudonym: str = Field(description="3 to 24 letters, digits, spaces, dots or hyphens")
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -308,170 +276,166 @@ async def delete_extension(course: str, lab: str, email: str, api: ApiDb) -> Res
     return await api.run(work)
 
 
-@router.get("/courses/{course}/labs/{lab}/students", tags=["labs"], responses=errors(*COURSE))
-async def lab_students(
-    course: str,
-    lab: str,
-    api: ApiDb,
-    status: Annotated[
-        str | None, Query(description="none, pending, scored, full or not_full")
-    ] = None,
-    late: Annotated[bool | None, Query(description="the counted submission is late")] = None,
-    extension: Annotated[bool | None, Query(description="has an extension")] = None,
-    q: Annotated[str | None, Query(description="part of a name or email")] = None,
-) -> list[StudentRowRead]:
-    """Staff: one row per enrolled student with the counted score, attempts, the last
-    submission and its status, lateness and extension."""
-
-    def work(session: Session, user: User) -> list[StudentRowRead]:
-        found, row = find_lab(session, course=course, lab=lab)
-        require_staff(session, user=user, course=found)
-        rows = lab_roster(session, lab=row, status=status, late=late, extension=extension, query=q)
-        return [
-            StudentRowRead(
-                email=r.student.email,
-                name=r.student.name,
-                score=r.cell.score,
-                max_score=row.max_score,
-                counted_submission=r.counted.id if r.counted else None,
-                pending=r.cell.pending,
-                attempts=r.attempts,
-                last_submission=r.last.id if r.last else None,
-                last_status=Status(r.last.status) if r.last else None,
-                last_at=r.last.created_at if r.last else None,
-                late=r.late,
-                due_at=r.deadline.due_at,
-                extension=r.deadline.extended,
-                kernel_ms=r.timed.median_ms if r.timed else None,
-                gpu=r.timed.gpu_model if r.timed else None,
+def late_days_read(session: Session, course: Course, student: User) -> LateDaysRead:
+    balance = latedays.balance(session, course=course, user_id=student.id)
+    return LateDaysRead(
+        student=student.email,
+        budget=balance.budget,
+        adjusted=balance.adjusted,
+        spent=balance.spent,
+        held=balance.held,
+        left=balance.left,
+        per_lab_cap=course.late_day_cap,
+        labs=[
+            LateDayUse(
+                lab=u.lab.slug,
+                submission=u.charge.submission_id,
+                days_late=u.charge.days_late,
+                days_spent=u.charge.days,
             )
-            for r in rows
-        ]
-
-    return await api.run(work)
-
-
-@router.get(
-    "/courses/{course}/labs/{lab}/submissions.zip",
-    tags=["labs"],
-    response_class=StreamingResponse,
-    responses={200: {"content": {"application/zip": {}}}, **errors(*COURSE)},
-)
-async def lab_sources_zip(course: str, lab: str, api: ApiDb) -> StreamingResponse:
-    """Staff: each student's counted submission (their latest where none counts yet), a folder
-    per student, with manifest.csv: ready for a plagiarism checker."""
-
-    def work(session: Session, user: User) -> tuple[str, IO[bytes]]:
-        found, row = find_lab(session, course=course, lab=lab)
-        require_staff(session, user=user, course=found)
-        spool = new_spool()
-        try:
-            counted_sources_zip(session, lab=row, now=utcnow(), out=spool)
-        except BaseException:
-            spool.close()
-            raise
-        spool.seek(0)
-        return f"{found.slug}-{row.slug}-counted.zip", spool
-
-    name, spool = await api.run(work)
-    return StreamingResponse(
-        chunks_of(spool),
-        media_type="application/zip",
-        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+            for u in latedays.uses(session, course=course, user_id=student.id)
+        ],
+        history=[
+            LateDayEventRead(
+                at=e.at,
+                kind=e.kind,
+                delta=e.delta,
+                remaining_after=e.remaining_after,
+                lab=slug or None,
+                reason=e.reason,
+            )
+            for e, slug in latedays.history(session, course=course, user_id=student.id)
+        ],
     )
 
 
-@router.post(
-    "/courses/{course}/labs/{lab}/regrade",
-    status_code=202,
-    tags=["labs"],
-    responses=errors(*COURSE),
-)
-async def regrade_whole_lab(
-    course: str,
-    lab: str,
-    api: ApiDb,
-    counted_only: Annotated[bool, Query(description="only each student's counted one")] = False,
-) -> BulkRegradeRead:
-    """Staff: regrade every submission of a lab (after fixing it). The jobs wait behind
-    students' new uploads and go to the workers a few at a time."""
+@late_days_router.get("/courses/{course}/late-days/me")
+async def my_late_days(course: str, api: ApiDb) -> LateDaysRead:
+    """Students: my late days: the budget, what I spent on which lab, what is left, and why."""
 
-    def work(session: Session, user: User) -> BulkRegradeRead:
-        found, row = find_lab(session, course=course, lab=lab)
-        require_staff(session, user=user, course=found)
-        result = regrade_lab(
-            session, lab=row, requested_by=user.email, now=utcnow(), counted_only=counted_only
-        )
-        return BulkRegradeRead(
-            queued=result.queued,
-            skipped=result.skipped,
-            older_version=result.older,
-            unrecorded_version=result.unrecorded,
-            lab_digest=result.digest,
-        )
+    def work(session: Session, user: User) -> LateDaysRead:
+        found = get_course(session, slug=course)
+        require_member(session, user=user, course=found)
+        return late_days_read(session, found, user)
 
     return await api.run(work)
 
 
-@router.get(
-    "/courses/{course}/labs/{lab}/leaderboard", tags=["leaderboard"], responses=errors(*COURSE)
-)
-async def get_leaderboard(course: str, lab: str, api: ApiDb) -> list[LeaderboardRead]:
-    """Members: per GPU model, the opted-in students' fastest fully correct submissions, by
-    the timed case's median."""
+@late_days_router.get("/courses/{course}/late-days")
+async def all_late_days(course: str, api: ApiDb) -> list[LateDaysRead]:
+    """Staff: every student's late days (budget, adjustments, spent, left)."""
 
-    def work(session: Session, user: User) -> list[LeaderboardRead]:
-        found, row = find_lab(session, course=course, lab=lab)
-        require_member(session, user=user, course=found)
+    def work(session: Session, user: User) -> list[LateDaysRead]:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
         return [
-            LeaderboardRead(
-                gpu=board.gpu_model,
-                places=[
-                    LeaderboardPlace(
-                        rank=p.rank, pseudonym=p.pseudonym, median_ms=p.median_ms, you=p.is_you
-                    )
-                    for p in board.places
-                ],
+            LateDaysRead(
+                student=row.student.email,
+                budget=row.balance.budget,
+                adjusted=row.balance.adjusted,
+                spent=row.balance.spent,
+                held=row.balance.held,
+                left=row.balance.left,
+                per_lab_cap=found.late_day_cap,
             )
-            for board in leaderboard(session, lab=row, viewer_id=user.id)
+            for row in latedays.balances(session, course=found)
         ]
 
     return await api.run(work)
 
 
-@router.put(
-    "/courses/{course}/labs/{lab}/leaderboard/me",
-    tags=["leaderboard"],
-    responses=errors(401, 403, 404, 409, 503),
-)
-async def join_lab_leaderboard(
-    course: str, lab: str, body: LeaderboardJoin, api: ApiDb
-) -> LeaderboardJoin:
-    """Students: appear on the lab's leaderboard under a pseudonym (or change it)."""
+@late_days_router.get("/courses/{course}/late-days/{email}")
+async def student_late_days(course: str, email: str, api: ApiDb) -> LateDaysRead:
+    """Staff: one student's late days, per lab, with their history."""
 
-    def work(session: Session, user: User) -> LeaderboardJoin:
-        found, row = find_lab(session, course=course, lab=lab)
-        entry = join_leaderboard(
-            session, course=found, lab=row, user=user, pseudonym=body.pseudonym
-        )
-        return LeaderboardJoin(pseudonym=entry.pseudonym)
+    def work(session: Session, user: User) -> LateDaysRead:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        return late_days_read(session, found, get_user(session, email=email))
 
     return await api.run(work)
 
 
-@router.delete(
-    "/courses/{course}/labs/{lab}/leaderboard/me",
-    status_code=204,
-    tags=["leaderboard"],
-    responses=errors(*COURSE),
-)
-async def leave_lab_leaderboard(course: str, lab: str, api: ApiDb) -> Response:
-    """Students: leave the lab's leaderboard."""
+@late_days_router.post("/courses/{course}/late-days/{email}/adjustments")
+async def adjust_late_days(
+    course: str, email: str, body: LateDayAdjust, api: ApiDb
+) -> LateDaysRead:
+    """Staff: give a student late days (or take some away) with a reason they see. Days given
+    cover labs still late beyond what they spent, earliest due first."""
 
-    def work(session: Session, user: User) -> Response:
-        found, row = find_lab(session, course=course, lab=lab)
+    def work(session: Session, user: User) -> LateDaysRead:
+        found = get_course(session, slug=course)
+        require_staff(session, user=user, course=found)
+        student = get_user(session, email=email)
+        adjust(
+            session,
+            course=found,
+            student=student,
+            delta=body.days,
+            reason=body.reason,
+            by=user,
+            now=utcnow(),
+        )
+        return late_days_read(session, found, student)
+
+    return await api.run(work)
+
+
+def policies_read(session: Session, course: Course, changes: list[str]) -> CoursePoliciesRead:
+    state = recount_state(session, course=course)
+    return CoursePoliciesRead(
+        course=course.slug,
+        late_days=course.late_days,
+        late_day_cap=course.late_day_cap,
+        regrade_window_days=course.regrade_window_days,
+        changes=changes,
+        recount=None
+        if state is None
+        else LateDaysRecountRead(
+            since=state.since, students_done=state.done, students=state.students
+        ),
+    )
+
+
+@late_days_router.get("/courses/{course}/policies", tags=["courses"])
+async def get_policies(course: str, api: ApiDb) -> CoursePoliciesRead:
+    """Members: the course's late days per student, per-lab cap and regrade window."""
+
+    def work(session: Session, user: User) -> CoursePoliciesRead:
+        found = get_course(session, slug=course)
         require_member(session, user=user, course=found)
-        leave_leaderboard(session, lab=row, user=user)
-        return Response(status_code=204)
+        return policies_read(session, found, [])
+
+    return await api.run(work)
+
+
+@late_days_router.patch("/courses/{course}/policies", tags=["courses"])
+async def patch_policies(course: str, body: CoursePolicies, api: ApiDb) -> CoursePoliciesRead:
+    """Instructors: the late days per student (0: none; never below what a student spent), the
+    per-lab cap (null: none) and the regrade window. Late days are settled again for all, a
+    few students at a time; in a large course the recount goes on after the answer, and
+    `recount` says how far it got."""
+
+    def work(session: Session, user: User) -> CoursePoliciesRead:
+        found = get_course(session, slug=course)
+        require_instructor(session, user=user, course=found)
+        given = body.model_fields_set
+        changes = []
+        if body.regrade_window_days is not None:
+            changes += set_regrade_window(found, body.regrade_window_days)
+        changes += latedays.set_budget(
+            session,
+            course=found,
+            days=body.late_days,
+            cap=body.late_day_cap if "late_day_cap" in given else "keep",
+            now=utcnow(),
+        )
+        # The change is committed first, then every student's late days are settled again
+        # in short transactions of their own (app.policy.recount).
+        session.commit()
+        if found.late_days_recount_at is not None:
+            recount_after_change(found.id)
+        session.refresh(found)
+        return policies_read(session, found, changes)
 
     return await api.run(work)

@@ -1,35 +1,29 @@
-"""REST endpoints: thin handlers that fetch, check access and delegate to services.
-
-Each handler is `async def` and does its database work in one function handed to `api.run`
-(app.web.deps): one request thread, one session, the token check and the work together.
+"""The submissions' API: a course's labs as the caller may submit to them, uploading, reading,
+regrading and listing submissions, and a submission's source.
 """
 
 from __future__ import annotations
 
 from contextlib import suppress
 from datetime import datetime
-from typing import IO, Annotated, Literal
+from typing import Annotated
 from urllib.parse import quote
 
 from fastapi import APIRouter, File, Query, Response, UploadFile
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app import __version__
 from app.api.errors import COURSE, errors
-from app.core.database import probe, utcnow
+from app.core.database import utcnow
 from app.core.errors import NotFound
 from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
-from app.core.spool import chunks_of, text_spool
 from app.courses.deadlines import deadline_for, lab_state
 from app.courses.models import Lab, LatePolicy
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
-from app.fleet.service import WorkerView, grading_sentence, recent_workers
-from app.gradebook.service import write_canvas_csv, write_gradebook_csv
 from app.grading.queue import stamp_send
 from app.grading.sender import send_after_commit
 from app.latedays.service import available_for
@@ -46,33 +40,9 @@ from app.submissions.service import (
 )
 from app.users.models import User
 from app.users.service import find_user
-from app.web.deps import ApiDb, RowId, in_health_thread
+from app.web.deps import ApiDb, RowId
 
 router = APIRouter(prefix="/api/v1")
-
-
-class WorkerReport(BaseModel):
-    """A worker heard from in the last day: what it can do and when it was last heard."""
-
-    id: int
-    gpu: str  # CUDA_VISIBLE_DEVICES of the worker process; "" for none in particular
-    gpu_model: str
-    arch: str
-    compile: bool
-    run: bool
-    alive: bool
-    stopped: bool
-    last_heard_at: datetime
-    note: str  # why it cannot run kernels, where it cannot
-
-
-class Health(BaseModel):
-    status: str
-    version: str
-    database: str
-    # "ok", or a sentence saying what waits because no live worker can do it.
-    grading: str = "ok"
-    workers: list[WorkerReport] = []
 
 
 class LabRead(BaseModel):
@@ -102,35 +72,6 @@ class SubmissionListItem(BaseModel):
     max_score: float | None
     late: bool
     created_at: datetime
-
-
-@router.get("/health", tags=["meta"], responses=errors(503))
-async def health() -> Health:
-    # Its own threads and connection, outside the bound on requests in flight: it answers
-    # within a second while every request thread is busy, the worker report included.
-    workers: list[WorkerView] = await in_health_thread(lambda: probe(recent_workers))
-    return Health(
-        status="ok",
-        version=__version__,
-        database="ok",
-        grading=grading_sentence(workers),
-        # Host names stay on the staff page: this endpoint answers anyone.
-        workers=[
-            WorkerReport(
-                id=w.id,
-                gpu=w.gpu,
-                gpu_model=w.gpu_model,
-                arch=w.arch,
-                compile=w.can_compile,
-                run=w.can_run,
-                alive=w.alive,
-                stopped=w.stopped_at is not None,
-                last_heard_at=w.heartbeat_at,
-                note=w.note,
-            )
-            for w in workers
-        ],
-    )
 
 
 @router.get("/courses/{course}/labs", tags=["courses"], responses=errors(*COURSE))
@@ -300,37 +241,6 @@ async def list_submissions(
         ]
 
     return await api.run(work)
-
-
-@router.get(
-    "/courses/{course}/gradebook.csv",
-    tags=["gradebook"],
-    response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {}}}, **errors(*COURSE)},
-)
-async def export_gradebook(
-    course: str,
-    api: ApiDb,
-    format: Annotated[
-        Literal["kernelgrader", "canvas"],
-        Query(description="kernelgrader (default) or canvas (Canvas's gradebook import)"),
-    ] = "kernelgrader",
-) -> StreamingResponse:
-    canvas = format == "canvas"
-    write = write_canvas_csv if canvas else write_gradebook_csv
-
-    def work(session: Session, user: User) -> tuple[str, IO[bytes]]:
-        found = get_course(session, slug=course)
-        require_staff(session, user=user, course=found)
-        return found.slug, text_spool(lambda out: write(session, course=found, out=out))
-
-    slug, spool = await api.run(work)
-    name = f"{slug}-gradebook{'-canvas' if canvas else ''}.csv"
-    return StreamingResponse(
-        chunks_of(spool),
-        media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{name}"'},
-    )
 
 
 @router.get(

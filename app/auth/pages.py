@@ -1,8 +1,12 @@
-"""Accounts on the web: one's password, sessions and API tokens, the invite links that set a
-password, and "forgot password", which mails such a link where the server sends mail.
+"""Signing in, and the account's pages: logging in and out; one's password, sessions and API
+tokens; the invite links that set a password; and "forgot password", which mails such a link
+where the server sends mail. A new password (changed here, or set through a link) signs the
+account out everywhere else and revokes its API tokens (app.users.passwords); "sign out
+everywhere" ends every session.
 
-A new password (changed here, or set through a link) signs the account out everywhere else and
-revokes its API tokens (app.users.passwords); "sign out everywhere" ends every session.
+What signing in from outside (LTI, single sign-on) shares is here too: the page of a refused
+sign-in, whether the `sso` extra is installed (app.main mounts their routes, or pages that say
+how to install it), and where a sign-in may send the browser next (a path on this site only).
 
 As every page, a handler's database work (rendering included) is one function handed to
 `web.run` or, before anyone is logged in, `db.run` (app.web.deps).
@@ -10,22 +14,26 @@ As every page, a handler's database work (rendering included) is one function ha
 
 from __future__ import annotations
 
+import importlib.util
+import ipaddress
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
+from app.auth.problems import SignInRefused, record
 from app.core.database import utcnow
 from app.core.errors import DomainError, Invalid
 from app.core.settings import get_settings
-from app.courses.links import accept_link, live_invite
+from app.people.links import accept_link, live_invite
 from app.users.invites import change_password
 from app.users.models import User
 from app.users.passwords import end_sessions
 from app.users.resets import reset_requests
 from app.users.service import (
+    authenticate,
     create_api_token,
     normalize_email,
     revoke_own_token,
@@ -33,10 +41,131 @@ from app.users.service import (
 )
 from app.web.deps import PublicDb, RowId, WebDb, start_session
 from app.web.forms import refused
-from app.web.routes import client_network
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
+
+SIGNED_OUT = (
+    "You are signed out everywhere: every browser that was logged in to your account must log "
+    "in again. Your API tokens still work; revoke any that may have leaked on your account page."
+)
+
+
+ASK_THE_STAFF = (
+    "This server sends no e-mail, so it cannot mail you a link. If you sign in through your "
+    "university or your LMS, do that instead. Otherwise ask whoever runs this kernelgrader "
+    "server (your course staff know who) for a link to set a new password: they make one with "
+    "`kernelgrader user invite EMAIL`."
+)
+
+MISSING = (
+    "University sign-in (LTI 1.3 and single sign-on) is not installed on this server; install "
+    "kernelgrader[sso] (and Debian's xmlsec1 for SAML), then restart it."
+)
+
+
+async def refused_page(request: Request, db: PublicDb, refused: SignInRefused) -> Response:
+    """A refused sign-in or launch: recorded for staff, told to the person with its reference."""
+    reference = await db.run(lambda session: record(session, refused))
+    return render(
+        request,
+        "sign_in/refused.html",
+        {"sentence": refused.sentence, "reference": reference},
+        status_code=refused.status_code,
+    )
+
+
+def installed() -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in ("pylti1p3", "authlib", "saml2"))
+
+
+def safe_next(target: str | None) -> str:
+    # Only local paths, so the login form cannot bounce a user to another site.
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return "/"
+    # Browsers read a backslash as "/" and drop tabs and newlines once a URL is unquoted, so
+    # such a path could leave the site; none of ours has them.
+    if "\\" in target or any(ord(c) < 32 or ord(c) == 127 for c in target):
+        return "/"
+    parts = urlsplit(target)
+    return "/" if parts.scheme or parts.netloc else target
+
+
+def client_network(host: str) -> str:
+    """The address a login failure counts against: IPv4 as is, IPv6 by its /64 network.
+
+    An IPv6 host is handed a whole /64 and can pick a fresh address for every guess.
+    """
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_form(request: Request, next: str = "/", signed_out: bool = False) -> Response:
+    notice = SIGNED_OUT if signed_out else ""
+    return render(request, "login.html", {"next": safe_next(next), "error": None, "notice": notice})
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(
+    request: Request,
+    db: PublicDb,
+    email: Annotated[str, Form()],
+    password: Annotated[str, Form()],
+    csrf_token: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/",
+) -> Response:
+    check_csrf(request, csrf_token)
+    # Throttle guessing per account from one address, and per address, before spending time on
+    # the hash. Not per account alone: a stranger's guesses would lock its owner out everywhere.
+    network = client_network(request.client.host if request.client else "")
+    account = f"account:{email.strip().lower()}|{network}"
+    address = "address:" + network
+    throttle, address_throttle = (
+        request.app.state.login_throttle,
+        request.app.state.login_address_throttle,
+    )
+    wait = max(throttle.retry_after(account), address_throttle.retry_after(address))
+    if wait:
+        page = render(
+            request,
+            "login.html",
+            {
+                "next": safe_next(next),
+                "error": f"Too many failed logins; wait {wait} seconds, then try again.",
+            },
+            status_code=429,
+        )
+        page.headers["Retry-After"] = str(wait)
+        return page
+    # The password hash is slow on purpose: in a request thread, never on the event loop.
+    user = await db.run(lambda session: authenticate(session, email=email, password=password))
+    if user is None:
+        throttle.failed(account)
+        address_throttle.failed(address)
+        return render(
+            request,
+            "login.html",
+            {"next": safe_next(next), "error": "That email and password do not match; try again."},
+            status_code=401,
+        )
+    throttle.succeeded(account)
+    start_session(request, user.id)
+    return RedirectResponse(safe_next(next), status_code=303)
+
+
+@router.post("/logout")
+async def logout(request: Request, csrf_token: Annotated[str, Form()] = "") -> Response:
+    check_csrf(request, csrf_token)
+    request.session.clear()
+    return RedirectResponse("/login", status_code=303)
 
 
 def _account(session: Session, user: User, **extra: Any) -> dict[str, Any]:
@@ -207,16 +336,6 @@ async def accept_invite_form(
     # Only once the password is committed: a fresh session, as at every login.
     start_session(request, outcome)
     return RedirectResponse("/", status_code=303)
-
-
-# --- forgot password -----------------------------------------------------------------------
-
-ASK_THE_STAFF = (
-    "This server sends no e-mail, so it cannot mail you a link. If you sign in through your "
-    "university or your LMS, do that instead. Otherwise ask whoever runs this kernelgrader "
-    "server (your course staff know who) for a link to set a new password: they make one with "
-    "`kernelgrader user invite EMAIL`."
-)
 
 
 def _sent_sentence(minutes: int) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from markupsafe import Markup, escape
 
 from app.profiling.views import HistoryPoint
-from app.web.charts import ACCENT, HIGHLIGHT, MUTED, WIDTH, _svg
+from app.web.charts import ACCENT, HIGHLIGHT, MUTED, WIDTH, svg
 from app.web.templating import number
 
 
@@ -34,7 +34,7 @@ def history_chart(points: Sequence[HistoryPoint], references: dict[str, float]) 
     title = "Your submissions' times on the timed case (lower is faster), best so far marked"
     if not timed:
         empty = f'<text x="4" y="24" fill="{MUTED}">No timed submission yet.</text>'
-        return _svg(40, [empty], title)
+        return svg(40, [empty], title)
     left, right, top, bottom, height = 46, 70, 16, 34, 230
     values = [p.median_ms for p in timed if p.median_ms] + [v for v in references.values() if v > 0]
     lo, hi = math.log10(min(values)), math.log10(max(values))
@@ -104,4 +104,4 @@ def history_chart(points: Sequence[HistoryPoint], references: dict[str, float]) 
             f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="{fill}" stroke="{ACCENT}" '
             f'stroke-width="2"><title>{escape(_tooltip(p))}</title></circle></g>'
         )
-    return _svg(height, body, title)
+    return svg(height, body, title)
