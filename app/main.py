@@ -39,7 +39,7 @@ from app.gradebook import api as gradebook_api
 from app.gradebook import pages as gradebook_pages
 from app.grading import api as grading_api
 from app.grading import pages as grading_pages
-from app.grading.sender import job_sender
+from app.jobs.sender import job_sender
 from app.people import pages as courses_pages
 from app.performance import api as performance_api
 from app.performance import pages as performance_pages

@@ -18,6 +18,9 @@ The rules:
 3. No private names across packages: `from app.x.m import _name` only from within `app.x`.
 4. An import inside a function is for a heavy optional dependency only: each needs an entry in
    LAZY (who may, what, and why); every other import goes at the top of its module.
+5. No route sends: a feature's `api.py` and `pages.py` import none of SENDING. Services queue
+   their jobs with the unit of work (app.jobs.sender.send_after_commit), which sends them once
+   it commits.
 """
 
 from __future__ import annotations
@@ -79,6 +82,11 @@ FLOORS: list[tuple[str, str]] = [
 # Who may import inside a function, and why (rule 4): (importing files, imported module or
 # package, reason). Patterns are fnmatch's over paths relative to the repository.
 LAZY: list[tuple[str, str, str]] = []
+
+
+# What sends a job; routes (a feature's api.py and pages.py) import none of it (rule 5).
+SENDING = ("app.jobs.send", "app.jobs.sender")
+ROUTES = ("api.py", "pages.py")
 
 
 @dataclass(frozen=True)
@@ -279,6 +287,19 @@ def check_lazy(house: House, lazy: Sequence[tuple[str, str, str]]) -> Iterator[F
             )
 
 
+def check_routes_do_not_send(house: House, sending: Sequence[str]) -> Iterator[Finding]:
+    for imp in house.imports:
+        if Path(imp.path).name not in ROUTES:
+            continue
+        for module in sending:
+            if imp.target == module or imp.target.startswith(module + "."):
+                yield Finding(
+                    "sending",
+                    f"{imp.path}:{imp.line}: a route imports {imp.target}; let the service queue "
+                    "the job with its unit of work (send_after_commit), sent at the commit",
+                )
+
+
 def check(
     root: Path,
     package: str = "app",
@@ -291,6 +312,7 @@ def check(
         *check_loops(house),
         *check_private(house),
         *check_lazy(house, lazy if lazy is not None else LAZY),
+        *check_routes_do_not_send(house, SENDING),
     ]
 
 

@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     from app.courses.models import Course, Lab
 
 
+# How long a command that queued a job waits, before it ends, for this process's sender to hand
+# it to the broker (a job the broker refuses is taken back, and the workers' sweep sends it).
+SEND_SECONDS = 30.0
+
+
 def fail(message: str) -> typer.Exit:
     typer.secho(message, err=True, fg=typer.colors.RED)
     return typer.Exit(code=1)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, defer
 from app.core.database import utcnow
 from app.courses.models import Lab
 from app.jobs.celery_app import QUEUE
-from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
+from app.submissions.models import GRADING, GradingJob, JobState, Priority, Status, Submission
 from app.submissions.service import set_status
 
 # Regrade jobs on the broker (sent, not yet taken) at any time.
@@ -173,12 +173,6 @@ def background_jobs_to_send(
         queue = job.sent_queue or QUEUE
         stamp = utcnow()
         # Conditional, since every worker sweeps: only one of them sends a given job.
-        taken = session.execute(
-            update(GradingJob)
-            .where(GradingJob.id == job.id, GradingJob.sent_at.is_(None))
-            .values(sent_at=stamp, sent_queue=queue)
-            .execution_options(synchronize_session=False)
-        )
-        if taken.rowcount == 1:  # type: ignore[attr-defined]
+        if GRADING.stamp(session, job.id, old=None, new=stamp, queue=queue):
             picked.append((job.submission_id, job.id, queue, stamp))
     return picked

@@ -12,7 +12,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
@@ -20,8 +20,6 @@ from app.core.overload import database_unavailable
 from app.core.settings import Settings, get_settings
 from app.courses.models import Lab
 from app.courses.specs import required_gpu_model, spec_for
-from app.grading.heartbeat import Heartbeat
-from app.grading.queue import send_job, stamp_send
 from app.grading.record import (
     NOT_YOUR_FAULT,
     record_compile,
@@ -34,8 +32,8 @@ from app.jobs.celery_app import QUEUE
 from app.jobs.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu, worker_gpu_model
 from app.jobs.routing import model_key, serves
 from app.jobs.workers import no_runner_note, note_timing, worker_id
-from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
-from app.submissions.service import compile_name, set_status
+from app.submissions.models import GRADING, GradingJob, JobState, Priority, Status, Submission
+from app.submissions.service import compile_name, queue_grading, set_status
 
 if TYPE_CHECKING:
     from graders.results import CompileResult, GradeReport
@@ -106,63 +104,27 @@ def _claim_row(
     submission_id: int, job_id: int, me: str, taken: Taken, *, settings: Settings
 ) -> bool:
     now = utcnow()
-    stale = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
     with session_scope() as session:
-        claimed = session.execute(
-            update(GradingJob)
-            .where(
-                GradingJob.id == job_id,
-                GradingJob.submission_id == submission_id,
-                or_(
-                    GradingJob.state == JobState.queued.value,
-                    # A second delivery after its worker died; once the attempts are spent
-                    # the sweeper fails it with a sentence instead.
-                    (GradingJob.state == JobState.started.value)
-                    & (GradingJob.heartbeat_at < stale)
-                    & (GradingJob.attempt < settings.max_attempts),
-                    # This worker's own job, tried again after the database was away, and
-                    # not running in this process any more (checked by the caller).
-                    (GradingJob.state == JobState.started.value)
-                    & (GradingJob.worker_id == me)
-                    & (GradingJob.attempt < settings.max_attempts),
-                ),
-            )
-            .values(
-                state=JobState.started.value,
-                worker_id=me,
-                attempt=GradingJob.attempt + 1,
-                started_at=now,
-                heartbeat_at=now,
-                error="",
-                taken_sent_at=taken[0],
-                taken_queue=taken[1],
-            )
+        # Queued; or a second delivery after its worker died (once the attempts are spent the
+        # sweeper fails it with a sentence instead); or this worker's own job, tried again
+        # after the database was away, and not running in this process any more (checked by
+        # the caller).
+        claimed = GRADING.claim(
+            session,
+            job_id,
+            now=now,
+            me=me,
+            stale_before=now - timedelta(seconds=settings.heartbeat_timeout_seconds),
+            max_attempts=settings.max_attempts,
+            retake_own=True,
+            where=[GradingJob.submission_id == submission_id],
+            values={"taken_sent_at": taken[0], "taken_queue": taken[1]},
         )
-        if claimed.rowcount != 1:  # type: ignore[attr-defined]
+        if not claimed:
             return False
         submission = session.get_one(Submission, submission_id)
         set_status(session, submission, Status.compiling, "A worker is compiling it.")
     return True
-
-
-def _hold(session: Session, job_id: int, me: str) -> bool:
-    """True if this worker still holds the job, and keep it held until the session commits.
-
-    A conditional write, not a read: between reading "mine" and committing, the sweeper or a
-    second delivery could hand the job to another worker, and this one would then record over
-    it. The UPDATE takes the row's write lock (PostgreSQL) or the database's (SQLite), so a
-    takeover either committed before it (no row matches) or waits until this commit.
-    """
-    held = session.execute(
-        update(GradingJob)
-        .where(
-            GradingJob.id == job_id,
-            GradingJob.worker_id == me,
-            GradingJob.state == JobState.started.value,
-        )
-        .values(heartbeat_at=utcnow())
-    )
-    return held.rowcount == 1  # type: ignore[attr-defined]
 
 
 def grade_job(
@@ -182,7 +144,9 @@ def grade_job(
 
 
 def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) -> Outcome:
-    with Heartbeat(job_id=job_id, worker_id=me, every_seconds=settings.heartbeat_seconds):
+    with GRADING.heartbeat(
+        job_id, me, every_seconds=settings.heartbeat_seconds, name=f"heartbeat-{job_id}"
+    ):
         try:
             from graders.compile.compiler import compile_submission
 
@@ -198,7 +162,7 @@ def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) ->
             )
             reason = _cannot_run_here(model) if compiled.ok else None
             with session_scope() as session:
-                if not _hold(session, job_id, me):
+                if not GRADING.hold(session, job_id, me):
                     return Outcome.lost
                 job = session.get_one(GradingJob, job_id)
                 job.lab_digest = spec.digest  # the version of the lab this job is graded against
@@ -265,7 +229,7 @@ def _run(
 
     def on_phase(phase: str, partial: GradeReport) -> None:
         with session_scope() as session:
-            if not _hold(session, job_id, me):
+            if not GRADING.hold(session, job_id, me):
                 return
             job = session.get_one(GradingJob, job_id)
             submission = session.get_one(Submission, submission_id)
@@ -282,7 +246,7 @@ def _run(
         gpu_jobs=settings.gpu_jobs,
     )
     with session_scope() as session:
-        if not _hold(session, job_id, me):
+        if not GRADING.hold(session, job_id, me):
             return Outcome.lost
         job = session.get_one(GradingJob, job_id)
         submission = session.get_one(Submission, submission_id)
@@ -328,9 +292,8 @@ def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
     remain (a passing fault, such as a child that could not start a thread, then costs the
     student nothing), and only the last attempt ends in `error`."""
     settings = get_settings()
-    send: tuple[str, datetime] | None = None
     with session_scope() as session:
-        if not _hold(session, job_id, me):
+        if not GRADING.hold(session, job_id, me):
             return
         job = session.get_one(GradingJob, job_id)
         job.error = error
@@ -346,7 +309,8 @@ def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
         job.worker_id = None
         queue = job.taken_queue or job.sent_queue or QUEUE
         if job.priority == Priority.normal.value:
-            send = (queue, stamp_send(job, queue=queue))
+            # Sent once this commits; if the broker refuses it, the sweeper sends it.
+            queue_grading(session, job, queue=queue)
         else:  # a lab regrade's job goes out in its turn, with the rest of the regrade
             job.sent_at, job.sent_queue = None, queue
         set_status(
@@ -357,6 +321,3 @@ def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
             f"again (attempt {job.attempt + 1} of {settings.max_attempts}).",
             staff_note=f"Attempt {job.attempt} failed: {error}",
         )
-    if send is not None:
-        # Lost if the broker refuses it: the sweeper then finds it unsent and sends it.
-        send_job(submission_id=submission_id, job_id=job_id, queue=send[0], stamped_at=send[1])

@@ -6,7 +6,11 @@ from celery import Celery
 
 from app.core.settings import get_settings
 
+# The tasks, by name; each takes ids and opens its own sessions (app.grading.tasks,
+# app.profiling.tasks, app.similarity.tasks).
 GRADE_TASK = "grading.grade"
+PROFILE_TASK = "profiling.profile"
+SIMILARITY_TASK = "similarity.compute"
 # Every worker takes jobs from the main queue; only workers with a GPU take the GPU queue,
 # which holds compiled submissions that were waiting for one.
 QUEUE = "grading"

@@ -11,6 +11,7 @@ from sqlalchemy import JSON, ForeignKey, Index, LargeBinary, String, Text, Uniqu
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
+from app.jobs.lease import Lease
 
 
 class ProfileState(enum.StrEnum):
@@ -100,3 +101,7 @@ class ReferenceProfile(Base):
     ncu_version: Mapped[str] = mapped_column(String(40), default="")
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     profiled_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# How a profiling job is held and sent (app.jobs.lease).
+PROFILES = Lease(KernelProfile)

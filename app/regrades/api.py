@@ -13,8 +13,6 @@ from app.courses.service import (
     find_lab,
     require_member,
 )
-from app.grading.queue import stamp_send
-from app.grading.sender import send_after_commit
 from app.regrades import service as regrades
 from app.regrades.schemas import RegradeAnswer, RegradeAsk, RegradeRequestRead, request_read
 from app.users.models import User
@@ -88,7 +86,7 @@ async def answer_regrade_request(
     reason) or decline, with an answer the student reads."""
 
     def work(session: Session, user: User) -> RegradeRequestRead:
-        request, job = regrades.answer(
+        request, _job = regrades.answer(
             session,
             user=user,
             request_id=request_id,
@@ -97,12 +95,8 @@ async def answer_regrade_request(
             points=body.points,
             now=utcnow(),
         )
-        read = request_read(regrades.get_request(session, user=user, request_id=request.id))
-        if job is not None:
-            stamp = stamp_send(job)
-            session.commit()
-            send_after_commit(submission_id=request.submission_id, job_id=job.id, stamped_at=stamp)
-        return read
+        # A regrade's job is sent once this commits.
+        return request_read(regrades.get_request(session, user=user, request_id=request.id))
 
     return await api.run(work)
 

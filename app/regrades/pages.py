@@ -15,8 +15,6 @@ from app.core.errors import DomainError, Invalid
 from app.courses.models import Course, Lab
 from app.courses.release import regrade_requests_close_at
 from app.courses.service import find_lab
-from app.grading.queue import stamp_send
-from app.grading.sender import send_after_commit
 from app.regrades import service as regrades
 from app.regrades.models import RegradeRequest
 from app.submissions.models import Submission
@@ -98,7 +96,6 @@ async def regrade_request_form(
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        sent = None
         try:
             if action == "withdraw":
                 regrades.withdraw(session, user=user, request_id=request_id, now=utcnow())
@@ -108,7 +105,7 @@ async def regrade_request_form(
                     value = float(points) if points.strip() else None
                 except ValueError:
                     raise Invalid(f"Points must be a number, not {points!r}.") from None
-                answered, job = regrades.answer(
+                answered, _job = regrades.answer(
                     session,
                     user=user,
                     request_id=request_id,
@@ -117,9 +114,7 @@ async def regrade_request_form(
                     points=value,
                     now=utcnow(),
                 )
-                if job is not None:
-                    stamp = stamp_send(job)
-                    sent = (answered.submission_id, job.id, stamp)
+                # A regrade's job is sent once the request's work commits.
                 said = f"Request {request_id} is {answered.state}; the student sees the answer."
         except DomainError as exc:
             session.rollback()
@@ -132,9 +127,6 @@ async def regrade_request_form(
                 "error": exc.message,
             }
             return render(request, "regrade_request.html", context, status_code=exc.status_code)
-        if sent is not None:
-            session.commit()
-            send_after_commit(submission_id=sent[0], job_id=sent[1], stamped_at=sent[2])
         return back_to(f"/regrade-requests/{request_id}", said)
 
     return await web.run(work)

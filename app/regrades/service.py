@@ -214,7 +214,7 @@ def answer(
 ) -> tuple[RegradeRequest, GradingJob | None]:
     """Staff: settle a request. `decision`: "regrade" (grade the submission again), "adjust"
     (add `points`, negative to take away, with the answer as the reason) or "decline". Returns
-    the request and the regrade's job, which the caller sends once committed."""
+    the request and the regrade's job (sent once the caller commits)."""
     if decision not in ("regrade", "adjust", "decline"):
         raise Invalid("Choose regrade, adjust or decline.")
     reply = _text(text, limit=MAX_ANSWER, what="answer")

@@ -76,10 +76,7 @@ async def ask_similarity(
         report = similarity.request_report(
             session, course=found, lab=row, user=user, include_past=body.include_past, now=utcnow()
         )
-        read = report_read(session, report, row, pairs=False)
-        session.commit()
-        similarity.send_report(report.id)
-        return read
+        return report_read(session, report, row, pairs=False)  # sent once this commits
 
     return await api.run(work)
 

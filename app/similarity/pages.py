@@ -67,8 +67,6 @@ async def similarity_form(
             session, course=found, lab=row, user=user, include_past=bool(include_past), now=utcnow()
         )
         report_id = report.id
-        session.commit()
-        similarity.send_report(report_id)
         return back_to(
             f"/courses/{found.slug}/labs/{row.slug}/similarity",
             f"Report {report_id} is queued; a worker computes it (reload to see it).",

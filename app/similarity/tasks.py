@@ -5,8 +5,7 @@ from __future__ import annotations
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.jobs.celery_app import celery_app
-from app.similarity.service import SIMILARITY_TASK
+from app.jobs.celery_app import SIMILARITY_TASK, celery_app
 
 
 @celery_app.task(

@@ -24,8 +24,6 @@ from app.core.settings import get_settings
 from app.courses.deadlines import deadline_for, lab_state
 from app.courses.models import Lab, LatePolicy
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
-from app.grading.queue import stamp_send
-from app.grading.sender import send_after_commit
 from app.latedays.service import available_for
 from app.submissions.models import Status
 from app.submissions.quota import submission_quota
@@ -140,18 +138,15 @@ async def submit(
             now=utcnow(),
             size=file.size,
         )
-        # The row must exist before the worker can be told about it. A commit that fails
+        # The row must exist before the worker can be told about it: its job goes to this
+        # process's sender once the commit lands (app.jobs.sender). A commit that fails
         # raises here, and the client is told that nothing was stored (503), or, where the
         # database went away mid-commit and did not come back to say, that it may have been.
-        stamp = stamp_send(intake.job)
         commit_or_confirm(session, landed=intake.stored)
-        send_after_commit(
-            submission_id=intake.submission_id, job_id=intake.job_id, stamped_at=stamp
-        )
-        # Stored, and handed to this process's sender, so the answer never waits on the broker
-        # (app.grading.sender): from here on no database error may turn into "not stored", so the
-        # quota headers are best effort, and their read ends here rather than in a closing
-        # commit that a database going away could fail.
+        # Stored, and handed to the sender, so the answer never waits on the broker: from here
+        # on no database error may turn into "not stored", so the quota headers are best
+        # effort, and their read ends here rather than in a closing commit that a database
+        # going away could fail.
         try:
             now = utcnow()
             lab_row = session.get_one(Lab, intake.lab_id)
@@ -190,10 +185,8 @@ async def regrade_submission(submission_id: RowId, api: ApiDb) -> SubmissionCrea
 
     def work(session: Session, user: User) -> SubmissionCreated:
         submission = get_visible_submission(session, user=user, submission_id=submission_id)
-        job = regrade(session, user=user, submission=submission, now=utcnow())
-        stamp = stamp_send(job)
-        session.commit()
-        send_after_commit(submission_id=submission.id, job_id=job.id, stamped_at=stamp)
+        regrade(session, user=user, submission=submission, now=utcnow())
+        session.commit()  # its job is sent once this commits
         return SubmissionCreated(
             id=submission.id, status=Status.queued, url=f"/submissions/{submission.id}"
         )

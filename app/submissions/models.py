@@ -11,6 +11,7 @@ from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
+from app.jobs.lease import Lease
 
 
 class Status(enum.StrEnum):
@@ -175,3 +176,7 @@ class CaseResult(Base):
     max_rel_error: Mapped[float | None] = mapped_column(default=None)
     timing: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     reference_timings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+# How a grading job is held and sent (app.jobs.lease).
+GRADING = Lease(GradingJob)

@@ -30,8 +30,6 @@ from app.courses.service import (
     require_staff,
 )
 from app.courses.specs import spec_for
-from app.grading.queue import stamp_send
-from app.grading.sender import send_after_commit
 from app.latedays.service import grace_days
 from app.rubric.service import grades_of
 from app.submissions.models import Submission
@@ -196,13 +194,9 @@ async def submit_form(
             if isinstance(exc, RateLimited):
                 page.headers["Retry-After"] = str(exc.retry_after)
             return page
-        # As the API's submit: stamped and committed (or told what happened), then handed to
-        # the sender, which sends it without holding up the answer.
-        stamp = stamp_send(intake.job)
+        # As the API's submit: committed (or told what happened); its job then goes to the
+        # sender, which sends it without holding up the answer.
         commit_or_confirm(session, landed=intake.stored)
-        send_after_commit(
-            submission_id=intake.submission_id, job_id=intake.job_id, stamped_at=stamp
-        )
         return RedirectResponse(f"/submissions/{intake.submission_id}", status_code=303)
 
     return await web.run(work)
@@ -257,10 +251,8 @@ async def regrade_form(
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
         submission = get_visible_submission(session, user=user, submission_id=submission_id)
-        job = regrade(session, user=user, submission=submission, now=utcnow())
-        stamp = stamp_send(job)
-        session.commit()
-        send_after_commit(submission_id=submission.id, job_id=job.id, stamped_at=stamp)
+        regrade(session, user=user, submission=submission, now=utcnow())
+        session.commit()  # its job is sent once this commits
         return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
 
     return await web.run(work)

@@ -10,18 +10,23 @@ from typing import Protocol
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, defer, load_only
 
+from app.core.database import utcnow
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
 from app.core.settings import get_settings
 from app.core.timefmt import when_text
 from app.courses.deadlines import Availability, deadline_for, lab_state
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role
 from app.courses.service import require_member
+from app.jobs.celery_app import GRADE_TASK, QUEUE
+from app.jobs.send import Send
+from app.jobs.sender import send_after_commit
 from app.jobs.workers import queued_message
 from app.latedays.holds import held_per_lab
 from app.latedays.intake import reserve_for_upload
 from app.latedays.service import available_for, take_turn
 from app.submissions.credits import credit_submission, credited_pairs, credited_users, is_credited
 from app.submissions.models import (
+    GRADING,
     GradingJob,
     JobState,
     Priority,
@@ -150,7 +155,7 @@ def create_submission(
     now: datetime,
     size: int | None = None,
 ) -> Intake:
-    """Check and store a submission with a queued grading job; the caller commits, then sends."""
+    """Check and store a submission with a queued grading job, sent once the caller commits."""
     role = require_member(session, user=user, course=course)
     deadline = deadline_for(session, lab=lab, user_id=user.id)
     team = team_of(session, lab=lab, user_id=user.id) if lab.team_size > 1 else None
@@ -253,7 +258,34 @@ def create_submission(
     job = GradingJob(submission_id=submission.id, queued_at=now)
     session.add(job)
     session.flush()
+    queue_grading(session, job)
     return Intake(submission=submission, job=job)
+
+
+def queue_grading(session: Session, job: GradingJob, *, queue: str = QUEUE) -> None:
+    """Stamp a flushed job as sent on `queue`, in the transaction that commits it, and send it
+    once that commits (app.jobs.sender); a stamp the broker refuses is taken back, and the
+    workers' sweep sends the job."""
+    job.sent_at = utcnow()
+    job.sent_queue = queue
+    message = grading_message(
+        submission_id=job.submission_id, job_id=job.id, queue=queue, stamped_at=job.sent_at
+    )
+    send_after_commit(session, message)
+
+
+def grading_message(*, submission_id: int, job_id: int, queue: str, stamped_at: datetime) -> Send:
+    """A stamped job's message: the task takes the submission and the job, and the stamp and
+    queue say which send it is (the worker that claims it notes them: app.grading.sweeper)."""
+    return Send(
+        task=GRADE_TASK,
+        args=(submission_id, job_id),
+        kwargs={"sent_at": stamped_at.isoformat(), "queue": queue},
+        queue=queue,
+        stamped_at=stamped_at,
+        lease=GRADING,
+        job_id=job_id,
+    )
 
 
 def is_staff_for(session: Session, user: User, submission: Submission) -> bool:
@@ -306,7 +338,7 @@ def source_text_of(session: Session, *, submission: Submission) -> str:
 
 
 def regrade(session: Session, *, user: User, submission: Submission, now: datetime) -> GradingJob:
-    """Queue a new grading job for a submission (staff only); the caller commits, then sends."""
+    """Queue a new grading job for a submission (staff only), sent once the caller commits."""
     if not is_staff_for(session, user, submission):
         raise Forbidden("Only the course's staff may regrade a submission.")
     # A write first, so two regrades of one submission take turns (a row lock on PostgreSQL,
@@ -340,6 +372,7 @@ def regrade(session: Session, *, user: User, submission: Submission, now: dateti
     message, note = queued_message(session, f"Queued again for a regrade by {user.email}.", now=now)
     set_status(session, submission, Status.queued, message, staff_note=note)
     session.flush()
+    queue_grading(session, job)
     return job
 
 

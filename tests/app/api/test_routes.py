@@ -454,7 +454,7 @@ async def test_a_broker_that_does_not_answer_holds_up_no_upload(
 ) -> None:
     import asyncio
 
-    from app.grading.sender import job_sender
+    from app.jobs.sender import job_sender
     from tests.app.scaled import SilentPort, free_port, sending_through
 
     # A Redis URL whose port takes connections and never answers (a dead network path).
@@ -485,7 +485,7 @@ async def test_a_database_hiccup_after_the_send_still_answers_202(
 
     from sqlalchemy.exc import OperationalError
 
-    from app.grading import queue
+    from app.jobs import send
 
     @contextmanager
     def locked_database():  # type: ignore[no-untyped-def]
@@ -493,7 +493,7 @@ async def test_a_database_hiccup_after_the_send_still_answers_202(
         yield
 
     # The submission is committed and the broker took the job; only noting the send fails.
-    monkeypatch.setattr(queue, "session_scope", locked_database)
+    monkeypatch.setattr(send, "session_scope", locked_database)
     r = await submit(client, world, world.student)
     assert r.status_code == 202, r.text
     sid = r.json()["id"]

@@ -1,17 +1,19 @@
-"""Sending a request's jobs to the broker from a thread of their own, in the order committed.
+"""Sending a unit of work's jobs to the broker from a thread of their own, in commit order.
 
-A request that queues a job (an upload, a regrade) commits the submission and the job, the job
-already stamped as sent (queue.stamp_send), hands it to this process's sender and answers: it
-never waits on the broker. Waiting on it cost every upload behind a slow broker: each attempt
-against a Redis that is restarting takes about 0.6 s (kombu's reconnects), and the requests that
-waited held the web process's request threads, so a restart of a second cost uploads many.
+A service that queues a job (an upload, a regrade, a similarity report) stamps the job as sent
+and hands it over with `send_after_commit`; once the unit of work (a request, a worker's step)
+commits, the job goes to this process's sender, and the request answers: it never waits on
+the broker, and no router sends. Waiting on it cost every upload behind a slow broker: each
+attempt against a Redis that is restarting takes about 0.6 s (kombu's reconnects), and the
+requests that waited held the web process's request threads, so a restart of a second cost
+uploads many.
 
-One thread sends what it was handed, oldest first (queue.send_in_order). From the first send
-the broker refuses, it takes back the stamps of that job and of the jobs behind it, in one
-write, without trying them; the database then says "not sent", and the workers' sweep sends
-them in upload order once the broker answers (RESEND_AFTER_SECONDS after the upload). A job
-still held here when the process ends keeps its stamp; the sweep finds it lost, as it finds a
-job whose message the broker lost.
+One thread sends what it was handed, oldest first (app.jobs.send.send_in_order). From the
+first send the broker refuses, it takes back the stamps of that job and of the jobs behind it,
+in one write, without trying them; the database then says "not sent", and the workers' sweep
+sends them in upload order once the broker answers (RESEND_AFTER_SECONDS after the upload). A
+job still held here when the process ends keeps its stamp; the sweep finds it lost, as it finds
+a job whose message the broker lost.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import logging
 import threading
 import time
 from collections import deque
-from datetime import datetime
 
-from app.grading.queue import Send, send_in_order
-from app.jobs.celery_app import QUEUE
+from sqlalchemy.orm import Session
+
+from app.core.database import after_commit
+from app.jobs.send import Send, send_in_order
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +85,6 @@ class JobSender:
 job_sender = JobSender()
 
 
-def send_after_commit(
-    *, submission_id: int, job_id: int, stamped_at: datetime, queue: str = QUEUE
-) -> None:
-    """Send a job that the caller has committed with this stamp, without waiting for it."""
-    job_sender.post(
-        Send(submission_id=submission_id, job_id=job_id, queue=queue, stamped_at=stamped_at)
-    )
+def send_after_commit(session: Session, send: Send) -> None:
+    """Send a job that this unit of work stamped, once it commits, without waiting for it."""
+    after_commit(session, lambda: job_sender.post(send))
