@@ -1,4 +1,5 @@
-"""Writing compile results and grade reports into the database."""
+"""Writing compile results and grade reports into the database; what follows a verdict is
+app.grading.flows.after_grading."""
 
 from __future__ import annotations
 
@@ -8,10 +9,7 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.courses.models import Lab
-from app.lti.scores import note_grading
-from app.policy.recount import recount
-from app.submissions.credits import credited_users
+from app.grading.flows import after_grading
 from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
 from app.submissions.service import set_status
 
@@ -34,8 +32,7 @@ def _failed_on_our_side(
     job.finished_at = utcnow()
     job.error = error
     set_status(session, submission, Status.error, NOT_YOUR_FAULT, staff_note=error)
-    # What a late upload held comes back (it may be graded again, and then charged).
-    settle_late_days(session, submission=submission)
+    after_grading(session, submission=submission, job=job, verdict=False)
 
 
 def record_compile(
@@ -63,9 +60,7 @@ def record_compile(
         submission.score = 0.0
         submission.graded_at = job.finished_at
         set_status(session, submission, Status.compile_error, result.message)
-        # Late days first: they change the counted score that the LMS is sent.
-        settle_late_days(session, submission=submission)
-        note_grading(session, submission=submission)
+        after_grading(session, submission=submission, job=job)
 
 
 def _case_row(job_id: int, position: int, case: Any) -> CaseResult:
@@ -157,18 +152,4 @@ def record_report(
     submission.review_flag = " ".join(report.flags)
     submission.graded_at = job.finished_at
     set_status(session, submission, Status.graded, report.summary)
-    # Nsight Compute's profile follows, at a lower priority than any grading.
-    from app.profiling.service import queue_after_grading
-
-    queue_after_grading(session, submission=submission, job=job, report=report)
-    settle_late_days(session, submission=submission)
-    note_grading(session, submission=submission)
-
-
-def settle_late_days(session: Session, *, submission: Submission) -> None:
-    """A verdict can change what counts: spend (or give back) the late days of everyone the
-    submission counts for, in the grading's own transaction (app.policy.recount)."""
-    session.flush()
-    lab = session.get_one(Lab, submission.lab_id)
-    users = credited_users(session, submission_id=submission.id)
-    recount(session, lab=lab, users=users, now=utcnow())
+    after_grading(session, submission=submission, job=job, report=report)

@@ -29,7 +29,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.grading.bulk import background_jobs_to_send
-from app.grading.record import settle_late_days
+from app.grading.flows import after_grading
 from app.grading.worker import NOT_YOUR_FAULT, held_here
 from app.jobs.celery_app import GPU_QUEUE, QUEUE
 from app.jobs.routing import gpu_queue, served_keys
@@ -142,7 +142,7 @@ def sweep(
                     set_status(
                         session, submission, Status.error, NOT_YOUR_FAULT, staff_note=job.error
                     )
-                    settle_late_days(session, submission=submission)
+                    after_grading(session, submission=submission, job=job, verdict=False)
                     report.failed.append(job.id)
                 continue
             # Back to the queue its worker took it from: a compiled job on its GPU model's

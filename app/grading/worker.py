@@ -20,12 +20,12 @@ from app.core.overload import database_unavailable
 from app.core.settings import Settings, get_settings
 from app.courses.models import Lab
 from app.courses.specs import required_gpu_model, spec_for
+from app.grading.flows import after_grading
 from app.grading.record import (
     NOT_YOUR_FAULT,
     record_compile,
     record_progress,
     record_report,
-    settle_late_days,
 )
 from app.grading.reference_cache import keep_timings, kept_timings
 from app.jobs.celery_app import QUEUE
@@ -302,7 +302,7 @@ def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
             job.state = JobState.failed.value
             job.finished_at = utcnow()
             set_status(session, submission, Status.error, NOT_YOUR_FAULT, staff_note=error)
-            settle_late_days(session, submission=submission)
+            after_grading(session, submission=submission, job=job, verdict=False)
             return
         job.state = JobState.queued.value
         job.queued_at = utcnow()
