@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import Conflict, Forbidden, Invalid, NotFound
 from app.core.timefmt import when_text
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
-from app.courses.specs import resolve_lab_ref
+from app.courses.specs import folder_of, read_spec, resolve_lab_ref
 from app.users.models import User
 from app.users.service import ensure_user
 
@@ -284,8 +284,6 @@ def reread_lab(session: Session, *, lab: Lab) -> list[str]:
     checks of `lab check` that need no GPU) and record its title, max score and digest. Return
     a sentence per change; raise Invalid with the failed checks, changing nothing, when the
     changed folder fails them."""
-    from app.courses.specs import folder_of, read_spec
-
     spec = read_spec(lab)
     folder = folder_of(lab)
     if spec.id != lab.slug:

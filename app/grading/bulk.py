@@ -17,7 +17,9 @@ from sqlalchemy.orm import Session, defer
 
 from app.core.database import utcnow
 from app.courses.models import Lab
+from app.courses.specs import spec_for
 from app.jobs.celery_app import QUEUE
+from app.policy.counting import Scored, counted_submission
 from app.submissions.models import GRADING, GradingJob, JobState, Priority, Status, Submission
 from app.submissions.service import set_status
 
@@ -80,8 +82,6 @@ def regrade_lab(
         )
     )
     if counted_only:
-        from app.policy.counting import Scored, counted_submission
-
         by_user: dict[int, list[Submission]] = {}
         for sub in submissions:
             by_user.setdefault(sub.user_id, []).append(sub)
@@ -99,7 +99,6 @@ def regrade_lab(
             )
         )
     )
-    from app.courses.specs import spec_for
 
     digest = spec_for(lab).digest
     last = _last_digests(session, [s.id for s in submissions if s.id not in busy])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
 
 from app.core.settings import get_settings
 
@@ -25,7 +26,6 @@ def make_celery() -> Celery:
     if settings.broker_url.startswith("sqla+"):
         # Our channel for kombu's SQLAlchemy transport: it deletes delivered messages (see
         # app.jobs.broker). kombu resolves a URL's "sqla+" prefix through this table.
-        from kombu.transport import TRANSPORT_ALIASES
 
         TRANSPORT_ALIASES["sqla"] = "app.jobs.broker:Transport"
         transport_options = {

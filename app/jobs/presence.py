@@ -14,6 +14,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from celery.signals import task_postrun, task_prerun
+
 from app import __version__
 from app.core.database import utcnow
 from app.core.settings import get_settings
@@ -38,14 +40,10 @@ class Activity:
         self._last: datetime | None = None
 
     def connect(self) -> None:
-        from celery.signals import task_postrun, task_prerun
-
         task_prerun.connect(self.started, weak=False)
         task_postrun.connect(self.finished, weak=False)
 
     def disconnect(self) -> None:
-        from celery.signals import task_postrun, task_prerun
-
         task_prerun.disconnect(self.started)
         task_postrun.disconnect(self.finished)
 

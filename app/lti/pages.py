@@ -25,11 +25,18 @@ from app.core.errors import Forbidden, NotFound
 from app.core.settings import get_settings
 from app.courses.models import Course, Role
 from app.courses.service import get_course, labs_of, require_instructor, require_staff
+from app.lti import keys, roster
 from app.lti import launch as launches
+from app.lti.deep_linking import response_for
+from app.lti.grades import retry_now
 from app.lti.key_sets import KeySetUnavailable, key_set
+from app.lti.linking import link, staff_courses, unlink
 from app.lti.models import LtiContext, LtiPlatform
+from app.lti.registrations import get_registration
+from app.lti.service import course_contexts, overview
 from app.lti.tool import CookieJar
 from app.users.models import User
+from app.users.service import find_user
 from app.web.deps import PublicDb, WebDb, start_session
 from app.web.templating import check_csrf, render
 
@@ -39,18 +46,15 @@ router = APIRouter(include_in_schema=False)
 @router.get("/lti/jwks")
 async def shared_jwks(db: PublicDb) -> Response:
     """The one key of registrations made before each had its own (empty once all rotated)."""
-    from app.lti.keys import shared_key_set
-
-    return JSONResponse(await db.run(shared_key_set))
+    return JSONResponse(await db.run(keys.shared_key_set))
 
 
 @router.get("/lti/jwks/{slug}")
 async def jwks(slug: str, db: PublicDb) -> Response:
     """A registration's own key set: its LMS checks the tool's signatures with this alone."""
-    from app.lti.keys import key_set
-    from app.lti.registrations import get_registration
-
-    return JSONResponse(await db.run(lambda s: key_set(s, platform=get_registration(s, slug=slug))))
+    return JSONResponse(
+        await db.run(lambda s: keys.key_set(s, platform=get_registration(s, slug=slug)))
+    )
 
 
 @router.api_route("/lti/login", methods=["GET", "POST"])
@@ -177,8 +181,6 @@ async def continue_page(request: Request, key: str, web: WebDb) -> Response:
     that has their email."""
 
     def page(session: Session, user: User) -> Response:
-        from app.lti.linking import staff_courses
-
         pending = _pending(session, key, request)
         email = str(pending["identity"].get("email") or "")
         return render(
@@ -200,8 +202,6 @@ async def continue_page(request: Request, key: str, web: WebDb) -> Response:
 
 def _mismatch(session: Session, email: str, user: User) -> bool:
     """The LMS's email is another account's: joining it to this one is that owner's act."""
-    from app.users.service import find_user
-
     if not email or email.lower() == user.email.lower():
         return False
     return find_user(session, email=email) is not None
@@ -216,8 +216,6 @@ async def continue_launch(
     course: Annotated[str, Form()] = "",
 ) -> Response:
     def work(session: Session, user: User) -> Response:
-        from app.lti.linking import link
-
         check_csrf(request, csrf_token)
         pending = _pending(session, key, request)
         email = str(pending["identity"].get("email") or "")
@@ -267,8 +265,6 @@ async def deep_link_choose(
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
     def work(session: Session, user: User) -> Response:
-        from app.lti.deep_linking import response_for
-
         check_csrf(request, csrf_token)
         pending = _pending(session, key, request)
         if pending.get("user_id") != user.id:
@@ -313,8 +309,6 @@ async def course_lti_page(
     request: Request, course: str, web: WebDb, message: str = "", error: str = ""
 ) -> Response:
     def page(session: Session, user: User) -> Response:
-        from app.lti.service import overview
-
         found = get_course(session, slug=course)
         role = require_staff(session, user=user, course=found)
         return render(
@@ -345,8 +339,6 @@ async def unlink_context(
     """The course's instructor unlinks an LMS course: its launches then land nowhere."""
 
     def work(session: Session, user: User) -> Response:
-        from app.lti.linking import unlink
-
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
         require_instructor(session, user=user, course=found)
@@ -365,13 +357,11 @@ async def sync_roster_now(
     request: Request, course: str, web: WebDb, csrf_token: Annotated[str, Form()] = ""
 ) -> Response:
     """Read every linked LMS course's roster now, and enrol its members."""
-    from app.lti import roster
 
     def read(session: Session, user: User) -> tuple[Course, list[roster.RosterRead]]:
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)
-        from app.lti.service import course_contexts
 
         reads = [
             read
@@ -413,8 +403,6 @@ async def retry_scores(
     request: Request, course: str, web: WebDb, csrf_token: Annotated[str, Form()] = ""
 ) -> Response:
     def work(session: Session, user: User) -> Response:
-        from app.lti.grades import retry_now
-
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)

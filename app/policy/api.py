@@ -4,7 +4,7 @@ students' extensions, and a course's late days and policies.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
@@ -113,8 +113,6 @@ class ExtensionRead(BaseModel):
 
 
 def _aware(value: datetime | None) -> datetime | None:
-    from datetime import UTC
-
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -32,7 +32,13 @@ from app.courses.service import (
 )
 from app.latedays import service as latedays
 from app.policy.recount import recount_after_change, recount_state
-from app.policy.rules import grant_extension, revoke_extension, update_lab, update_lab_policies
+from app.policy.rules import (
+    grant_extension,
+    revoke_extension,
+    set_regrade_window,
+    update_lab,
+    update_lab_policies,
+)
 from app.policy.settle import adjust
 from app.users.models import User
 from app.users.service import get_user
@@ -275,8 +281,6 @@ async def late_days_form(
     """Staff adjust a student's late days; instructors set the course's budget and cap."""
 
     def work(session: Session, user: User) -> Response:
-        from app.policy.rules import set_regrade_window
-
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -19,7 +19,7 @@ from app.core.database import as_dict
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound
 from app.courses.models import Course, Lab
 from app.courses.release import regrade_requests_close_at
-from app.courses.service import require_staff
+from app.courses.service import require_staff, role_in
 from app.policy.recount import recount
 from app.regrades.models import RegradeEvent, RegradeRequest, RequestState
 from app.submissions.credits import credited_users
@@ -345,7 +345,6 @@ def get_request(session: Session, *, user: User, request_id: int) -> RequestRow:
         if request.user_id == user.id:
             return _rows(session, [request])[0]
         course = session.get_one(Course, lab.course_id)
-        from app.courses.service import role_in
 
         role = role_in(session, user=user, course=course)
         if role is not None and role.is_staff:
@@ -354,8 +353,6 @@ def get_request(session: Session, *, user: User, request_id: int) -> RequestRow:
 
 
 def open_counts(session: Session, *, lab_ids: list[int]) -> dict[int, int]:
-    from sqlalchemy import func
-
     return as_dict(
         session.execute(
             select(RegradeRequest.lab_id, func.count())

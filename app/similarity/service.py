@@ -20,6 +20,7 @@ from app.jobs.celery_app import QUEUE, SIMILARITY_TASK
 from app.jobs.send import Send
 from app.jobs.sender import send_after_commit
 from app.similarity.models import REPORTS, ReportState, SimilarityPair, SimilarityReport
+from app.similarity.offerings import earlier_course_ids
 from app.submissions.models import Submission
 from app.users.models import User
 
@@ -133,8 +134,6 @@ def get_report(session: Session, *, user: User, report_id: int) -> tuple[Similar
 def _screen(
     session: Session, report: SimilarityReport, pairs: list[SimilarityPair]
 ) -> list[ShownPair]:
-    from app.similarity.offerings import earlier_course_ids
-
     course_id = session.get_one(Lab, report.lab_id).course_id
     readable = {course_id} | earlier_course_ids(session, course_id=course_id)
     ids = {p.a_submission_id for p in pairs} | {p.b_submission_id for p in pairs}

@@ -6,6 +6,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.jobs.celery_app import SIMILARITY_TASK, celery_app
+from app.similarity.compute import compute_report
 
 
 @celery_app.task(
@@ -15,6 +16,4 @@ from app.jobs.celery_app import SIMILARITY_TASK, celery_app
     max_retries=5,
 )
 def compute(report_id: int) -> str:
-    from app.similarity.compute import compute_report
-
     return compute_report(report_id)

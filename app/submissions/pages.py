@@ -51,6 +51,8 @@ from app.users.service import Student
 from app.web.deps import RowId, WebDb
 from app.web.panels import Panels
 from app.web.templating import check_csrf, render, templates
+from graders.sanitizer.verdicts import policy_sentence
+from graders.spec.page import spec_markdown
 
 if TYPE_CHECKING:
     from graders.spec import LabSpec
@@ -139,8 +141,6 @@ def _team_and_rubric(
 def _spec_page(spec: LabSpec) -> str:
     """The part of the lab page generated from lab.toml (graders.spec.page): after lab.md's
     prose, the kernels, launches, data, visible cases, checks and points."""
-    from graders.spec.page import spec_markdown
-
     return spec_markdown(spec)
 
 
@@ -148,7 +148,6 @@ def _sanitizer_rule(spec: LabSpec) -> str:
     """The lab page says what the sanitizer's findings cost (graders.sanitizer.verdicts)."""
     if not spec.sanitizer:
         return ""
-    from graders.sanitizer.verdicts import policy_sentence
 
     case = spec.sanitizer_case or spec.cases[0].name
     return policy_sentence(case, spec.sanitizer_hazard_points)

@@ -11,8 +11,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
+from app.core.errors import DomainError
 from app.courses.models import Course, Lab
 from app.courses.release import is_released
+from app.courses.specs import spec_for
 from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
 from app.submissions.service import events_of, queue_position
 from app.users.models import User
@@ -208,9 +210,6 @@ def _references_timed(cases: list[CaseRead]) -> list[dict[str, Any]]:
 
 
 def _lab_version_now(lab: Lab) -> str | None:
-    from app.core.errors import DomainError
-    from app.courses.specs import spec_for
-
     try:
         return spec_for(lab).digest
     except DomainError:  # the folder no longer loads: its page says so elsewhere
