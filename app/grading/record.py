@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.grading.flows import after_grading
 from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
+from app.submissions.report import StoredReport
 from app.submissions.service import set_status
 
 if TYPE_CHECKING:
@@ -126,22 +127,7 @@ def record_report(
         _failed_on_our_side(session, submission=submission, job=job, error=f"run: {report.summary}")
         return
     _replace_cases(session, job, report.cases)
-    job.report = {
-        "summary": report.summary,
-        "error": report.error,
-        "findings": [f.to_dict() for f in report.findings],
-        "gpu": report.gpu.to_dict() if report.gpu else None,
-        "stage_seconds": dict(report.stage_seconds),
-        "stdout": report.stdout,
-        "correctness_points": report.correctness_points,
-        "performance_points": report.performance_points,
-        "max_performance_points": report.max_performance_points,
-        "sanitizer_penalty": report.sanitizer_penalty,
-        "flags": list(report.flags),
-        "performance_pending": report.performance_pending,
-        "timing_contended": report.timing_contended,
-        "budget_spent": report.budget_spent,
-    }
+    job.report = StoredReport.of(report).to_json()
     job.state = JobState.done.value
     job.finished_at = utcnow()
     if job.compiled_at is not None:

@@ -251,7 +251,14 @@ def _run(
         job = session.get_one(GradingJob, job_id)
         submission = session.get_one(Submission, submission_id)
         record_report(session, submission=submission, job=job, report=report)
-        note_timing(session, name=me, gpu=(job.report or {}).get("gpu"))
+        gpu_state = job.stored_report.gpu
+        if gpu_state is not None:
+            note_timing(
+                session,
+                name=me,
+                temperature_c=gpu_state.temperature_c,
+                sm_clock_mhz=gpu_state.sm_clock_mhz,
+            )
         keep_timings(
             session,
             gpu=gpu,
@@ -276,7 +283,7 @@ def retime_later(session: Session, *, submission: Submission, job: GradingJob, l
     waiting = (JobState.queued.value, JobState.started.value)
     if any(j.state in waiting and j.id != job.id for j in jobs):
         return False  # a regrade is already on its way
-    held_back = sum(1 for j in jobs if (j.report or {}).get("performance_pending"))
+    held_back = sum(1 for j in jobs if j.stored_report.performance_pending)
     if held_back > limit:
         return False
     session.add(

@@ -126,16 +126,16 @@ def mark_stopped(name: str) -> None:
         session.execute(update(Worker).where(Worker.name == name).values(stopped_at=utcnow()))
 
 
-def note_timing(session: Session, *, name: str, gpu: dict[str, Any] | None) -> None:
+def note_timing(
+    session: Session, *, name: str, temperature_c: int | None, sm_clock_mhz: int | None
+) -> None:
     """Keep the GPU's temperature and SM clock from the run stage's latest timed section."""
-    if not gpu:
-        return
     session.execute(
         update(Worker)
         .where(Worker.name == name)
         .values(
-            timing_temperature_c=gpu.get("temperature_c"),
-            timing_sm_clock_mhz=gpu.get("sm_clock_mhz"),
+            timing_temperature_c=temperature_c,
+            timing_sm_clock_mhz=sm_clock_mhz,
             timed_at=utcnow(),
         )
     )

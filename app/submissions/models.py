@@ -12,6 +12,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
 from app.jobs.lease import Lease
+from app.submissions.report import StoredReport
 
 
 class Status(enum.StrEnum):
@@ -143,8 +144,13 @@ class GradingJob(Base):
     wait_seconds: Mapped[float | None] = mapped_column(default=None)
     compile_seconds: Mapped[float | None] = mapped_column(default=None)
     run_seconds: Mapped[float | None] = mapped_column(default=None)
-    # The run stage's extras: findings, GPU, stage seconds, the kernel's stdout, the summary.
+    # The run stage's extras: findings, GPU, stage seconds, the kernel's stdout, the summary
+    # (app.submissions.report.StoredReport, as JSON; read it through `stored_report`).
     report: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    @property
+    def stored_report(self) -> StoredReport:
+        return StoredReport.read(self.report)
 
 
 class CaseResult(Base):

@@ -93,7 +93,7 @@ async def test_metrics_count_uploads_outcomes_stages_queue_and_workers(
     name = unique("gpu-host-7:")
     register(name, gpu="3", model="NVIDIA H200")
     with session_scope() as s:
-        workers.note_timing(s, name=name, gpu={"temperature_c": 47, "sm_clock_mhz": 1980})
+        workers.note_timing(s, name=name, temperature_c=47, sm_clock_mhz=1980)
     try:
         after = samples((await client.get("/metrics", headers=auth)).text)
     finally:
