@@ -2,8 +2,9 @@
 CSV (its own layout, and the one Canvas imports).
 
 The gradebook reads one row per submission, and only the columns it counts with (never a
-source, log or report), in one query over the course's students; it walks that query's rows
-student by student, so it holds one student's submissions at a time, whatever the course size.
+source, log or report), in one query over the course's students (and one for the team
+submissions credited to their other members); it walks that query's rows student by student,
+so it holds one student's submissions at a time, whatever the course size.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from app.courses.service import labs_of
 from app.latedays.service import late_days_left
 from app.policy.counting import SCORED_COLUMNS, LabCell, Scored, lab_cell, policy_inputs
 from app.rubric.models import RubricItem
-from app.submissions.credits import credited_pairs
 from app.submissions.models import Submission
+from app.teams.models import SubmissionCredit
 from app.users.models import User
 from app.users.service import Student
 
@@ -59,19 +60,24 @@ class GradebookRow:
 
 
 def gradebook_rows(session: Session, *, course: Course, labs: list[Lab]) -> Iterator[GradebookRow]:
-    """One row per enrolled student, by email, walked from a single query; a team's
-    submission appears in the row of every student it was made for."""
+    """One row per enrolled student, by email, walked from a single query of their own
+    submissions; a team's submission also appears in the row of every other student it was
+    made for (read apart: a team's credits are few beside the submissions)."""
     inputs = policy_inputs(session, labs=labs)
-    pairs = credited_pairs([lab.id for lab in labs]).subquery()
+    lab_ids = [lab.id for lab in labs]
+    credited = _credited_to(session, lab_ids=lab_ids)
     query = (
         select(User.id, User.name, User.email, *SCORED_COLUMNS)
         .join(Enrollment, Enrollment.user_id == User.id)
-        .outerjoin(pairs, pairs.c.user_id == User.id)
-        .outerjoin(Submission, Submission.id == pairs.c.submission_id)
+        .outerjoin(
+            Submission,
+            (Submission.user_id == User.id) & Submission.lab_id.in_(lab_ids or [-1]),
+        )
         .where(Enrollment.course_id == course.id, Enrollment.role == Role.student.value)
         .order_by(User.email, User.id)
         .execution_options(yield_per=BATCH_ROWS)
     )
+    columns = list(zip(lab_ids, labs, strict=True))
     for (user_id, name, email), rows in itertools.groupby(
         session.execute(query), key=lambda row: (row[0], row[1], row[2])
     ):
@@ -79,12 +85,28 @@ def gradebook_rows(session: Session, *, course: Course, labs: list[Lab]) -> Iter
         for row in rows:
             if row[3] is not None:
                 by_lab.setdefault(row[4], []).append(Scored._make(row[3:]))
+        for scored in credited.get(user_id, ()):
+            by_lab.setdefault(scored.lab_id, []).append(scored)
         yield GradebookRow(
             user=Student(id=user_id, name=name, email=email),
             cells=[
-                inputs.cell(lab, user_id, lab_cell(lab, by_lab.get(lab.id, []))) for lab in labs
+                inputs.cell(lab, user_id, lab_cell(lab, by_lab.get(lab_id, [])), lab_id=lab_id)
+                for lab_id, lab in columns
             ],
         )
+
+
+def _credited_to(session: Session, *, lab_ids: list[int]) -> dict[int, list[Scored]]:
+    """The submissions of these labs that count for a student other than their author (a
+    team's, for its other members of that moment), by student."""
+    credited: dict[int, list[Scored]] = {}
+    for user_id, *row in session.execute(
+        select(SubmissionCredit.user_id, *SCORED_COLUMNS)
+        .join(Submission, Submission.id == SubmissionCredit.submission_id)
+        .where(Submission.lab_id.in_(lab_ids or [-1]))
+    ):
+        credited.setdefault(user_id, []).append(Scored._make(row))
+    return credited
 
 
 def gradebook(session: Session, *, course: Course) -> tuple[list[Lab], list[GradebookRow]]:
@@ -117,15 +139,21 @@ def write_gradebook_csv(session: Session, *, course: Course, out: IO[str]) -> No
     writer.writerow([*header, "total"])
     for row in gradebook_rows(session, course=course, labs=labs):
         line: list[str] = [str(row.user.id), row.user.name, row.user.email]
+        total = 0.0
         for cell in row.cells:
-            line.append("" if cell.score is None else _number(cell.score))
+            score = cell.score  # a property that works it out: read once
+            if score is None:
+                line.append("")
+            else:
+                line.append(_number(score))
+                total += score
             line.append("" if cell.counted is None else ("1" if cell.late else "0"))
             line.append(str(cell.pending))
             if budget:
                 line.append(str(cell.late_days))
         if budget:
             line.append(str(left.get(row.user.id, course.late_days)))
-        writer.writerow([*line, _number(row.total)])
+        writer.writerow([*line, _number(total)])  # row.total, summed on the way
 
 
 def write_canvas_csv(session: Session, *, course: Course, out: IO[str]) -> None:

@@ -13,20 +13,20 @@ lab's late penalty; rubric points the staff gave are added on top.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.courses.deadlines import Deadline, deadline_from
+from app.courses.deadlines import deadline_from
 from app.courses.models import Extension, Lab, ScorePolicy
 from app.latedays.models import LateDayCharge
 from app.rubric.models import RubricScore
 from app.submissions.credits import credited_pairs
 from app.submissions.models import Submission
-from app.submissions.service import is_pending
+from app.submissions.service import FINAL
 from app.users.models import User
 
 # The columns counting reads, in the order of `Scored`.
@@ -36,7 +36,9 @@ SCORED_COLUMNS = (
     Submission.score,
     Submission.late,
     Submission.created_at,
-    Submission.graded_at,
+    # Whether it has a verdict, not when: counting needs no more, and a datetime costs a
+    # conversion per row (the gradebook reads a row per submission of the course).
+    Submission.graded_at.is_not(None),
     Submission.status,
     Submission.points_adjustment,
     Submission.user_id,
@@ -51,7 +53,7 @@ class Scored(NamedTuple):
     score: float | None
     late: bool
     created_at: datetime
-    graded_at: datetime | None
+    graded_at: datetime | bool | None  # truthy once it has a verdict
     status: str
     points_adjustment: float = 0.0
     author_id: int = 0
@@ -75,8 +77,7 @@ class Scored(NamedTuple):
         return max(0.0, (self.score or 0.0) + (self.points_adjustment or 0.0))
 
 
-@dataclass(frozen=True)
-class Counted:
+class Counted(NamedTuple):
     score: float  # the autograde with the staff's points adjustment
     late: bool
     submission_id: int
@@ -90,17 +91,24 @@ def counted_submission(lab: Lab, submissions: Iterable[Scored]) -> Counted | Non
     # It keeps that verdict while a regrade is under way or if the regrade fails on our side,
     # so a regrade never blanks a student's grade; never-graded ones (in progress, waiting for
     # a GPU, `error`) do not count yet.
-    scored = [s for s in submissions if s.graded_at is not None]
+    scored = [s for s in submissions if s.graded_at]
     if not scored:
         return None
     if lab.score_policy == ScorePolicy.last.value:
         chosen = max(scored, key=lambda s: (s.created_at, s.submission_id))
+        points = chosen.adjusted_score
     else:  # best; ties go to the earlier one, which is the on-time one when one is late
-        chosen = max(
-            scored, key=lambda s: (s.adjusted_score, -s.created_at.timestamp(), -s.submission_id)
-        )
+        # A loop, not max() with a key: the gradebook runs this for every cell of a course.
+        chosen, points = scored[0], scored[0].adjusted_score
+        for s in scored[1:]:
+            score = s.adjusted_score
+            if score > points or (
+                score == points
+                and (s.created_at, s.submission_id) < (chosen.created_at, chosen.submission_id)
+            ):
+                chosen, points = s, score
     return Counted(
-        score=chosen.adjusted_score,
+        score=points,
         late=chosen.late,
         submission_id=chosen.submission_id,
         created_at=chosen.created_at,
@@ -108,9 +116,9 @@ def counted_submission(lab: Lab, submissions: Iterable[Scored]) -> Counted | Non
     )
 
 
-@dataclass(frozen=True)
-class LabCell:
-    """One student's standing in one lab."""
+class LabCell(NamedTuple):
+    """One student's standing in one lab (a named tuple: the gradebook makes one per student
+    and lab, and a tuple is made fastest)."""
 
     counted: Counted | None
     # Their submissions to the lab still on the way to a verdict (queued, compiling, waiting
@@ -142,7 +150,7 @@ def with_policies(
     *,
     lab: Lab,
     user_id: int,
-    deadline: Deadline,
+    extension: Extension | None,
     charge: LateDayCharge | None,
     rubric: float | None,
 ) -> LabCell:
@@ -150,7 +158,11 @@ def with_policies(
     means late by more days than the student spent on it."""
     counted = cell.counted
     if counted is None or counted.created_at is None:
-        return replace(cell, rubric=rubric)
+        return cell if rubric is None and cell.rubric is None else cell._replace(rubric=rubric)
+    if user_id == counted.author_id and not counted.late:
+        # The author's on-time submission (most cells): nothing late, nothing spent.
+        return LabCell(counted=counted, pending=cell.pending, rubric=rubric)
+    deadline = deadline_from(lab, extension)
     if user_id == counted.author_id:
         # The stored flag, kept to the author's due date in force, is the truth for them.
         days_late = max(1, deadline.days_late(counted.created_at)) if counted.late else 0
@@ -163,7 +175,7 @@ def with_policies(
     penalty = counted.score * min(1.0, (lab.late_penalty or 0.0) * uncovered / 100.0)
     late = uncovered > 0
     return LabCell(
-        counted=replace(counted, late=late),
+        counted=counted._replace(late=late),
         pending=cell.pending,
         rubric=rubric,
         days_late=days_late,
@@ -180,15 +192,23 @@ class PolicyInputs:
     charges: dict[tuple[int, int], LateDayCharge] = field(default_factory=dict)
     rubric: dict[tuple[int, int], float] = field(default_factory=dict)
 
-    def cell(self, lab: Lab, user_id: int, cell: LabCell) -> LabCell:
-        key = (lab.id, user_id)
+    def cell(self, lab: Lab, user_id: int, cell: LabCell, *, lab_id: int | None = None) -> LabCell:
+        """`cell` as lab_cell made it, with the student's policies; `lab_id`: the lab's id,
+        where the caller has it at hand (the gradebook's walk, which makes every cell)."""
+        key = (lab.id if lab_id is None else lab_id, user_id)
+        rubric = self.rubric.get(key)
+        counted = cell.counted
+        if rubric is None and (
+            counted is None or (counted.author_id == user_id and not counted.late)
+        ):
+            return cell  # nothing counted, or its author's on-time submission: as it is
         return with_policies(
             cell,
             lab=lab,
             user_id=user_id,
-            deadline=deadline_from(lab, self.extensions.get(key)),
+            extension=self.extensions.get(key),
             charge=self.charges.get(key),
-            rubric=self.rubric.get(key),
+            rubric=rubric,
         )
 
 
@@ -223,7 +243,7 @@ def lab_cell(lab: Lab, submissions: list[Scored]) -> LabCell:
     """The counted submission and the pending count; `submissions` are one student's."""
     return LabCell(
         counted=counted_submission(lab, submissions),
-        pending=sum(1 for s in submissions if is_pending(s)),
+        pending=sum(1 for s in submissions if s.status not in FINAL),  # is_pending, inlined
     )
 
 

@@ -446,9 +446,13 @@ def events_of(session: Session, *, submission: Submission) -> list[SubmissionEve
     )
 
 
+# The statuses of a verdict (or of giving up); every other is on its way to one.
+FINAL = frozenset(status.value for status in Status if status.is_final)
+
+
 def is_pending(submission: Submission | HasStatus) -> bool:
     """Still on its way to a verdict (queued, compiling, waiting for a GPU, running)."""
-    return not Status(submission.status).is_final
+    return submission.status not in FINAL
 
 
 def background_waiting(session: Session, *, lab: Lab) -> int:
