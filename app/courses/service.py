@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, Forbidden, Invalid, NotFound
+from app.core.settings import get_settings
 from app.core.timefmt import when_text
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
 from app.courses.specs import folder_of, read_spec, resolve_lab_ref
@@ -295,7 +296,7 @@ def reread_lab(session: Session, *, lab: Lab) -> list[str]:
         return []
     from graders.labcheck import check_lab
 
-    report = check_lab(folder, run=False)
+    report = check_lab(folder, run=False, engine=get_settings().engine())
     if not report.ok:
         problems = "; ".join(
             f"{item.subject}: {item.message.splitlines()[0]}" for item in report.failures

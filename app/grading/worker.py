@@ -242,8 +242,7 @@ def _run(
         secret=settings.grading_secret,
         cached_references=cached,
         on_phase=on_phase,
-        memory_reserve_mb=settings.gpu_memory_reserve_mb,
-        gpu_jobs=settings.gpu_jobs,
+        engine=settings.engine(),
     )
     with session_scope() as session:
         if not GRADING.hold(session, job_id, me):
