@@ -9,7 +9,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from sqlalchemy.exc import DataError, InterfaceError, OperationalError
@@ -19,15 +19,10 @@ from starlette.middleware.sessions import SessionMiddleware
 
 from app import __version__
 from app.api.docs import add_offline_docs
-from app.api.labs import router as labs_router
-from app.api.latedays import router as latedays_router
-from app.api.regrades import router as regrades_router
-from app.api.routes import router as api_router
-from app.api.similarity import router as similarity_router
-from app.api.teams import router as teams_router
-from app.api.tokens import router as tokens_router
-from app.auth.routes import sign_in_routers
-from app.core.errors import DomainError, NotAuthenticated, RateLimited, ServerBusy
+from app.auth import api as auth_api
+from app.auth import pages as auth_pages
+from app.auth.pages import MISSING, installed
+from app.core.errors import DomainError, NotAuthenticated, NotFound, RateLimited, ServerBusy
 from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
 from app.core.overload import (
@@ -38,16 +33,31 @@ from app.core.overload import (
 )
 from app.core.settings import get_settings
 from app.core.throttle import FailureThrottle
-from app.fleet.routes import router as fleet_router
-from app.grading.sender import job_sender
-from app.profiling.api import router as profiles_api_router
-from app.profiling.pages import router as profiles_pages_router
-from app.web.account import router as account_router
-from app.web.people import router as people_router
-from app.web.policies import router as policies_router
-from app.web.reviews import router as reviews_router
-from app.web.routes import router as web_router
-from app.web.staff import router as staff_router
+from app.fleet import api as fleet_api
+from app.fleet import pages as fleet_pages
+from app.gradebook import api as gradebook_api
+from app.gradebook import pages as gradebook_pages
+from app.grading import api as grading_api
+from app.grading import pages as grading_pages
+from app.jobs.sender import job_sender
+from app.people import pages as courses_pages
+from app.performance import api as performance_api
+from app.performance import pages as performance_pages
+from app.policy import api as policy_api
+from app.policy import pages as policy_pages
+from app.profiling import api as profiling_api
+from app.profiling import pages as profiling_pages
+from app.regrades import api as regrades_api
+from app.regrades import pages as regrades_pages
+from app.rubric import api as rubric_api
+from app.rubric import pages as rubric_pages
+from app.similarity import api as similarity_api
+from app.similarity import pages as similarity_pages
+from app.submissions import api as submissions_api
+from app.submissions import pages as submissions_pages
+from app.teams import api as teams_api
+from app.teams import pages as teams_pages
+from app.web import static as web_static
 from app.web.templating import render, templates
 
 INTERNAL_ERROR = (
@@ -178,24 +188,39 @@ def create_app() -> FastAPI:
         # is still logged): a page without the session, and never the exception's text.
         return _plain_error(request, 500, INTERNAL_ERROR, {})
 
-    app.include_router(api_router)
-    app.include_router(labs_router)
-    app.include_router(tokens_router)
-    app.include_router(profiles_api_router)
-    app.include_router(teams_router)
-    app.include_router(latedays_router)
-    app.include_router(regrades_router)
-    app.include_router(similarity_router)
-    # Before the web router: /submissions/compare is not /submissions/{id}.
-    app.include_router(profiles_pages_router)
-    app.include_router(web_router)
-    app.include_router(staff_router)
-    app.include_router(account_router)
-    app.include_router(people_router)
-    app.include_router(policies_router)
-    app.include_router(reviews_router)
+    # Each feature's API (JSON under /api/v1) and pages; web's own files last.
+    for router in (
+        fleet_api.router,  # the health check
+        submissions_api.router,
+        gradebook_api.router,
+        policy_api.router,
+        grading_api.router,
+        performance_api.router,
+        auth_api.router,
+        profiling_api.router,
+        teams_api.router,
+        policy_api.late_days_router,
+        regrades_api.router,
+        rubric_api.router,
+        similarity_api.router,
+        # Before the submissions' pages: /submissions/compare is not /submissions/{id}.
+        profiling_pages.router,
+        submissions_pages.router,
+        auth_pages.router,
+        courses_pages.router,
+        gradebook_pages.router,
+        policy_pages.router,
+        performance_pages.router,
+        grading_pages.router,
+        teams_pages.router,
+        regrades_pages.router,
+        rubric_pages.router,
+        similarity_pages.router,
+        web_static.router,
+    ):
+        app.include_router(router)
     add_offline_docs(app)
-    app.include_router(fleet_router)
+    app.include_router(fleet_pages.router)
     for router in sign_in_routers():
         app.include_router(router)
     _document_errors_as_sent(app)
@@ -306,3 +331,25 @@ def _http_sentence(request: Request, exc: StarletteHTTPException) -> str:
         allowed = (exc.headers or {}).get("Allow", "")
         return f"{request.method} is not allowed on {path}; use {allowed or 'another method'}."
     return f"The request failed ({exc.status_code} {HTTPStatus(exc.status_code).phrase})."
+
+
+def sign_in_routers() -> list[APIRouter]:
+    """The routes of LTI and single sign-on, when the `sso` extra is installed; otherwise pages
+    that say how to install it (a web image built without it still starts)."""
+    if installed():
+        from app.lti.admin import router as lti_admin
+        from app.lti.pages import router as lti
+        from app.sso.pages import router as sso
+
+        return [lti, lti_admin, sso]
+    missing = APIRouter(include_in_schema=False)
+
+    @missing.api_route("/lti/{rest:path}", methods=["GET", "POST"])
+    @missing.api_route("/sso/{rest:path}", methods=["GET", "POST"])
+    @missing.get("/sso")
+    @missing.get("/courses/{course}/lti")
+    @missing.get("/admin/lti")
+    async def not_installed() -> Response:
+        raise NotFound(MISSING)
+
+    return [missing]

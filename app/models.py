@@ -1,10 +1,11 @@
 """Every ORM model, imported in one place so Alembic sees the whole schema."""
 
-from app.auth.models import SignInProblem, SignInState, UserIdentity
+from app.auth.models import SignInProblem, SignInState
 from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
-from app.fleet.models import Worker
-from app.grading.models import CaseResult, GradingJob, ReferenceTiming
+from app.fleet.models import BorrowedWorker, FleetRunner
+from app.grading.models import ReferenceTiming
+from app.jobs.models import Worker
 from app.latedays.models import LateDayCharge, LateDayEvent, LateDayReservation
 from app.lti.models import (
     LtiContext,
@@ -19,18 +20,20 @@ from app.regrades.models import RegradeEvent, RegradeRequest
 from app.rubric.models import RubricComment, RubricItem, RubricScore
 from app.similarity.models import EarlierOffering, SimilarityPair, SimilarityReport
 from app.sso.models import SsoProvider
-from app.submissions.models import Submission, SubmissionEvent
+from app.submissions.models import CaseResult, GradingJob, Submission, SubmissionEvent
 from app.teams.models import SubmissionCredit, Team, TeamInvite, TeamMember
-from app.users.models import ApiToken, Invite, User
+from app.users.models import ApiToken, Invite, User, UserIdentity
 
 __all__ = [
     "ApiToken",
     "Base",
+    "BorrowedWorker",
     "CaseResult",
     "Course",
     "EarlierOffering",
     "Enrollment",
     "Extension",
+    "FleetRunner",
     "GradingJob",
     "Invite",
     "KernelProfile",

@@ -148,8 +148,7 @@ def seed(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
     from app.core.database import session_scope, utcnow
     from app.courses.models import Role
     from app.courses.service import add_lab, create_course, enroll
-    from app.grading.models import GradingJob, JobState
-    from app.submissions.models import Submission
+    from app.submissions.models import GradingJob, JobState, Submission
     from app.users.service import ensure_user
 
     upgrade_database()
@@ -242,16 +241,14 @@ def schedule(args: argparse.Namespace) -> list[float]:
 
 
 def upload(course: Any, lab: Any, student: Any) -> None:
-    """As the API's upload does: store, commit, then hand the job to the sender."""
+    """As the API's upload does: store and commit; the job then goes to the sender."""
     from app.core.database import session_scope, utcnow
     from app.courses.models import Course, Lab
-    from app.grading.queue import stamp_send
-    from app.grading.sender import send_after_commit
     from app.submissions.service import create_submission
     from app.users.models import User
 
     with session_scope() as session:
-        intake = create_submission(
+        create_submission(
             session,
             user=session.get_one(User, student.id),
             course=session.get_one(Course, course.id),
@@ -260,10 +257,6 @@ def upload(course: Any, lab: Any, student: Any) -> None:
             data=KERNEL.encode(),
             now=utcnow(),
         )
-        stamp = stamp_send(intake.job)
-        session.flush()
-        submission_id, job_id = intake.submission_id, intake.job_id
-    send_after_commit(submission_id=submission_id, job_id=job_id, stamped_at=stamp)
 
 
 def observe(minute: float, uploads: int, wanted: int) -> Row:
@@ -271,7 +264,7 @@ def observe(minute: float, uploads: int, wanted: int) -> Row:
 
     from app.core.database import session_scope
     from app.fleet.models import BorrowedState, BorrowedWorker
-    from app.grading.models import GradingJob, JobState
+    from app.submissions.models import GradingJob, JobState
 
     with session_scope() as session:
         states = dict(
@@ -322,13 +315,12 @@ def main() -> int:
     from sqlalchemy import select
 
     from app.core.database import session_scope
+    from app.core.fleet_settings import fleet_settings
     from app.fleet import slurm
     from app.fleet.autoscale import FleetLoop, SlurmBackend
     from app.fleet.models import BorrowedWorker
-    from app.fleet.settings import fleet_settings
-    from app.grading.models import GradingJob
-    from app.grading.sender import job_sender
-    from app.submissions.models import Submission
+    from app.jobs.sender import job_sender
+    from app.submissions.models import GradingJob, Submission
 
     m = args.minute
     settings = fleet_settings()

@@ -6,7 +6,7 @@ changes the late-day budget twice:
 
 - "one transaction": every student's late days settled in the change's own transaction, as
   `set_budget` did on main 756f36a (settle_course inside the request);
-- "batches": the change commits at once and app.latedays.recount settles the students a short
+- "batches": the change commits at once and app.policy.recount settles the students a short
   batch at a time, each batch its own transaction (what the service does now).
 
 Meanwhile a writer thread commits a small write every 20 ms (as an upload would) and records how
@@ -136,7 +136,7 @@ def one_transaction(course_id: int, days: int) -> list[float]:
     from app.core.database import session_scope, utcnow
     from app.courses.models import Course
     from app.courses.service import labs_of
-    from app.latedays.service import settle_lab
+    from app.policy.recount import recount
 
     started = time.monotonic()
     with session_scope() as session:
@@ -144,7 +144,7 @@ def one_transaction(course_id: int, days: int) -> list[float]:
         course.late_days = days
         session.flush()
         for lab in labs_of(session, course=course):
-            settle_lab(session, course=course, lab=lab, now=utcnow())
+            recount(session, lab=lab, now=utcnow())
     return [time.monotonic() - started]
 
 
@@ -152,8 +152,8 @@ def batches(course_id: int, days: int) -> list[float]:
     """Now: the change commits alone, then the recount runs batch by batch; each duration."""
     from app.core.database import session_scope, utcnow
     from app.courses.models import Course
-    from app.latedays import recount
     from app.latedays.service import set_budget
+    from app.policy import recount
 
     started = time.monotonic()
     with session_scope() as session:

@@ -349,8 +349,7 @@ def audit(acknowledged: set[int], student_ids: set[int]) -> dict[str, Any]:
     from sqlalchemy import func, select
 
     from app.core.database import session_scope
-    from app.grading.models import GradingJob
-    from app.submissions.models import Submission, SubmissionEvent
+    from app.submissions.models import GradingJob, Submission, SubmissionEvent
 
     with session_scope() as session:
         rows = dict(
@@ -549,8 +548,7 @@ def jobs_taken(job_ids: list[int]) -> dict[int, tuple[int, float, float | None]]
     from sqlalchemy import select
 
     from app.core.database import session_scope
-    from app.grading.models import GradingJob
-    from app.submissions.models import Submission
+    from app.submissions.models import GradingJob, Submission
 
     if not job_ids:
         return {}

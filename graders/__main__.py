@@ -10,17 +10,19 @@
                                                          host's GPUs and the sanitizer's
                                                          launcher (once; workers reuse them)
 
-LAB is a built-in lab id or a lab folder.
+LAB is a built-in lab id or a lab folder. Hidden cases are drawn with this install's grading
+secret (KERNELGRADER_GRADING_SECRET, from the environment or a `.env` file, as the service reads
+it: graders.config), so they are the ones a worker draws; `--secret` gives another.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+from graders.config import EngineSettings
 from graders.results import GradeReport
 
 
@@ -100,7 +102,15 @@ def _profile(lab_ref: str, file: Path, *, secret: str, as_json: bool) -> int:
     return 0
 
 
-def _check(folder: Path, *, run: bool, arch: str | None, secret: str, profile: bool = True) -> int:
+def _check(
+    folder: Path,
+    *,
+    run: bool,
+    arch: str | None,
+    secret: str,
+    profile: bool = True,
+    engine: EngineSettings,
+) -> int:
     """`lab check` without the service: one line per check, exit status 1 when one fails."""
     from graders.labcheck import CheckItem, check_lab
 
@@ -112,7 +122,9 @@ def _check(folder: Path, *, run: bool, arch: str | None, secret: str, profile: b
         print(f"  {item.status:<4}  {item.subject}: {item.message}", flush=True)
 
     print(f"Checking the lab folder {folder}:")
-    report = check_lab(folder, run=run, secret=secret, arch=arch, progress=show, profile=profile)
+    report = check_lab(
+        folder, run=run, secret=secret, arch=arch, progress=show, profile=profile, engine=engine
+    )
     print(report.summary())
     return 0 if report.ok else 1
 
@@ -123,7 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     g = sub.add_parser("grade", help="compile and run one .cu file against a lab")
     g.add_argument("lab", help="a built-in lab id or a lab folder")
     g.add_argument("file", type=Path)
-    g.add_argument("--secret", default=os.environ.get("KERNELGRADER_SECRET_KEY", "dev-secret"))
+    # The grading secret of this install, as a worker draws hidden cases with it (one for all three
+    # commands: before, `grade` used the cookie-signing key, and its hidden cases were not the
+    # worker's).
+    engine = EngineSettings.from_environment()
+    g.add_argument("--secret", default=engine.grading_secret)
     g.add_argument("--sanitizer", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--json", action="store_true", help="print the report as JSON")
     c = sub.add_parser("check", help="check a lab folder before students meet it")
@@ -133,11 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-profile", action="store_true", help="on a GPU, skip the Nsight Compute checks"
     )
     c.add_argument("--arch", default=None, help="compile for this sm_XX")
-    c.add_argument("--secret", default=os.environ.get("KERNELGRADER_GRADING_SECRET", "lab-check"))
+    c.add_argument("--secret", default=engine.grading_secret)
     p = sub.add_parser("profile", help="Nsight Compute's findings for one .cu file")
     p.add_argument("lab", help="a built-in lab id or a lab folder")
     p.add_argument("file", type=Path)
-    p.add_argument("--secret", default=os.environ.get("KERNELGRADER_GRADING_SECRET", "profile"))
+    p.add_argument("--secret", default=engine.grading_secret)
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     sub.add_parser("labs", help="list the built-in labs")
     sub.add_parser(
@@ -175,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             arch=args.arch,
             secret=args.secret,
             profile=not args.no_profile,
+            engine=engine,
         )
     if args.command == "profile":
         return _profile(args.lab, args.file, secret=args.secret, as_json=args.json)
@@ -182,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
 
     lab = load_lab(args.lab) if Path(args.lab).is_dir() else load_builtin_lab(args.lab)
     source = args.file.read_text(encoding="utf-8")
-    report = grade_source(lab, source, secret=args.secret, sanitizer=args.sanitizer)
+    report = grade_source(lab, source, secret=args.secret, sanitizer=args.sanitizer, engine=engine)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

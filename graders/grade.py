@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from graders.config import DEFAULTS, EngineSettings
 from graders.gpu import gpu_key, gpu_unavailable_reason, lock_dir
 from graders.results import CaseResult, CompileResult, Finding, GradeReport
 from graders.run import memory
@@ -49,6 +50,12 @@ def _compile(lab: LabSpec, source: str, **kwargs: Any) -> CompileResult:
     from graders.compile.compiler import compile_submission
 
     return compile_submission(lab, source, **kwargs)
+
+
+def default_arch(fallback: str) -> str:
+    from graders.compile.compiler import default_arch as detected_or
+
+    return detected_or(fallback)
 
 
 def _static_findings(compiled: CompileResult) -> list[Finding]:
@@ -80,15 +87,14 @@ def run_submission(
     timing: bool = True,
     cached_references: dict[str, dict[str, Any]] | None = None,
     on_phase: PhaseCallback | None = None,
-    memory_reserve_mb: int | None = None,
-    gpu_jobs: int | None = None,
+    engine: EngineSettings = DEFAULTS,
 ) -> GradeReport:
     """The stages after compiling; never raises for anything the student did.
 
     `timing=False` skips the timed repetitions (and so performance points): for tests that
     only check correctness. The GPU stages start once the grading fits in the GPU's memory
-    beside the others and its turn has come (graders.run.memory; `memory_reserve_mb` is the
-    worker's reserve, `gpu_jobs` its cap on gradings at once on the GPU).
+    beside the others and its turn has come (graders.run.memory): `engine` holds the worker's
+    reserve of GPU memory and its cap on gradings at once on the GPU (graders.config).
     """
     report = GradeReport(
         lab=lab.id,
@@ -124,8 +130,8 @@ def run_submission(
     )
     ticket = memory.Ledger(lock_dir(), gpu_key()).admit(
         need,
-        reserve=memory.reserve_bytes(memory_reserve_mb),
-        jobs=gpu_jobs,
+        reserve=memory.reserve_bytes(engine.gpu_memory_reserve_mb),
+        jobs=engine.gpu_jobs,
         on_wait=log.info,
     )
     try:
@@ -289,9 +295,11 @@ def grade_source(
     timing: bool = True,
     cached_references: dict[str, dict[str, Any]] | None = None,
     on_phase: PhaseCallback | None = None,
+    engine: EngineSettings = DEFAULTS,
 ) -> GradeReport:
-    """Compile for this worker's GPU (with line info, for the sanitizer), then run."""
-    compiled = _compile(lab, source, line_info=True)
+    """Compile for this host's GPU (else `engine.default_arch`; with line info, for the
+    sanitizer), then run."""
+    compiled = _compile(lab, source, line_info=True, arch=default_arch(engine.default_arch))
     return run_submission(
         lab,
         source,
@@ -301,4 +309,5 @@ def grade_source(
         timing=timing,
         cached_references=cached_references,
         on_phase=on_phase,
+        engine=engine,
     )

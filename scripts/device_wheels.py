@@ -75,9 +75,7 @@ def main() -> None:
     dest = Path(sys.argv[1])
     dest.mkdir(parents=True, exist_ok=True)
     extras = frozenset(filter(None, (sys.argv[2] if len(sys.argv) == 3 else "").split(",")))
-    pins = sorted(
-        f"{name}=={version}" for name, version in closure("kernelgrader", extras).items()
-    )
+    pins = sorted(f"{name}=={version}" for name, version in closure("kernelgrader", extras).items())
     print(f"{len(pins)} packages for CPython 3.12 on x86-64 into {dest}:", " ".join(pins))
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
     subprocess.run(

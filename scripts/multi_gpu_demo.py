@@ -272,7 +272,7 @@ def demo(run: Run, count: int, started: float) -> int:
 def graded_workers(run: Run) -> list[dict[str, Any]]:
     """The registry's live rows (host and pid are not in /health)."""
     from app.core.database import session_scope
-    from app.fleet.service import live_workers
+    from app.jobs.workers import live_workers
 
     with session_scope() as session:
         return [{"name": w.name, "pid": w.pid, "gpu": w.gpu} for w in live_workers(session)]
@@ -283,8 +283,8 @@ def graded_by(run: Run, ids: list[int]) -> dict[int, dict[str, Any]]:
     from sqlalchemy import select
 
     from app.core.database import session_scope
-    from app.fleet.models import Worker
-    from app.grading.models import GradingJob
+    from app.jobs.models import Worker
+    from app.submissions.models import GradingJob
 
     found: dict[int, dict[str, Any]] = {}
     with session_scope() as session:

@@ -77,7 +77,7 @@ class Module:
     pytest_args: tuple[str, ...] = ()  # e.g. -k, to pick the module's cases from a shared file
     # Where only some functions of the files decide (an access check inside a larger file):
     # globs of mutmut's mutant names, e.g. "app.courses.service.x_require_*" or, for a method,
-    # "app.core.deps.xǁApiRequestǁuser__mutmut_*"; only those mutants are run and counted.
+    # "app.web.deps.xǁApiRequestǁuser__mutmut_*"; only those mutants are run and counted.
     only: tuple[str, ...] = ()
 
 
@@ -162,7 +162,7 @@ MODULES = [
     ),
     Module(
         "app/gradebook",
-        ("app/gradebook/*.py",),
+        ("app/gradebook/*.py", "app/policy/counting.py"),
         (
             "tests/app/gradebook",
             "tests/app/submissions/test_reads.py",
@@ -178,7 +178,7 @@ MODULES = [
     # The course policies of issue 20 and sign-in (issue 32).
     Module(
         "app/latedays",
-        ("app/latedays/*.py",),
+        ("app/latedays/*.py", "app/policy/settle.py", "app/policy/recount.py"),
         (
             "tests/app/latedays",
             "tests/app/gradebook/test_policy_sums.py",
@@ -264,7 +264,7 @@ MODULES = [
     ),
     Module(
         "app/sso",
-        ("app/sso/service.py", "app/sso/oidc.py", "app/sso/saml.py", "app/sso/routes.py"),
+        ("app/sso/service.py", "app/sso/oidc.py", "app/sso/saml.py", "app/sso/pages.py"),
         ("tests/app/sso", "tests/app/auth/test_accounts.py", "tests/app/test_cli_sign_in.py"),
     ),
     Module(
@@ -278,15 +278,18 @@ MODULES = [
     Module(
         "permission checks",
         (
-            "app/api/latedays.py",
-            "app/api/regrades.py",
-            "app/api/teams.py",
-            "app/api/similarity.py",
-            "app/web/policies.py",
-            "app/web/reviews.py",
+            "app/policy/api.py",
+            "app/policy/pages.py",
+            "app/regrades/api.py",
+            "app/regrades/pages.py",
+            "app/rubric/api.py",
+            "app/teams/api.py",
+            "app/teams/pages.py",
+            "app/similarity/api.py",
+            "app/similarity/pages.py",
             "app/courses/service.py",
             "app/submissions/service.py",
-            "app/core/deps.py",
+            "app/web/deps.py",
         ),
         (
             "tests/app/latedays",
@@ -303,17 +306,20 @@ MODULES = [
         ),
         ("-k", "not thirty_late_uploads_at_once"),  # as app/latedays says
         only=(
-            "app.api.latedays.*",
-            "app.api.regrades.*",
-            "app.api.teams.*",
-            "app.api.similarity.*",
-            "app.web.policies.*",
-            "app.web.reviews.*",
+            "app.policy.api.*",
+            "app.policy.pages.*",
+            "app.regrades.api.*",
+            "app.regrades.pages.*",
+            "app.rubric.api.*",
+            "app.teams.api.*",
+            "app.teams.pages.*",
+            "app.similarity.api.*",
+            "app.similarity.pages.*",
             "app.courses.service.x_role_in__mutmut_*",
             "app.courses.service.x_require_*",
             "app.submissions.service.x_visible_submission__mutmut_*",
-            "app.core.deps.xǁApiRequestǁuser__mutmut_*",
-            "app.core.deps.xǁWebRequestǁuser__mutmut_*",
+            "app.web.deps.xǁApiRequestǁuser__mutmut_*",
+            "app.web.deps.xǁWebRequestǁuser__mutmut_*",
         ),
     ),
 ]

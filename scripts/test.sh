@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install everything the tests need into .venv, then lint, type-check, check migrations, run pytest.
+# Install everything the tests need into .venv, then lint, type-check, check the import direction
+# and the migrations, run pytest.
 # Extra arguments go to one plain pytest run instead of the whole suite, e.g. scripts/test.sh -m gpu
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +9,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 ruff check app migrations graders tests bench setup.py
 ruff format --check app migrations graders tests bench setup.py
 mypy
+python scripts/import_check.py
 KERNELGRADER_DATABASE_URL="sqlite:///$(mktemp -d)/alembic-check.db" scripts/alembic-check.sh
 if [ "$#" -gt 0 ]; then
     exec pytest "$@"

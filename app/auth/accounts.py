@@ -21,9 +21,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.auth.models import UserIdentity
 from app.core.database import utcnow
-from app.users.models import User
+from app.users.models import User, UserIdentity
 from app.users.service import find_user, normalize_email
 
 # Accounts of people whose LMS sends no email get an address in a reserved domain (RFC 2606),

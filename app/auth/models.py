@@ -1,42 +1,14 @@
-"""Sign-in from outside: the identities that point at an account, one-time states, problems."""
+"""Sign-in from outside: one-time states and refused sign-ins (identities: app.users.models)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
-
-
-class UserIdentity(Base):
-    """One outside sign-in (an LMS user, an OpenID Connect subject, a SAML name id) that is
-    a kernelgrader account. An account may have several; an identity belongs to one account."""
-
-    __tablename__ = "user_identities"
-    __table_args__ = (
-        UniqueConstraint("kind", "issuer", "subject"),
-        # An LMS user is (registration, `sub`): a registration reaches its own users only.
-        UniqueConstraint("platform_id", "subject"),
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    # "lti", "oidc" or "saml".
-    kind: Mapped[str] = mapped_column(String(10))
-    # The LMS registration an "lti" identity came through (None for the others).
-    platform_id: Mapped[int | None] = mapped_column(
-        ForeignKey("lti_platforms.id", ondelete="CASCADE"), default=None, index=True
-    )
-    # The LMS's issuer, the OpenID provider's issuer, the SAML identity provider's entity id.
-    issuer: Mapped[str] = mapped_column(String(500))
-    subject: Mapped[str] = mapped_column(String(500))
-    # The email the provider gave at the last sign-in ("" when it gave none).
-    email: Mapped[str] = mapped_column(String(320), default="")
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class SignInState(Base):

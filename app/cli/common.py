@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     from app.courses.models import Course, Lab
 
 
+# How long a command that queued a job waits, before it ends, for this process's sender to hand
+# it to the broker (a job the broker refuses is taken back, and the workers' sweep sends it).
+SEND_SECONDS = 30.0
+
+
 def fail(message: str) -> typer.Exit:
     typer.secho(message, err=True, fg=typer.colors.RED)
     return typer.Exit(code=1)
@@ -48,7 +53,6 @@ def when(text: str | None) -> datetime | None:
 
 
 def lab_in(session: Session, course: str, lab: str) -> tuple[Course, Lab]:
-    from app.courses.service import get_course, get_lab
+    from app.courses.service import find_lab
 
-    found = get_course(session, slug=course)
-    return found, get_lab(session, course=found, slug=lab)
+    return find_lab(session, course=course, lab=lab)

@@ -54,13 +54,15 @@ def _check_lab_folder(
         color = {"fail": typer.colors.RED, "warn": typer.colors.YELLOW}.get(item.status)
         typer.secho(f"  {item.status:<4}  {item.subject}: {item.message}", fg=color)
 
+    settings = get_settings()
     report = check_lab(
         folder,
         run=run,
-        secret=get_settings().grading_secret,
+        secret=settings.grading_secret,
         arch=arch,
         progress=show,
         profile=profile,
+        engine=settings.engine(),
     )
     if not report.ok:
         typer.secho(report.summary(), fg=typer.colors.RED)
@@ -193,8 +195,8 @@ def lab_update(
     date."""
     from app.core.database import session_scope, utcnow
     from app.courses.models import LatePolicy, ScorePolicy
-    from app.courses.policies import update_lab_policies
-    from app.courses.service import reread_lab, update_lab
+    from app.courses.service import reread_lab
+    from app.policy.rules import update_lab, update_lab_policies
 
     try:
         late_value = LatePolicy(late_policy) if late_policy else None

@@ -22,7 +22,7 @@ def extension_grant(
 ) -> None:
     """Give a student their own due date for a lab (replaces an earlier extension)."""
     from app.core.database import session_scope
-    from app.courses.extensions import grant_extension
+    from app.policy.rules import grant_extension
     from app.users.service import get_user
 
     due_at = when(until)
@@ -49,7 +49,7 @@ def extension_grant(
 def extension_revoke(course: str, lab: str, email: str) -> None:
     """Take an extension back: the lab's own due date applies again."""
     from app.core.database import session_scope
-    from app.courses.extensions import revoke_extension
+    from app.policy.rules import revoke_extension
     from app.users.service import get_user
 
     try:

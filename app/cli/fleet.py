@@ -11,7 +11,7 @@ import typer
 from app.cli.common import fail
 
 if TYPE_CHECKING:
-    from app.fleet.settings import FleetSettings
+    from app.core.fleet_settings import FleetSettings
 
 fleet_cli = typer.Typer(
     help="Workers borrowed from a cluster's scheduler (Slurm), scaled by the queue.",
@@ -20,7 +20,7 @@ fleet_cli = typer.Typer(
 
 
 def _settings() -> FleetSettings:
-    from app.fleet.settings import FleetSettingsInvalid, fleet_settings
+    from app.core.fleet_settings import FleetSettingsInvalid, fleet_settings
 
     try:
         return fleet_settings()

@@ -62,7 +62,7 @@ def latedays_adjust(
     """Give a student late days, or take some away, with a reason."""
     from app.core.database import session_scope, utcnow
     from app.courses.service import get_course
-    from app.latedays.service import adjust
+    from app.policy.settle import adjust
     from app.users.service import get_user
 
     try:
@@ -95,11 +95,11 @@ def course_policies(
     ] = None,
 ) -> None:
     """Show or change the course's late days, per-lab cap and regrade window."""
-    from app.api.latedays import set_regrade_window
     from app.core.database import session_scope, utcnow
     from app.courses.service import get_course
-    from app.latedays.recount import recount_owed
     from app.latedays.service import set_budget
+    from app.policy.recount import recount_owed
+    from app.policy.rules import set_regrade_window
 
     cap: int | None | str = "keep"
     if late_day_cap is not None:

@@ -94,11 +94,11 @@ def roster_import(
     """Enrol everyone in a CSV file with columns email, name and (optional) role.
 
     The links file goes to the course's staff, so it follows the People page's rule
-    (app.courses.links): links only for accounts nobody has used yet.
+    (app.people.links): links only for accounts nobody has used yet.
     """
     from app.core.database import session_scope, utcnow
-    from app.courses.links import hand_out
     from app.courses.service import get_course, import_roster
+    from app.people.links import hand_out
 
     try:
         text = file.read_text(encoding="utf-8-sig")

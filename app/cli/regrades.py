@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli.common import fail, lab_in
+from app.cli.common import SEND_SECONDS, fail, lab_in
 from app.core.errors import DomainError
 
 if TYPE_CHECKING:
@@ -82,14 +82,13 @@ def request_answer(
 ) -> None:
     """Answer a request: regrade the submission, adjust its points, or decline."""
     from app.core.database import session_scope, utcnow
-    from app.grading.queue import send_job, stamp_send
+    from app.jobs.sender import job_sender
     from app.regrades.service import answer as answer_request
 
-    sent = None
     try:
         with session_scope() as session:
             user = _staff(session, course, staff)
-            request, job = answer_request(
+            request, _job = answer_request(
                 session,
                 user=user,
                 request_id=request_id,
@@ -99,14 +98,11 @@ def request_answer(
                 now=utcnow(),
             )
             state = request.state
-            if job is not None:
-                stamp = stamp_send(job)
-                session.commit()
-                sent = (request.submission_id, job.id, stamp)
     except DomainError as exc:
         raise fail(exc.message) from None
-    if sent is not None:
-        send_job(submission_id=sent[0], job_id=sent[1], stamped_at=sent[2])
+    # A regrade's job went to the sender at the commit; sent before the command ends (one the
+    # broker refuses is taken back, and the workers' sweep sends it).
+    job_sender.wait_sent(SEND_SECONDS)
     typer.echo(f"Request {request_id} is {state}.")
 
 

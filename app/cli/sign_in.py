@@ -209,7 +209,7 @@ def _values(
 
 
 def _lti_installed() -> None:
-    from app.auth.routes import MISSING, installed
+    from app.auth.pages import MISSING, installed
 
     if not installed():
         raise fail(MISSING)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import fail, lab_in
+from app.cli.common import SEND_SECONDS, fail, lab_in
 from app.core.errors import DomainError
 
 similarity_cli = typer.Typer(help="Similarity reports of a lab.", no_args_is_help=True)
@@ -25,7 +25,8 @@ def similarity_run(
 ) -> None:
     """Ask a worker to compute a report of the lab's counted submissions."""
     from app.core.database import session_scope, utcnow
-    from app.similarity.service import request_report, send_report
+    from app.jobs.sender import job_sender
+    from app.similarity.service import request_report
 
     try:
         with session_scope() as session:
@@ -36,7 +37,7 @@ def similarity_run(
             report_id = report.id
     except DomainError as exc:
         raise fail(exc.message) from None
-    send_report(report_id)
+    job_sender.wait_sent(SEND_SECONDS)  # its job went to the sender at the commit
     typer.echo(
         f"Report {report_id} of {lab} is queued for a worker; "
         f"`kernelgrader similarity show {report_id}` reads it when done."

@@ -64,7 +64,7 @@ def worker(
             raise typer.Exit(code=supervise(gpus, loglevel=loglevel))
         except SupervisorError as exc:
             raise fail(str(exc)) from None
-    from app.grading.gpu_probe import (
+    from app.jobs.gpu_probe import (
         cannot_compile_sentence,
         compile_unavailable_reason,
         run_unavailable_reason,
@@ -82,13 +82,13 @@ def worker(
     if missing is not None:
         raise fail(cannot_compile_sentence(missing))
     from app.core.settings import get_settings
-    from app.fleet.presence import FLEET_JOB_VARIABLE, Activity, Presence, announce
-    from app.grading.celery_app import QUEUE, celery_app
     from app.grading.engine import prepare_engine
-    from app.grading.routing import gpu_queues
     from app.grading.sandbox_cleanup import reap_orphaned_sandboxes
     from app.grading.sweeper import SweeperThread
-    from app.grading.worker import worker_id
+    from app.jobs.celery_app import QUEUE, celery_app
+    from app.jobs.presence import FLEET_JOB_VARIABLE, Activity, Presence, announce
+    from app.jobs.routing import gpu_queues
+    from app.jobs.workers import worker_id
     from app.lti.sync import LtiSyncThread
 
     settings = get_settings()
@@ -214,7 +214,7 @@ def serve(
         _print_first_run(first, host, port)
     child = None
     if local_worker:
-        from app.grading.gpu_probe import CUDA_EXTRA, compile_unavailable_reason
+        from app.jobs.gpu_probe import CUDA_EXTRA, compile_unavailable_reason
 
         missing = compile_unavailable_reason()
         if missing is not None:

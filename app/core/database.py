@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 def _migrations_dir() -> Path:
@@ -161,6 +164,51 @@ def _session_factory(url: str) -> sessionmaker[Session]:
 def new_session() -> Session:
     get_engine()
     return _session_factory(get_settings().database_url)()
+
+
+# Actions a unit of work runs once it commits (session.info's list; see after_commit).
+AFTER_COMMIT = "kernelgrader.after_commit"
+
+
+def after_commit(session: Session, action: Callable[[], None]) -> None:
+    """Run `action` once the session's transaction commits, never if it rolls back.
+
+    What a unit of work tells the world outside the database (a job for the broker) goes out
+    only when its rows are there for a worker to find. A savepoint's commit is not the commit;
+    an action added inside a savepoint that rolls back still runs at the commit.
+    """
+    if not session.in_transaction():
+        session.begin()  # so that a rollback before any statement drops the action too
+    session.info.setdefault(AFTER_COMMIT, []).append(action)
+
+
+def pending_after_commit(session: Session) -> list[Callable[[], None]]:
+    """The actions waiting for the session's commit (app.core.overload keeps them across a
+    commit whose outcome it has to confirm)."""
+    return list(session.info.get(AFTER_COMMIT, []))
+
+
+def run_after_commit(actions: Iterable[Callable[[], None]]) -> None:
+    for action in actions:
+        try:
+            action()
+        except Exception:
+            # The rows are committed; what the action would have told (a job's send) is
+            # recovered from them (the workers' sweep), so it must not fail the request.
+            log.exception("an action after a commit failed")
+
+
+@event.listens_for(Session, "after_commit")
+def _committed(session: Session) -> None:
+    if session.in_nested_transaction():
+        return
+    run_after_commit(session.info.pop(AFTER_COMMIT, []))
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _rolled_back(session: Session, previous: Any) -> None:
+    if previous.parent is None:
+        session.info.pop(AFTER_COMMIT, None)
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.core.database import session_scope
+from app.core.database import pending_after_commit, run_after_commit, session_scope
 
 BUSY = (
     "The server is busy with many requests right now and did not take this one, so nothing "
@@ -116,6 +116,9 @@ def commit_or_confirm(
     503 that says nothing was stored) if it did not, and `CommitUnconfirmed` if the database
     did not come back to say. A SQLite commit that fails has rolled back: no doubt there.
     """
+    # What waits for the commit (jobs for the broker) is dropped with the rollback below;
+    # kept here, it runs if the commit turns out to have landed.
+    actions = pending_after_commit(session)
     try:
         session.commit()
         return
@@ -136,6 +139,7 @@ def commit_or_confirm(
             time.sleep(0.5)
             continue
         if found:
+            run_after_commit(actions)
             return
         raise lost
 

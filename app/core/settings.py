@@ -12,10 +12,17 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from graders.config import (
+    DEFAULT_GPU_JOBS,
+    DEFAULT_RESERVE_MB,
+    DEV_GRADING_SECRET,
+    FALLBACK_ARCH,
+    EngineSettings,
+)
+
 # The public development defaults of earlier versions: refused outside development, and never
 # used to sign anything (a development install signs with a key of its own, below).
 DEV_SECRET_KEY = "dev-insecure-secret-change-me"
-DEV_GRADING_SECRET = "dev-grading-secret"
 MIN_SECRET_LENGTH = 16
 # Where a development install without KERNELGRADER_SECRET_KEY keeps the key it made.
 SECRET_KEY_FILE = "secret_key"
@@ -63,7 +70,7 @@ class Settings(BaseSettings):
     # Mixed into the seeds of hidden cases so students cannot reproduce them offline.
     grading_secret: str = DEV_GRADING_SECRET
     max_upload_bytes: int = 256 * 1024
-    default_arch: str = "sm_90"
+    default_arch: str = FALLBACK_ARCH
     # A worker beats every heartbeat_seconds; a job silent for heartbeat_timeout_seconds is lost.
     heartbeat_seconds: float = 5.0
     heartbeat_timeout_seconds: float = 30.0
@@ -112,10 +119,10 @@ class Settings(BaseSettings):
     # A kept reference timing older than this is measured again (seconds; 0: always measure).
     reference_timing_max_age_seconds: float = Field(default=7 * 24 * 3600, ge=0)
     # GPU memory a worker leaves free when it admits gradings (graders.run.memory).
-    gpu_memory_reserve_mb: int = Field(default=2048, ge=0)
+    gpu_memory_reserve_mb: int = Field(default=DEFAULT_RESERVE_MB, ge=0)
     # Gradings at once on one GPU, across every worker and service of the host (0: no cap);
     # waiters go in the order they came (graders.run.memory).
-    gpu_jobs: int = Field(default=3, ge=0, le=64)
+    gpu_jobs: int = Field(default=DEFAULT_GPU_JOBS, ge=0, le=64)
     # Gradings whose timed section other work overlapped are timed again at most this often.
     contended_retimes: int = Field(default=3, ge=0, le=20)
     # Profile every fully correct grading with Nsight Compute afterwards (at a lower priority
@@ -224,6 +231,16 @@ class Settings(BaseSettings):
                     "long random string, or run with KERNELGRADER_ENV=development."
                 )
         return self
+
+    def engine(self) -> EngineSettings:
+        """What a worker tells the grading engine (graders.config): the engine reads none of
+        these itself."""
+        return EngineSettings(
+            grading_secret=self.grading_secret,
+            default_arch=self.default_arch,
+            gpu_memory_reserve_mb=self.gpu_memory_reserve_mb,
+            gpu_jobs=self.gpu_jobs,
+        )
 
     @property
     def mail_enabled(self) -> bool:

@@ -1,1 +1,2 @@
-"""Courses, their labs and who is enrolled with which role."""
+"""Courses, their labs (read from their folders), who is enrolled with which role, and dates:
+due dates, extensions, release."""

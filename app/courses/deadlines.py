@@ -12,11 +12,10 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.courses.models import Extension, Lab, LatePolicy
-from app.submissions.models import Submission
 
 
 @dataclass(frozen=True)
@@ -93,29 +92,3 @@ def lab_state(
         assert deadline.due_at is not None
         return LabState(Availability.closed, deadline.due_at + timedelta(days=late_days), True)
     return LabState(Availability.open, None, late)
-
-
-def refresh_late_flags(session: Session, *, lab: Lab, user_id: int | None = None) -> int:
-    """Recompute the late flag of the lab's submissions (one author's, if given); return how
-    many changed."""
-    session.flush()
-    extensions = extensions_by_user(session, lab=lab)
-    query = select(Submission.id, Submission.user_id, Submission.created_at, Submission.late).where(
-        Submission.lab_id == lab.id
-    )
-    if user_id is not None:
-        query = query.where(Submission.user_id == user_id)
-    flips: dict[bool, list[int]] = {True: [], False: []}
-    for sub_id, author, created_at, was_late in session.execute(query):
-        late = deadline_from(lab, extensions.get(author)).is_late(created_at)
-        if bool(was_late) != late:
-            flips[late].append(sub_id)
-    for late, ids in flips.items():
-        for start in range(0, len(ids), 500):
-            session.execute(
-                update(Submission)
-                .where(Submission.id.in_(ids[start : start + 500]))
-                .values(late=late)
-                .execution_options(synchronize_session="fetch")
-            )
-    return len(flips[True]) + len(flips[False])

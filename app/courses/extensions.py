@@ -10,7 +10,6 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Invalid, NotFound
 from app.core.timefmt import when_text
-from app.courses.deadlines import refresh_late_flags
 from app.courses.models import Course, Extension, Lab
 from app.courses.service import role_in
 from app.users.models import User
@@ -24,7 +23,7 @@ class ExtensionRow:
     granted_by: User | None
 
 
-def grant_extension(
+def write_extension(
     session: Session,
     *,
     course: Course,
@@ -34,7 +33,8 @@ def grant_extension(
     granted_by: User | None,
     note: str = "",
 ) -> Extension:
-    """Give a student their own due date (replacing an earlier extension of the same lab)."""
+    """Give a student their own due date (replacing an earlier extension of the same lab): the row
+    only; app.policy.rules.grant_extension is the grant, which recounts what counts."""
     if role_in(session, user=student, course=course) is None:
         raise NotFound(
             f"{student.email} is not enrolled in {course.slug}; enrol them before granting "
@@ -60,8 +60,6 @@ def grant_extension(
     row.due_at = due_at
     row.granted_by_id = granted_by.id if granted_by else None
     row.note = note.strip()
-    refresh_late_flags(session, lab=lab, user_id=student.id)
-    _settle(session, course=course, lab=lab, student=student)
     return row
 
 
@@ -69,9 +67,9 @@ def _take_turn(session: Session, *, lab: Lab) -> None:
     # Grants and revocations of one lab take turns on its row (a row lock on PostgreSQL, the
     # write lock on SQLite), so two at once never both insert a student's extension (a 500
     # before); the later one replaces the earlier's date. The lab's row, not the student's:
-    # a grant then updates submissions' late flags and settles late days in the order a lab's
-    # new due date does (lab, submissions, the student's turn at their late days), so it never
-    # waits crosswise on a grading that holds a submission and wants that turn.
+    # a grant then updates submissions' late flags and settles late days (app.policy.rules) in
+    # the order a lab's new due date does (lab, submissions, the student's turn at their late
+    # days), so it never waits crosswise on a grading that holds a submission and wants that turn.
     session.execute(
         update(Lab)
         .where(Lab.id == lab.id)
@@ -89,16 +87,9 @@ def _extension_of(session: Session, *, lab: Lab, student: User) -> Extension | N
     )
 
 
-def _settle(session: Session, *, course: Course, lab: Lab, student: User) -> None:
-    # Extensions win over late days: days a covered submission had spent come back.
-    from app.core.database import utcnow
-    from app.latedays.service import settle_lab
-
-    settle_lab(session, course=course, lab=lab, now=utcnow(), user_id=student.id)
-
-
-def revoke_extension(session: Session, *, lab: Lab, student: User) -> bool:
-    """Take an extension back; False when the student had none for this lab."""
+def delete_extension(session: Session, *, lab: Lab, student: User) -> bool:
+    """Take an extension back, the row only (app.policy.rules.revoke_extension recounts); False
+    when the student had none for this lab."""
     _take_turn(session, lab=lab)
     # A statement, not the row: of two revocations at once, the later finds nothing to delete.
     gone = session.execute(
@@ -106,11 +97,7 @@ def revoke_extension(session: Session, *, lab: Lab, student: User) -> bool:
         .where(Extension.lab_id == lab.id, Extension.user_id == student.id)
         .execution_options(synchronize_session="fetch")
     )
-    if gone.rowcount == 0:  # type: ignore[attr-defined]
-        return False
-    refresh_late_flags(session, lab=lab, user_id=student.id)
-    _settle(session, course=session.get_one(Course, lab.course_id), lab=lab, student=student)
-    return True
+    return bool(gone.rowcount)  # type: ignore[attr-defined]
 
 
 def extensions_of(

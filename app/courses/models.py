@@ -45,7 +45,7 @@ class Course(Base):
     # Days after a lab's grades are released during which its students may ask for a regrade.
     regrade_window_days: Mapped[int] = mapped_column(default=7, server_default="7")
     # Owed since then: every student's late days to be settled again after a policy change,
-    # a short batch of students at a time (app.latedays.recount); None when none is owed.
+    # a short batch of students at a time (app.policy.recount); None when none is owed.
     late_days_recount_at: Mapped[datetime | None] = mapped_column(default=None)
     # Students (by id) up to this one are recounted already.
     late_days_recounted_to: Mapped[int] = mapped_column(default=0, server_default="0")

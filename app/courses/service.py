@@ -12,9 +12,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, Forbidden, Invalid, NotFound
+from app.core.settings import get_settings
 from app.core.timefmt import when_text
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
-from app.courses.specs import resolve_lab_ref
+from app.courses.specs import folder_of, read_spec, resolve_lab_ref
 from app.users.models import User
 from app.users.service import ensure_user
 
@@ -50,6 +51,17 @@ def role_in(session: Session, *, user: User, course: Course) -> Role | None:
         )
     )
     return Role(value) if value else None
+
+
+def is_staff_anywhere(session: Session, *, user_id: int) -> bool:
+    """Whether the user is a TA or an instructor of some course."""
+    return bool(
+        session.scalar(
+            select(Enrollment.id)
+            .where(Enrollment.user_id == user_id, Enrollment.role != Role.student.value)
+            .limit(1)
+        )
+    )
 
 
 def require_member(session: Session, *, user: User, course: Course) -> Role:
@@ -217,6 +229,12 @@ def get_lab(session: Session, *, course: Course, slug: str) -> Lab:
     return lab
 
 
+def find_lab(session: Session, *, course: str, lab: str) -> tuple[Course, Lab]:
+    """A course and one of its labs, by their slugs (NotFound, in a sentence, for either)."""
+    found = get_course(session, slug=course)
+    return found, get_lab(session, course=found, slug=lab)
+
+
 class Keep(enum.Enum):
     """`update_lab`'s marker for "leave this as it is" (None clears a date)."""
 
@@ -226,7 +244,7 @@ class Keep(enum.Enum):
 KEEP = Keep.keep
 
 
-def update_lab(
+def update_lab_row(
     session: Session,
     *,
     lab: Lab,
@@ -235,10 +253,8 @@ def update_lab(
     score_policy: ScorePolicy | None = None,
     late_policy: LatePolicy | None = None,
 ) -> list[str]:
-    """Change a lab's dates and policies; return a sentence per change. A changed due date
-    recomputes every submission's late flag (extensions still apply)."""
-    from app.courses.deadlines import refresh_late_flags
-
+    """Change a lab's dates and policies, the row only; return a sentence per change. The change
+    that also moves what counts (late flags, late days) is app.policy.rules.update_lab."""
     new_release = lab.release_at if isinstance(release_at, Keep) else release_at
     new_due = lab.due_at if isinstance(due_at, Keep) else due_at
     if new_release and new_due and new_due < new_release:
@@ -260,16 +276,7 @@ def update_lab(
             if late_policy is LatePolicy.accept
             else "refuses late submissions"
         )
-    if not isinstance(due_at, Keep):
-        refresh_late_flags(session, lab=lab)
     session.flush()
-    if changes:
-        # What counts, and how late it is, may have moved: late days follow.
-        from app.core.database import utcnow
-        from app.latedays.service import settle_lab
-
-        course = session.get_one(Course, lab.course_id)
-        settle_lab(session, course=course, lab=lab, now=utcnow())
     return changes
 
 
@@ -278,8 +285,6 @@ def reread_lab(session: Session, *, lab: Lab) -> list[str]:
     checks of `lab check` that need no GPU) and record its title, max score and digest. Return
     a sentence per change; raise Invalid with the failed checks, changing nothing, when the
     changed folder fails them."""
-    from app.courses.specs import folder_of, read_spec
-
     spec = read_spec(lab)
     folder = folder_of(lab)
     if spec.id != lab.slug:
@@ -291,7 +296,7 @@ def reread_lab(session: Session, *, lab: Lab) -> list[str]:
         return []
     from graders.labcheck import check_lab
 
-    report = check_lab(folder, run=False)
+    report = check_lab(folder, run=False, engine=get_settings().engine())
     if not report.ok:
         problems = "; ".join(
             f"{item.subject}: {item.message.splitlines()[0]}" for item in report.failures

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.core.errors import Invalid, NotFound
+from graders.spec import LabSpecError, builtin_labs_dir, load_builtin_lab, load_lab
+from graders.spec import list_builtin_labs as _list
 
 if TYPE_CHECKING:
     from app.courses.models import Lab
@@ -14,8 +16,6 @@ if TYPE_CHECKING:
 
 
 def list_builtin_labs() -> list[str]:
-    from graders.spec import list_builtin_labs as _list
-
     return _list()
 
 
@@ -23,8 +23,6 @@ def list_builtin_labs() -> list[str]:
 def _load(builtin_id: str | None, folder: str | None, digest: str = "") -> LabSpec:
     """Loaded once per process for each recorded digest: `lab update` records a new digest when
     it re-reads a changed folder, and every process then loads it afresh."""
-    from graders.spec import LabSpecError, load_builtin_lab, load_lab
-
     try:
         if builtin_id:
             return load_builtin_lab(builtin_id)
@@ -67,10 +65,16 @@ def folder_of(lab: Lab) -> Path:
     """The lab's folder: its own, or the built-in lab's in reference_kernels/."""
     if lab.folder:
         return Path(lab.folder)
-    from graders.spec import builtin_labs_dir
 
     return builtin_labs_dir() / str(lab.builtin_id)
 
 
 def forget_cached_specs() -> None:
     _load.cache_clear()
+
+
+def required_gpu_model(lab: Lab, spec: LabSpec) -> str:
+    """The GPU model the lab's timings belong to: the course's setting, else the spec's."""
+    if lab.gpu_model:
+        return lab.gpu_model
+    return spec.timing.gpu_model if spec.timing is not None else ""

@@ -30,13 +30,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
+from app.core.fleet_settings import FleetSettings
 from app.core.settings import get_settings
 from app.fleet import slurm
 from app.fleet.inputs import current_plan
-from app.fleet.models import BorrowedState, BorrowedWorker, FleetRunner, Worker
+from app.fleet.models import BorrowedState, BorrowedWorker, FleetRunner
 from app.fleet.policy import Plan, minutes, shown
-from app.fleet.settings import FleetSettings
 from app.fleet.slurm import JobStatus, SlurmError
+from app.jobs.models import Worker
 
 log = logging.getLogger("kernelgrader.fleet")
 

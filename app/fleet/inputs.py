@@ -11,8 +11,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import DomainError
+from app.core.fleet_settings import FleetSettings
 from app.courses.models import Course, Enrollment, Lab, Role
-from app.courses.specs import spec_for
+from app.courses.specs import required_gpu_model, spec_for
 from app.fleet.models import BorrowedState, BorrowedWorker
 from app.fleet.policy import (
     Borrowed,
@@ -25,12 +26,9 @@ from app.fleet.policy import (
     UploadCurve,
     plan_fleet,
 )
-from app.fleet.service import live_workers
-from app.fleet.settings import FleetSettings
-from app.grading.models import GradingJob, JobState
-from app.grading.routing import model_key, serves
-from app.grading.worker import required_gpu_model
-from app.submissions.models import Submission
+from app.jobs.routing import model_key, serves
+from app.jobs.workers import live_workers
+from app.submissions.models import GradingJob, JobState, Submission
 
 # Last term's curve in this many bins over the lead time (10 min bins for a 2 h lead).
 CURVE_BINS = 12

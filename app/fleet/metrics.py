@@ -30,13 +30,13 @@ from sqlalchemy.orm import Session
 
 from app import __version__
 from app.core.database import utcnow
+from app.core.fleet_settings import FleetSettingsInvalid, fleet_settings
 from app.courses.models import Course, Lab
 from app.fleet.inputs import current_plan
 from app.fleet.models import BorrowedState, BorrowedWorker
-from app.fleet.service import REPLACED_BY_REGRADE, live_workers
-from app.fleet.settings import FleetSettingsInvalid, fleet_settings
-from app.grading.models import GradingJob, JobState
-from app.submissions.models import Submission
+from app.fleet.service import REPLACED_BY_REGRADE
+from app.jobs.workers import live_workers
+from app.submissions.models import GradingJob, JobState, Submission
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""The worker registry and the queue as staff see them: who is alive, what each can do and
-holds, what waits, and what failed on our side."""
+"""The workers (app.jobs.workers' registry) and the queue as staff see them: who is alive, what
+each can do and holds, what waits, and what failed on our side."""
 
 from __future__ import annotations
 
@@ -7,180 +7,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.database import session_scope, utcnow
+from app.core.database import utcnow
 from app.core.settings import get_settings
 from app.courses.models import Course, Lab
-from app.fleet.models import Worker
-from app.fleet.settings import FleetSettingsInvalid, fleet_settings
-from app.grading.models import GradingJob, JobState
-from app.grading.routing import serves
-from app.submissions.models import Submission
+from app.jobs.models import Worker
+from app.jobs.workers import alive_after
+from app.submissions.models import GradingJob, JobState, Submission
 
 # Workers silent longer than this drop off the lists; their rows stay for the jobs' history.
 SHOWN_FOR = timedelta(hours=24)
 # Set by submissions/service.regrade on the job a regrade replaces: not a failure.
 REPLACED_BY_REGRADE = "replaced by a regrade"
-
-# What a student reads when no grader can take their submission now; what staff read beside
-# it (set_status's staff_note) says which worker to start and where to look.
-NO_COMPILER_FOR_STUDENTS = (
-    "The grader is not running at the moment, so your submission waits in the queue; nothing "
-    "is lost, and it is graded as soon as the grader is back."
-)
-NO_COMPILER = (
-    "No grading worker has been heard from in the last {seconds:.0f} s: start one with "
-    "`kernelgrader worker` (or `kernelgrader serve`, which starts one beside the web server); "
-    "the workers are listed at /admin/system."
-)
-# Where the fleet borrows workers from a scheduler (app.fleet.autoscale), none may be running
-# between rushes: not a fault, the first uploads wait for one to start.
-BORROWED_FOR_STUDENTS = (
-    "Graders start when there is work to do, so it waits a few minutes for one; nothing is "
-    "lost, and it is graded as soon as one is up."
-)
-BORROWED = (
-    "No grading worker has been heard from in the last {seconds:.0f} s; the fleet borrows them "
-    "from {backend} as the queue grows (`kernelgrader fleet run`; its plan and jobs are on "
-    "/admin/fleet)."
-)
-NO_RUNNER = (
-    "No worker that can run it{model} has been heard from in the last {seconds:.0f} s: start "
-    "one with `kernelgrader worker --gpus all` on a GPU host; the workers are listed at "
-    "/admin/system."
-)
-
-
-def _alive_after(now: datetime) -> datetime:
-    return now - timedelta(seconds=get_settings().heartbeat_timeout_seconds)
-
-
-# --- the worker's side -------------------------------------------------------------------
-
-
-def register_worker(
-    *,
-    name: str,
-    host: str,
-    pid: int,
-    gpu: str,
-    gpu_model: str,
-    arch: str,
-    can_compile: bool,
-    can_run: bool,
-    note: str,
-    queues: list[str],
-    version: str,
-    fleet_job: str = "",
-) -> None:
-    """Say who this worker is and what it can do; a name seen before (a reused pid) restarts.
-
-    `fleet_job`: the scheduler's job it runs in ("slurm:1234"), where the fleet borrowed it."""
-    now = utcnow()
-    with session_scope() as session:
-        session.execute(delete(Worker).where(Worker.name == name))
-        session.add(
-            Worker(
-                name=name,
-                host=host,
-                pid=pid,
-                gpu=gpu,
-                gpu_model=gpu_model,
-                arch=arch,
-                can_compile=can_compile,
-                can_run=can_run,
-                note=note,
-                queues=queues,
-                version=version,
-                started_at=now,
-                heartbeat_at=now,
-                fleet_job=fleet_job,
-            )
-        )
-
-
-@dataclass(frozen=True)
-class BeatAnswer:
-    drain: bool  # asked to finish its task, take no new one, and exit (app.fleet.autoscale)
-
-
-def beat(name: str, *, busy_at: datetime | None = None) -> BeatAnswer | None:
-    """Mark the worker alive now (and busy at `busy_at`, when it last held a task); None when
-    its row is gone (then it registers again)."""
-    values: dict[str, Any] = {"heartbeat_at": utcnow(), "stopped_at": None}
-    if busy_at is not None:
-        values["busy_at"] = busy_at
-    with session_scope() as session:
-        done = session.execute(update(Worker).where(Worker.name == name).values(**values))
-        if done.rowcount != 1:  # type: ignore[attr-defined]
-            return None
-        drain_at = session.scalar(select(Worker.drain_at).where(Worker.name == name))
-        return BeatAnswer(drain=drain_at is not None)
-
-
-def mark_stopped(name: str) -> None:
-    with session_scope() as session:
-        session.execute(update(Worker).where(Worker.name == name).values(stopped_at=utcnow()))
-
-
-def note_timing(session: Session, *, name: str, gpu: dict[str, Any] | None) -> None:
-    """Keep the GPU's temperature and SM clock from the run stage's latest timed section."""
-    if not gpu:
-        return
-    session.execute(
-        update(Worker)
-        .where(Worker.name == name)
-        .values(
-            timing_temperature_c=gpu.get("temperature_c"),
-            timing_sm_clock_mhz=gpu.get("sm_clock_mhz"),
-            timed_at=utcnow(),
-        )
-    )
-
-
-# --- who can take a job ------------------------------------------------------------------
-
-
-def live_workers(session: Session, *, now: datetime | None = None) -> list[Worker]:
-    now = now or utcnow()
-    return list(
-        session.scalars(
-            select(Worker).where(
-                Worker.stopped_at.is_(None), Worker.heartbeat_at >= _alive_after(now)
-            )
-        )
-    )
-
-
-def queued_message(
-    session: Session, message: str, *, now: datetime | None = None
-) -> tuple[str, str]:
-    """A queued submission's status message and staff note: when no live worker could take
-    it, a sentence for the student and one for the staff that says what to start."""
-    if any(w.can_compile for w in live_workers(session, now=now)):
-        return message, ""
-    seconds = get_settings().heartbeat_timeout_seconds
-    try:
-        backend = fleet_settings().fleet_backend
-    except FleetSettingsInvalid:  # said on /admin/fleet; the usual sentence here
-        backend = ""
-    if backend:
-        return f"{message} {BORROWED_FOR_STUDENTS}", BORROWED.format(
-            seconds=seconds, backend=backend.capitalize()
-        )
-    return f"{message} {NO_COMPILER_FOR_STUDENTS}", NO_COMPILER.format(seconds=seconds)
-
-
-def no_runner_note(session: Session, *, required_key: str, model: str) -> str:
-    """ "" when a live worker can run a job needing this GPU model; else a sentence for staff."""
-    for worker in live_workers(session):
-        if worker.can_run and serves(worker.gpu_model, required_key):
-            return ""
-    shown = f" on {model} GPUs" if model else ""
-    return NO_RUNNER.format(model=shown, seconds=get_settings().heartbeat_timeout_seconds)
-
 
 # --- what staff see ----------------------------------------------------------------------
 
@@ -287,7 +127,7 @@ class FleetSnapshot:
 def recent_workers(session: Session, *, now: datetime | None = None) -> list[WorkerView]:
     """Every worker heard from in the last day, alive, silent or stopped, by host and GPU."""
     now = now or utcnow()
-    alive_after = _alive_after(now)
+    alive_since = alive_after(now)
     rows = session.scalars(
         select(Worker)
         .where(Worker.heartbeat_at >= now - SHOWN_FOR)
@@ -310,7 +150,7 @@ def recent_workers(session: Session, *, now: datetime | None = None) -> list[Wor
             started_at=row.started_at,
             heartbeat_at=row.heartbeat_at,
             stopped_at=row.stopped_at,
-            alive=row.stopped_at is None and row.heartbeat_at >= alive_after,
+            alive=row.stopped_at is None and row.heartbeat_at >= alive_since,
             seconds_since_heard=max(0.0, (now - row.heartbeat_at).total_seconds()),
             timing_temperature_c=row.timing_temperature_c,
             timing_sm_clock_mhz=row.timing_sm_clock_mhz,

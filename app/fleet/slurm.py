@@ -19,8 +19,8 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from app.core.fleet_settings import FleetSettings
 from app.fleet.policy import shown
-from app.fleet.settings import FleetSettings
 
 log = logging.getLogger(__name__)
 

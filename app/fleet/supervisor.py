@@ -22,6 +22,9 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
+from app.jobs.gpu_probe import cannot_compile_sentence, compile_unavailable_reason
+from app.jobs.workers import mark_stopped
+
 log = logging.getLogger("kernelgrader.supervisor")
 
 # A child that dies sooner than this after its start counts as failing again: its restart
@@ -147,8 +150,6 @@ class Supervisor:
 
     @staticmethod
     def forget(pid: int) -> None:
-        from app.fleet.service import mark_stopped
-
         try:
             mark_stopped(f"{socket.gethostname()}:{pid}")
         except Exception:  # the registry's heartbeat timeout covers it
@@ -195,8 +196,6 @@ class Supervisor:
 
 def supervise(spec: str, *, loglevel: str = "INFO") -> int:
     """Start and watch one worker per GPU until SIGTERM or SIGINT; the exit code."""
-    from app.grading.gpu_probe import cannot_compile_sentence, compile_unavailable_reason
-
     gpus = parse_gpus(spec)
     missing = compile_unavailable_reason()
     if missing is not None:

@@ -11,11 +11,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
+from app.core.fleet_settings import FleetSettings, fleet_settings
 from app.fleet.inputs import current_plan
-from app.fleet.models import BorrowedState, BorrowedWorker, FleetRunner, Worker
+from app.fleet.models import BorrowedState, BorrowedWorker, FleetRunner
 from app.fleet.policy import Plan, minutes
-from app.fleet.settings import FleetSettings, fleet_settings
 from app.fleet.slurm import cannot_place
+from app.jobs.models import Worker
 
 ENDED_SHOWN_FOR = timedelta(hours=24)
 

@@ -17,9 +17,9 @@ from app.core.csv_out import SafeCsvWriter
 from app.core.errors import Invalid
 from app.courses.deadlines import Deadline, deadline_from
 from app.courses.models import Enrollment, Lab, Role
-from app.gradebook.service import LabCell, Scored, lab_cell, policy_inputs
 from app.performance.service import TimedResult, timed_results
-from app.submissions.models import Submission
+from app.policy.counting import LabCell, Scored, lab_cell, policy_inputs
+from app.submissions.models import Status, Submission
 from app.submissions.service import LISTED
 from app.teams.models import SubmissionCredit, Team, TeamMember
 from app.users.models import User
@@ -175,8 +175,6 @@ def for_review(row: StudentRow) -> tuple[Submission | None, str]:
     is a compile error (it counts as 0) but a later one compiled and waits for its verdict,
     that compiled kernel, which is the code to review; with nothing counted yet, the newest
     that compiled, else the newest."""
-    from app.submissions.models import Status
-
     counted, compiled = row.counted, row.compiled
     if counted is not None and counted.status != Status.compile_error.value:
         return counted, "counted"

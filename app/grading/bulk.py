@@ -17,9 +17,10 @@ from sqlalchemy.orm import Session, defer
 
 from app.core.database import utcnow
 from app.courses.models import Lab
-from app.grading.celery_app import QUEUE
-from app.grading.models import GradingJob, JobState, Priority
-from app.submissions.models import Status, Submission
+from app.courses.specs import spec_for
+from app.jobs.celery_app import QUEUE
+from app.policy.counting import Scored, counted_submission
+from app.submissions.models import GRADING, GradingJob, JobState, Priority, Status, Submission
 from app.submissions.service import set_status
 
 # Regrade jobs on the broker (sent, not yet taken) at any time.
@@ -81,8 +82,6 @@ def regrade_lab(
         )
     )
     if counted_only:
-        from app.gradebook.service import Scored, counted_submission
-
         by_user: dict[int, list[Submission]] = {}
         for sub in submissions:
             by_user.setdefault(sub.user_id, []).append(sub)
@@ -100,7 +99,6 @@ def regrade_lab(
             )
         )
     )
-    from app.courses.specs import spec_for
 
     digest = spec_for(lab).digest
     last = _last_digests(session, [s.id for s in submissions if s.id not in busy])
@@ -174,29 +172,6 @@ def background_jobs_to_send(
         queue = job.sent_queue or QUEUE
         stamp = utcnow()
         # Conditional, since every worker sweeps: only one of them sends a given job.
-        taken = session.execute(
-            update(GradingJob)
-            .where(GradingJob.id == job.id, GradingJob.sent_at.is_(None))
-            .values(sent_at=stamp, sent_queue=queue)
-            .execution_options(synchronize_session=False)
-        )
-        if taken.rowcount == 1:  # type: ignore[attr-defined]
+        if GRADING.stamp(session, job.id, old=None, new=stamp, queue=queue):
             picked.append((job.submission_id, job.id, queue, stamp))
     return picked
-
-
-def background_waiting(session: Session, *, lab: Lab) -> int:
-    """How many of the lab's regrade jobs have not been taken by a worker yet."""
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(GradingJob)
-            .join(Submission, Submission.id == GradingJob.submission_id)
-            .where(
-                Submission.lab_id == lab.id,
-                GradingJob.state == JobState.queued.value,
-                GradingJob.priority == Priority.background.value,
-            )
-        )
-        or 0
-    )

@@ -15,6 +15,8 @@ import logging
 import time
 
 from app.core.settings import Settings
+from graders.sandbox import prestart, zygotes
+from graders.sanitizer.launcher import ensure_built
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +46,12 @@ def prepare_kernel_cache() -> None:
 
 def prepare_sanitizer() -> None:
     """The sanitizer's native launcher, built before the first job where a compiler is."""
-    from graders.sanitizer.launcher import ensure_built
-
     state = ensure_built()
     if state.path is not None:
         log.info("the sanitizer's launcher: %s", state.path)
 
 
 def prepare_engine(settings: Settings, *, gpu: bool) -> None:
-    from graders.sandbox import prestart, zygotes
-
     if gpu:
         prepare_kernel_cache()  # the children started below copy it
         prepare_sanitizer()  # likewise

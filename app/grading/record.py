@@ -1,4 +1,5 @@
-"""Writing compile results and grade reports into the database."""
+"""Writing compile results and grade reports into the database; what follows a verdict is
+app.grading.flows.after_grading."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.grading.models import CaseResult, GradingJob, JobState
-from app.lti.scores import note_grading
-from app.submissions.models import Status, Submission
+from app.grading.flows import after_grading
+from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
+from app.submissions.report import StoredReport
 from app.submissions.service import set_status
 
 if TYPE_CHECKING:
@@ -32,8 +33,7 @@ def _failed_on_our_side(
     job.finished_at = utcnow()
     job.error = error
     set_status(session, submission, Status.error, NOT_YOUR_FAULT, staff_note=error)
-    # What a late upload held comes back (it may be graded again, and then charged).
-    settle_late_days(session, submission=submission)
+    after_grading(session, submission=submission, job=job, verdict=False)
 
 
 def record_compile(
@@ -61,9 +61,7 @@ def record_compile(
         submission.score = 0.0
         submission.graded_at = job.finished_at
         set_status(session, submission, Status.compile_error, result.message)
-        # Late days first: they change the counted score that the LMS is sent.
-        settle_late_days(session, submission=submission)
-        note_grading(session, submission=submission)
+        after_grading(session, submission=submission, job=job)
 
 
 def _case_row(job_id: int, position: int, case: Any) -> CaseResult:
@@ -129,22 +127,7 @@ def record_report(
         _failed_on_our_side(session, submission=submission, job=job, error=f"run: {report.summary}")
         return
     _replace_cases(session, job, report.cases)
-    job.report = {
-        "summary": report.summary,
-        "error": report.error,
-        "findings": [f.to_dict() for f in report.findings],
-        "gpu": report.gpu.to_dict() if report.gpu else None,
-        "stage_seconds": dict(report.stage_seconds),
-        "stdout": report.stdout,
-        "correctness_points": report.correctness_points,
-        "performance_points": report.performance_points,
-        "max_performance_points": report.max_performance_points,
-        "sanitizer_penalty": report.sanitizer_penalty,
-        "flags": list(report.flags),
-        "performance_pending": report.performance_pending,
-        "timing_contended": report.timing_contended,
-        "budget_spent": report.budget_spent,
-    }
+    job.report = StoredReport.of(report).to_json()
     job.state = JobState.done.value
     job.finished_at = utcnow()
     if job.compiled_at is not None:
@@ -155,18 +138,4 @@ def record_report(
     submission.review_flag = " ".join(report.flags)
     submission.graded_at = job.finished_at
     set_status(session, submission, Status.graded, report.summary)
-    # Nsight Compute's profile follows, at a lower priority than any grading.
-    from app.profiling.service import queue_after_grading
-
-    queue_after_grading(session, submission=submission, job=job, report=report)
-    settle_late_days(session, submission=submission)
-    note_grading(session, submission=submission)
-
-
-def settle_late_days(session: Session, *, submission: Submission) -> None:
-    """A verdict can change what counts: spend (or give back) the late days of everyone the
-    submission counts for, in the grading's own transaction (app.latedays.service)."""
-    from app.latedays.service import settle_submission
-
-    session.flush()
-    settle_submission(session, submission_id=submission.id, now=utcnow())
+    after_grading(session, submission=submission, job=job, report=report)

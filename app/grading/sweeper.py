@@ -29,19 +29,17 @@ from sqlalchemy.orm.attributes import set_committed_value
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.grading.bulk import background_jobs_to_send
-from app.grading.celery_app import GPU_QUEUE, QUEUE
-from app.grading.models import GradingJob, JobState, Priority
-from app.grading.queue import STAMP_MARGIN, Send, send_in_order, waiting_in_broker
-from app.grading.record import settle_late_days
-from app.grading.routing import gpu_queue, served_keys
-from app.grading.worker import NOT_YOUR_FAULT, held_here, worker_id
-from app.latedays.recount import sweep_recounts
-from app.profiling.queue import send_profile
+from app.grading.flows import after_grading
+from app.grading.worker import NOT_YOUR_FAULT, held_here
+from app.jobs.celery_app import GPU_QUEUE, QUEUE
+from app.jobs.routing import gpu_queue, served_keys
+from app.jobs.send import STAMP_MARGIN, Send, send_in_order, waiting_in_broker
+from app.jobs.workers import worker_id
+from app.policy.recount import sweep_recounts
 from app.profiling.sweep import profiles_to_send
-from app.similarity.service import send_report
 from app.similarity.sweep import reports_to_send
-from app.submissions.models import Status, Submission
-from app.submissions.service import set_status
+from app.submissions.models import GRADING, GradingJob, JobState, Priority, Status, Submission
+from app.submissions.service import grading_message, set_status
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +142,7 @@ def sweep(
                     set_status(
                         session, submission, Status.error, NOT_YOUR_FAULT, staff_note=job.error
                     )
-                    settle_late_days(session, submission=submission)
+                    after_grading(session, submission=submission, job=job, verdict=False)
                     report.failed.append(job.id)
                 continue
             # Back to the queue its worker took it from: a compiled job on its GPU model's
@@ -173,7 +171,14 @@ def sweep(
                     staff_note=f"Worker {job.worker_id} stopped beating its heartbeat.",
                 )
                 if not background:
-                    sends.append(Send(job.submission_id, job.id, queue, stamp))
+                    sends.append(
+                        grading_message(
+                            submission_id=job.submission_id,
+                            job_id=job.id,
+                            queue=queue,
+                            stamped_at=stamp,
+                        )
+                    )
                 report.requeued.append(job.id)
         if has_gpu:
             # Only jobs whose lab names no GPU model or one this GPU serves, each onto the
@@ -200,23 +205,33 @@ def sweep(
                 )
                 if moved:
                     if not background:
-                        sends.append(Send(job.submission_id, job.id, queue, stamp))
+                        sends.append(
+                            grading_message(
+                                submission_id=job.submission_id,
+                                job_id=job.id,
+                                queue=queue,
+                                stamped_at=stamp,
+                            )
+                        )
                     report.to_gpu.append(job.id)
         for submission_id, job_id, queue, stamp in background_jobs_to_send(session, now=now):
-            sends.append(Send(submission_id, job_id, queue, stamp))
+            sends.append(
+                grading_message(
+                    submission_id=submission_id, job_id=job_id, queue=queue, stamped_at=stamp
+                )
+            )
             report.background.append(job_id)
         # Profiling jobs last, and only while no grading waits (app.profiling.sweep).
         profile_sends = profiles_to_send(session, now=now)
-        report.profiles = [profile_id for profile_id, _, _ in profile_sends]
-        report.similarity = reports_to_send(session, now=now)
+        report.profiles = [item.job_id for item in profile_sends]
+        report_sends = reports_to_send(session, now=now)
+        report.similarity = [item.job_id for item in report_sends]
     # Send only once the state changes are committed, so a fast worker finds them.
     send_in_order(sends)
     _send_again(again, report)
-    for profile_id, queue, stamp in profile_sends:
-        send_profile(profile_id=profile_id, queue=queue, stamped_at=stamp)
-    for report_id in report.similarity:
-        send_report(report_id)
-    # A late-day recount its request left half-way (app.latedays.recount), batch by batch.
+    send_in_order(profile_sends)
+    send_in_order(report_sends)
+    # A late-day recount its request left half-way (app.policy.recount), batch by batch.
     report.recounts = sweep_recounts(now=now)
     return report
 
@@ -253,7 +268,14 @@ def _send_again(again: list[_Again], report: SweepReport) -> None:
             for item in chunk:
                 stamp = utcnow()
                 if _stamp_if_unchanged(session, item.job_id, item.stamp, item.queue, stamp):
-                    stamped.append(Send(item.submission_id, item.job_id, item.queue, stamp))
+                    stamped.append(
+                        grading_message(
+                            submission_id=item.submission_id,
+                            job_id=item.job_id,
+                            queue=item.queue,
+                            stamped_at=stamp,
+                        )
+                    )
                     (report.lost if item.lost else report.resent).append(item.job_id)
         if len(send_in_order(stamped)) < len(stamped):
             return
@@ -279,17 +301,7 @@ def _stamp_if_unchanged(
     session: Session, job_id: int, old: datetime | None, queue: str, stamp: datetime | None
 ) -> bool:
     """Stamp a queued job (None: not sent) if its stamp is still `old`."""
-    moved = session.execute(
-        update(GradingJob)
-        .where(
-            GradingJob.id == job_id,
-            GradingJob.state == JobState.queued.value,
-            GradingJob.sent_at.is_(None) if old is None else GradingJob.sent_at == old,
-        )
-        .values(sent_at=stamp, sent_queue=queue)
-        .execution_options(synchronize_session=False)
-    )
-    return moved.rowcount == 1  # type: ignore[attr-defined]
+    return GRADING.stamp(session, job_id, old=old, new=stamp, queue=queue)
 
 
 def lost_jobs(

@@ -7,8 +7,8 @@ from datetime import datetime
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.grading.celery_app import GRADE_TASK, celery_app
 from app.grading.worker import grade_job
+from app.jobs.celery_app import GRADE_TASK, celery_app
 
 
 # A database that is briefly locked or away is worth a few retries before the sweeper's turn.

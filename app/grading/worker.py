@@ -8,37 +8,32 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
-import socket
 import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
 from app.core.overload import database_unavailable
 from app.core.settings import Settings, get_settings
 from app.courses.models import Lab
-from app.courses.specs import spec_for
-from app.fleet.service import no_runner_note, note_timing
-from app.grading.celery_app import QUEUE
-from app.grading.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu, worker_gpu_model
-from app.grading.heartbeat import Heartbeat
-from app.grading.models import GradingJob, JobState, Priority
-from app.grading.queue import send_job, stamp_send
+from app.courses.specs import required_gpu_model, spec_for
+from app.grading.flows import after_grading
 from app.grading.record import (
     NOT_YOUR_FAULT,
     record_compile,
     record_progress,
     record_report,
-    settle_late_days,
 )
 from app.grading.reference_cache import keep_timings, kept_timings
-from app.grading.routing import model_key, serves
-from app.submissions.models import Status, Submission
-from app.submissions.service import set_status
+from app.jobs.celery_app import QUEUE
+from app.jobs.gpu_probe import run_unavailable_reason, worker_arch, worker_gpu, worker_gpu_model
+from app.jobs.routing import model_key, serves
+from app.jobs.workers import no_runner_note, note_timing, worker_id
+from app.submissions.models import GRADING, GradingJob, JobState, Priority, Status, Submission
+from app.submissions.service import compile_name, queue_grading, set_status
 
 if TYPE_CHECKING:
     from graders.results import CompileResult, GradeReport
@@ -63,10 +58,6 @@ class Outcome(enum.StrEnum):
     graded = "graded"
     lost = "lost"  # another worker took the job over while this one worked
     error = "error"
-
-
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 Taken = tuple[datetime | None, str | None]
@@ -113,63 +104,27 @@ def _claim_row(
     submission_id: int, job_id: int, me: str, taken: Taken, *, settings: Settings
 ) -> bool:
     now = utcnow()
-    stale = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
     with session_scope() as session:
-        claimed = session.execute(
-            update(GradingJob)
-            .where(
-                GradingJob.id == job_id,
-                GradingJob.submission_id == submission_id,
-                or_(
-                    GradingJob.state == JobState.queued.value,
-                    # A second delivery after its worker died; once the attempts are spent
-                    # the sweeper fails it with a sentence instead.
-                    (GradingJob.state == JobState.started.value)
-                    & (GradingJob.heartbeat_at < stale)
-                    & (GradingJob.attempt < settings.max_attempts),
-                    # This worker's own job, tried again after the database was away, and
-                    # not running in this process any more (checked by the caller).
-                    (GradingJob.state == JobState.started.value)
-                    & (GradingJob.worker_id == me)
-                    & (GradingJob.attempt < settings.max_attempts),
-                ),
-            )
-            .values(
-                state=JobState.started.value,
-                worker_id=me,
-                attempt=GradingJob.attempt + 1,
-                started_at=now,
-                heartbeat_at=now,
-                error="",
-                taken_sent_at=taken[0],
-                taken_queue=taken[1],
-            )
+        # Queued; or a second delivery after its worker died (once the attempts are spent the
+        # sweeper fails it with a sentence instead); or this worker's own job, tried again
+        # after the database was away, and not running in this process any more (checked by
+        # the caller).
+        claimed = GRADING.claim(
+            session,
+            job_id,
+            now=now,
+            me=me,
+            stale_before=now - timedelta(seconds=settings.heartbeat_timeout_seconds),
+            max_attempts=settings.max_attempts,
+            retake_own=True,
+            where=[GradingJob.submission_id == submission_id],
+            values={"taken_sent_at": taken[0], "taken_queue": taken[1]},
         )
-        if claimed.rowcount != 1:  # type: ignore[attr-defined]
+        if not claimed:
             return False
         submission = session.get_one(Submission, submission_id)
         set_status(session, submission, Status.compiling, "A worker is compiling it.")
     return True
-
-
-def _hold(session: Session, job_id: int, me: str) -> bool:
-    """True if this worker still holds the job, and keep it held until the session commits.
-
-    A conditional write, not a read: between reading "mine" and committing, the sweeper or a
-    second delivery could hand the job to another worker, and this one would then record over
-    it. The UPDATE takes the row's write lock (PostgreSQL) or the database's (SQLite), so a
-    takeover either committed before it (no row matches) or waits until this commit.
-    """
-    held = session.execute(
-        update(GradingJob)
-        .where(
-            GradingJob.id == job_id,
-            GradingJob.worker_id == me,
-            GradingJob.state == JobState.started.value,
-        )
-        .values(heartbeat_at=utcnow())
-    )
-    return held.rowcount == 1  # type: ignore[attr-defined]
 
 
 def grade_job(
@@ -189,7 +144,9 @@ def grade_job(
 
 
 def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) -> Outcome:
-    with Heartbeat(job_id=job_id, worker_id=me, every_seconds=settings.heartbeat_seconds):
+    with GRADING.heartbeat(
+        job_id, me, every_seconds=settings.heartbeat_seconds, name=f"heartbeat-{job_id}"
+    ):
         try:
             from graders.compile.compiler import compile_submission
 
@@ -201,11 +158,11 @@ def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) ->
             model = required_gpu_model(lab, spec)
             # Line info leaves the machine code as it is and lets the sanitizer name lines.
             compiled = compile_submission(
-                spec, source, arch=worker_arch(), filename=_compile_name(filename), line_info=True
+                spec, source, arch=worker_arch(), filename=compile_name(filename), line_info=True
             )
             reason = _cannot_run_here(model) if compiled.ok else None
             with session_scope() as session:
-                if not _hold(session, job_id, me):
+                if not GRADING.hold(session, job_id, me):
                     return Outcome.lost
                 job = session.get_one(GradingJob, job_id)
                 job.lab_digest = spec.digest  # the version of the lab this job is graded against
@@ -240,13 +197,6 @@ def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) ->
             return Outcome.error
 
 
-def required_gpu_model(lab: Lab, spec: LabSpec) -> str:
-    """The GPU model the lab's timings belong to: the course's setting, else the spec's."""
-    if lab.gpu_model:
-        return lab.gpu_model
-    return spec.timing.gpu_model if spec.timing is not None else ""
-
-
 def _cannot_run_here(model: str) -> str | None:
     """None when this worker runs the job itself; else why it leaves it for another worker."""
     reason = run_unavailable_reason()
@@ -279,7 +229,7 @@ def _run(
 
     def on_phase(phase: str, partial: GradeReport) -> None:
         with session_scope() as session:
-            if not _hold(session, job_id, me):
+            if not GRADING.hold(session, job_id, me):
                 return
             job = session.get_one(GradingJob, job_id)
             submission = session.get_one(Submission, submission_id)
@@ -292,16 +242,22 @@ def _run(
         secret=settings.grading_secret,
         cached_references=cached,
         on_phase=on_phase,
-        memory_reserve_mb=settings.gpu_memory_reserve_mb,
-        gpu_jobs=settings.gpu_jobs,
+        engine=settings.engine(),
     )
     with session_scope() as session:
-        if not _hold(session, job_id, me):
+        if not GRADING.hold(session, job_id, me):
             return Outcome.lost
         job = session.get_one(GradingJob, job_id)
         submission = session.get_one(Submission, submission_id)
         record_report(session, submission=submission, job=job, report=report)
-        note_timing(session, name=me, gpu=(job.report or {}).get("gpu"))
+        gpu_state = job.stored_report.gpu
+        if gpu_state is not None:
+            note_timing(
+                session,
+                name=me,
+                temperature_c=gpu_state.temperature_c,
+                sm_clock_mhz=gpu_state.sm_clock_mhz,
+            )
         keep_timings(
             session,
             gpu=gpu,
@@ -326,7 +282,7 @@ def retime_later(session: Session, *, submission: Submission, job: GradingJob, l
     waiting = (JobState.queued.value, JobState.started.value)
     if any(j.state in waiting and j.id != job.id for j in jobs):
         return False  # a regrade is already on its way
-    held_back = sum(1 for j in jobs if (j.report or {}).get("performance_pending"))
+    held_back = sum(1 for j in jobs if j.stored_report.performance_pending)
     if held_back > limit:
         return False
     session.add(
@@ -337,20 +293,13 @@ def retime_later(session: Session, *, submission: Submission, job: GradingJob, l
     return True
 
 
-def _compile_name(filename: str) -> str:
-    # The compiler shows this name in its log; keep it a plain name that ends in .cu.
-    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in filename)[:80]
-    return name if name.endswith(".cu") else "submission.cu"
-
-
 def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
     """The grader failed, never the student's code: the job is queued again while attempts
     remain (a passing fault, such as a child that could not start a thread, then costs the
     student nothing), and only the last attempt ends in `error`."""
     settings = get_settings()
-    send: tuple[str, datetime] | None = None
     with session_scope() as session:
-        if not _hold(session, job_id, me):
+        if not GRADING.hold(session, job_id, me):
             return
         job = session.get_one(GradingJob, job_id)
         job.error = error
@@ -359,14 +308,15 @@ def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
             job.state = JobState.failed.value
             job.finished_at = utcnow()
             set_status(session, submission, Status.error, NOT_YOUR_FAULT, staff_note=error)
-            settle_late_days(session, submission=submission)
+            after_grading(session, submission=submission, job=job, verdict=False)
             return
         job.state = JobState.queued.value
         job.queued_at = utcnow()
         job.worker_id = None
         queue = job.taken_queue or job.sent_queue or QUEUE
         if job.priority == Priority.normal.value:
-            send = (queue, stamp_send(job, queue=queue))
+            # Sent once this commits; if the broker refuses it, the sweeper sends it.
+            queue_grading(session, job, queue=queue)
         else:  # a lab regrade's job goes out in its turn, with the rest of the regrade
             job.sent_at, job.sent_queue = None, queue
         set_status(
@@ -377,6 +327,3 @@ def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
             f"again (attempt {job.attempt + 1} of {settings.max_attempts}).",
             staff_note=f"Attempt {job.attempt} failed: {error}",
         )
-    if send is not None:
-        # Lost if the broker refuses it: the sweeper then finds it unsent and sends it.
-        send_job(submission_id=submission_id, job_id=job_id, queue=send[0], stamped_at=send[1])

@@ -11,7 +11,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.deps import WebDb
 from app.core.errors import DomainError
 from app.lti.keys import make_key
 from app.lti.lms import LMSS
@@ -27,6 +26,7 @@ from app.lti.registrations import (
 )
 from app.users.models import User
 from app.users.site_admins import require_site_admin
+from app.web.deps import WebDb
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)

@@ -31,7 +31,6 @@ from sqlalchemy.orm import Session
 
 from app.auth import states
 from app.auth.accounts import Matched, OutsideIdentity, account_for, identity_key
-from app.auth.models import UserIdentity
 from app.auth.problems import SignInRefused
 from app.core.database import utcnow
 from app.core.errors import Forbidden
@@ -48,7 +47,7 @@ from app.lti.tool import (
     ToolRequest,
     session_service,
 )
-from app.users.models import User
+from app.users.models import User, UserIdentity
 from app.users.service import find_user
 
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"

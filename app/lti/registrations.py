@@ -15,12 +15,11 @@ from urllib.parse import urlsplit
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from app.auth.models import UserIdentity
 from app.core.errors import Conflict, Invalid, NotFound
 from app.core.settings import get_settings
 from app.lti.keys import make_key
 from app.lti.models import LtiContext, LtiPlatform
-from app.users.models import User
+from app.users.models import User, UserIdentity
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 

@@ -12,11 +12,14 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.auth.models import UserIdentity
 from app.core.database import utcnow
 from app.courses.models import Course, Enrollment, Lab, Role
+from app.courses.release import is_released
 from app.lti.models import LtiContext, LtiLineItem, LtiScoreSync, SyncState
+from app.policy.counting import student_cell
+from app.submissions.credits import credited_users
 from app.submissions.models import Submission
+from app.users.models import UserIdentity
 
 
 def want_line_item(
@@ -58,7 +61,6 @@ def note_grading(session: Session, *, submission: Submission) -> None:
     )
     if not items:
         return
-    from app.teams.service import credited_users
 
     for user_id in credited_users(session, submission_id=submission.id):
         refresh_scores(session, lab=lab, line_items=items, user_id=user_id)
@@ -76,9 +78,6 @@ def refresh_scores(
     (a team's submission for each member, late days and the lab's late penalty, rubric points
     once the grades are released), for one student or every enrolled student; return how many
     rows now wait to be sent."""
-    from app.courses.release import is_released
-    from app.gradebook.service import student_cell
-
     now = now or utcnow()
     if user_id is not None:
         students = [user_id]

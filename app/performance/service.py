@@ -10,9 +10,9 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.courses.models import Enrollment, Lab, Role
-from app.grading.models import CaseResult, GradingJob, JobState
 from app.performance.peaks import GpuPeak, peak_for
-from app.submissions.models import Submission
+from app.submissions.models import CaseResult, GradingJob, JobState, Submission
+from app.submissions.report import StoredReport
 
 if TYPE_CHECKING:
     from app.submissions.schemas import SubmissionRead
@@ -103,7 +103,7 @@ def timed_results(session: Session, *, lab: Lab) -> dict[int, TimedResult]:
                 GradingJob.id.in_(timed_ids[start : start + 500])
             )
         ):
-            gpus[job_id] = str(((report or {}).get("gpu") or {}).get("name") or "")
+            gpus[job_id] = StoredReport.read(report).gpu_name
     out = {}
     for job_id, (name, timing, refs) in timed.items():
         sid = by_job[job_id]

@@ -12,10 +12,9 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import COURSE, errors
 from app.core.database import utcnow
-from app.core.deps import ApiDb, RowId
 from app.core.errors import Forbidden, NotFound
-from app.courses.models import Lab
-from app.courses.service import get_course, get_lab, require_member
+from app.courses.models import Course, Lab
+from app.courses.service import get_course, get_lab, require_member, require_staff
 from app.courses.specs import spec_for
 from app.profiling.models import KernelProfile
 from app.profiling.service import report_file, request_profile
@@ -29,6 +28,7 @@ from app.profiling.views import (
 from app.submissions.service import visible_submission
 from app.users.models import User
 from app.users.service import find_user
+from app.web.deps import ApiDb, RowId
 
 router = APIRouter(prefix="/api/v1", tags=["profiles"], responses=errors(*COURSE))
 
@@ -261,8 +261,6 @@ def history_owner(
 ) -> tuple[User, bool]:
     """Whose history: the viewer's own, or (staff only) the student with this email; and
     whether the viewer is the course's staff."""
-    from app.courses.models import Course
-
     course = session.get_one(Course, lab.course_id)
     role = require_member(session, user=user, course=course)
     if not email or email.strip().lower() == user.email.lower():
@@ -280,8 +278,6 @@ async def lab_profiles(course: str, lab: str, api: ApiDb) -> ClassSummaryRead:
     """Staff: the findings most common across the class's counted submissions."""
 
     def work(session: Session, user: User) -> ClassSummaryRead:
-        from app.courses.service import require_staff
-
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)
         summary = class_summary(session, lab=get_lab(session, course=found, slug=lab))

@@ -1,7 +1,7 @@
 """A GPU worker's side of one profiling job: claim it, profile, record.
 
-Each phase opens its own short transaction, as a grading does (app.grading.worker); a
-worker that dies leaves a job whose heartbeat goes stale, and the sweep queues it again.
+Held as every background job is (app.jobs.lease): each phase opens its own short transaction,
+and a worker that dies leaves a job whose heartbeat goes stale, which the sweep queues again.
 """
 
 from __future__ import annotations
@@ -9,20 +9,17 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from sqlalchemy import or_, update
-from sqlalchemy.orm import Session
-
 from app.core.database import session_scope, utcnow
 from app.core.overload import database_unavailable
 from app.core.settings import get_settings
 from app.courses.models import Lab
 from app.courses.specs import spec_for
-from app.grading.gpu_probe import worker_arch, worker_gpu
-from app.grading.heartbeat import Beats
-from app.grading.worker import _compile_name, worker_id
-from app.profiling.models import KernelProfile, ProfileState
+from app.jobs.gpu_probe import worker_arch, worker_gpu
+from app.jobs.workers import worker_id
+from app.profiling.models import PROFILES, KernelProfile, ProfileState
 from app.profiling.service import kept_reference_profiles, record_profile
 from app.submissions.models import Submission
+from app.submissions.service import compile_name
 from graders.profile.tool import YIELDED
 
 log = logging.getLogger(__name__)
@@ -36,48 +33,15 @@ FAILED_ON_OUR_SIDE = (
 def _claim(profile_id: int, me: str) -> bool:
     settings = get_settings()
     now = utcnow()
-    stale = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
     with session_scope() as session:
-        claimed = session.execute(
-            update(KernelProfile)
-            .where(
-                KernelProfile.id == profile_id,
-                or_(
-                    KernelProfile.state == ProfileState.queued.value,
-                    (KernelProfile.state == ProfileState.started.value)
-                    & (KernelProfile.heartbeat_at < stale)
-                    & (KernelProfile.attempt < settings.max_attempts),
-                ),
-            )
-            .values(
-                state=ProfileState.started.value,
-                worker_id=me,
-                attempt=KernelProfile.attempt + 1,
-                started_at=now,
-                heartbeat_at=now,
-                error="",
-            )
+        return PROFILES.claim(
+            session,
+            profile_id,
+            now=now,
+            me=me,
+            stale_before=now - timedelta(seconds=settings.heartbeat_timeout_seconds),
+            max_attempts=settings.max_attempts,
         )
-        return bool(claimed.rowcount == 1)  # type: ignore[attr-defined]
-
-
-def _hold(session: Session, profile_id: int, me: str) -> bool:
-    """True while this worker still holds the job (a conditional write, as for gradings)."""
-    held = session.execute(
-        update(KernelProfile)
-        .where(
-            KernelProfile.id == profile_id,
-            KernelProfile.worker_id == me,
-            KernelProfile.state == ProfileState.started.value,
-        )
-        .values(heartbeat_at=utcnow())
-    )
-    return bool(held.rowcount == 1)  # type: ignore[attr-defined]
-
-
-def _hold_now(profile_id: int, me: str) -> bool:
-    with session_scope() as session:
-        return _hold(session, profile_id, me)
 
 
 def profile_job(profile_id: int, *, me: str | None = None) -> str:
@@ -86,8 +50,9 @@ def profile_job(profile_id: int, *, me: str | None = None) -> str:
     if not _claim(profile_id, me):
         return "duplicate"
     settings = get_settings()
-    with Beats(
-        lambda: _hold_now(profile_id, me),
+    with PROFILES.heartbeat(
+        profile_id,
+        me,
         every_seconds=settings.heartbeat_seconds,
         name=f"profile-heartbeat-{profile_id}",
     ):
@@ -122,7 +87,7 @@ def _profile_held(profile_id: int, me: str) -> str:
         spec,
         source,
         seed=case_seed(spec.id, case.name, hidden=case.hidden, secret=settings.grading_secret),
-        filename=_compile_name(filename),
+        filename=compile_name(filename),
         arch=worker_arch(),
         references=missing,
         timeout_s=settings.profile_timeout_seconds,
@@ -131,7 +96,7 @@ def _profile_held(profile_id: int, me: str) -> str:
     for line in result.log:
         log.info("profiling job %s: %s", profile_id, line)
     with session_scope() as session:
-        if not _hold(session, profile_id, me):
+        if not PROFILES.hold(session, profile_id, me):
             return "lost"
         profile = session.get_one(KernelProfile, profile_id)
         if result.status == YIELDED:
@@ -153,7 +118,7 @@ def _fail(profile_id: int, me: str, error: str) -> None:
     """Our side failed: queued again (held back, the sweep sends it) while attempts remain."""
     settings = get_settings()
     with session_scope() as session:
-        if not _hold(session, profile_id, me):
+        if not PROFILES.hold(session, profile_id, me):
             return
         profile = session.get_one(KernelProfile, profile_id)
         profile.error = error[:4000]

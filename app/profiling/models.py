@@ -11,6 +11,7 @@ from sqlalchemy import JSON, ForeignKey, Index, LargeBinary, String, Text, Uniqu
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
+from app.jobs.lease import Lease
 
 
 class ProfileState(enum.StrEnum):
@@ -52,7 +53,7 @@ class KernelProfile(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
-    # The GPU model key it must run on (app.grading.routing; "" for any), and what it ran on.
+    # The GPU model key it must run on (app.jobs.routing; "" for any), and what it ran on.
     gpu_model: Mapped[str] = mapped_column(String(200), default="")
     gpu_name: Mapped[str] = mapped_column(String(200), default="")
     lab_digest: Mapped[str] = mapped_column(String(64), default="")
@@ -100,3 +101,7 @@ class ReferenceProfile(Base):
     ncu_version: Mapped[str] = mapped_column(String(40), default="")
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     profiled_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# How a profiling job is held and sent (app.jobs.lease).
+PROFILES = Lease(KernelProfile)

@@ -1,27 +1,33 @@
 """Pages of profiles: asking for one (staff), a student's history in a lab, two submissions
-side by side, and the class's common findings (staff). Thin handlers, as app.web.routes."""
+side by side, and the class's common findings (staff); and a submission's page's profile."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.deps import RowId, WebDb
 from app.core.errors import Invalid
 from app.courses.models import Course, Lab
 from app.courses.service import get_course, get_lab, require_staff
 from app.courses.specs import spec_for
 from app.profiling.api import history_owner
+from app.profiling.charts import history_chart
 from app.profiling.service import request_profile
-from app.profiling.views import class_summary, compare, history
+from app.profiling.views import class_summary, compare, history, profile_view
+from app.submissions.models import Submission
+from app.submissions.pages import submission_panels
+from app.submissions.schemas import SubmissionRead
 from app.submissions.service import get_visible_submission, source_text_of, visible_submission
 from app.users.models import User
-from app.web.profile_charts import history_chart
+from app.web.deps import RowId, WebDb
 from app.web.templating import check_csrf, render
+
+if TYPE_CHECKING:
+    from graders.spec import LabSpec
 
 router = APIRouter(include_in_schema=False)
 
@@ -125,3 +131,19 @@ async def class_profiles_page(request: Request, course: str, lab: str, web: WebD
         )
 
     return await web.run(page)
+
+
+@submission_panels.add
+def submission_profile(
+    session: Session,
+    *,
+    submission: Submission,
+    view: SubmissionRead,
+    spec: LabSpec,
+    user: User,
+    staff: bool,
+) -> dict[str, object]:
+    """For a submission's page: its latest profile, as the viewer may see it."""
+    return {
+        "profile": profile_view(session, submission=submission, spec=spec, viewer_is_staff=staff)
+    }

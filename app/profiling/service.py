@@ -19,9 +19,11 @@ from app.core.database import utcnow
 from app.core.errors import Conflict, Forbidden
 from app.core.settings import get_settings
 from app.courses.models import Lab
-from app.grading.models import GradingJob
+from app.courses.specs import required_gpu_model, spec_for
+from app.jobs.routing import model_key
 from app.profiling.models import KernelProfile, ProfileReport, ProfileState, ReferenceProfile
-from app.submissions.models import Submission
+from app.submissions.models import GradingJob, Submission
+from app.submissions.service import is_staff_for
 
 if TYPE_CHECKING:
     from app.users.models import User
@@ -33,9 +35,6 @@ PENDING = (ProfileState.queued.value, ProfileState.started.value)
 
 
 def _required_model(lab: Lab, spec: LabSpec) -> str:
-    from app.grading.routing import model_key
-    from app.grading.worker import required_gpu_model
-
     return model_key(required_gpu_model(lab, spec))
 
 
@@ -57,7 +56,6 @@ def queue_after_grading(
         return None
     if not report.cases or not all(c.passed for c in report.cases):
         return None
-    from app.courses.specs import spec_for
 
     lab = session.get_one(Lab, submission.lab_id)
     spec = spec_for(lab)
@@ -90,9 +88,6 @@ def request_profile(
 ) -> KernelProfile:
     """Staff: profile this submission (again); the caller commits. Refused while one is
     pending, or where the submission did not compile."""
-    from app.courses.specs import spec_for
-    from app.submissions.service import is_staff_for
-
     if not is_staff_for(session, user, submission):
         raise Forbidden("Only the course's staff may ask for a submission to be profiled.")
     # A write first, so two requests take turns (see submissions.service.regrade).

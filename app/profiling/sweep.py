@@ -16,42 +16,36 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.settings import get_settings
-from app.fleet.service import live_workers
-from app.grading.models import GradingJob, JobState
-from app.grading.routing import gpu_queue, serves
+from app.jobs.celery_app import PROFILE_TASK
+from app.jobs.routing import gpu_queue, serves
+from app.jobs.send import Send
+from app.jobs.workers import live_workers
 from app.profiling.jobs import FAILED_ON_OUR_SIDE
-from app.profiling.models import KernelProfile, ProfileState
+from app.profiling.models import PROFILES, KernelProfile, ProfileState
+from app.submissions.models import GradingJob, JobState
 
 
 def _take_back_stale(session: Session, *, now: datetime) -> int:
     """Started profiles whose heartbeat went stale: queued again (held back), or failed
     once their attempts are spent."""
     settings = get_settings()
-    stale = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
-    base = update(KernelProfile).where(
-        KernelProfile.state == ProfileState.started.value, KernelProfile.heartbeat_at < stale
+    taken = PROFILES.take_back_stale(
+        session,
+        stale_before=now - timedelta(seconds=settings.heartbeat_timeout_seconds),
+        max_attempts=settings.max_attempts,
+        failed=lambda _: {
+            "finished_at": now,
+            "message": FAILED_ON_OUR_SIDE,
+            "error": "its worker stopped responding on every attempt",
+        },
+        queued={"queued_at": now},
     )
-    failed = session.execute(
-        base.where(KernelProfile.attempt >= settings.max_attempts)
-        .values(
-            state=ProfileState.failed.value,
-            finished_at=now,
-            message=FAILED_ON_OUR_SIDE,
-            error="its worker stopped responding on every attempt",
-        )
-        .execution_options(synchronize_session=False)
-    )
-    queued = session.execute(
-        base.where(KernelProfile.attempt < settings.max_attempts)
-        .values(state=ProfileState.queued.value, worker_id=None, sent_at=None, queued_at=now)
-        .execution_options(synchronize_session=False)
-    )
-    return int(failed.rowcount or 0) + int(queued.rowcount or 0)  # type: ignore[attr-defined]
+    return len(taken)
 
 
-def profiles_to_send(session: Session, *, now: datetime) -> list[tuple[int, str, datetime]]:
-    """Stamp the next profiling jobs as sent; (profile id, queue, stamp) for the caller to
-    send once this commits."""
+def profiles_to_send(session: Session, *, now: datetime) -> list[Send]:
+    """Stamp the next profiling jobs as sent; their messages, for the caller to send once this
+    commits."""
     settings = get_settings()
     _take_back_stale(session, now=now)
     # Sent long ago and never started (the broker lost it): sent again in its turn.
@@ -93,19 +87,26 @@ def profiles_to_send(session: Session, *, now: datetime) -> list[tuple[int, str,
         .order_by(KernelProfile.requested_by_id.is_(None), KernelProfile.id)
         .limit(50)
     ).all()
-    picked: list[tuple[int, str, datetime]] = []
+    picked: list[Send] = []
     for profile in waiting:
         if len(picked) >= room:
             break
         if not any(serves(model, profile.gpu_model) for model in runners):
             continue  # no live GPU worker of its model: it waits, unsent
         queue = gpu_queue(profile.gpu_model)
-        taken = session.execute(
-            update(KernelProfile)
-            .where(KernelProfile.id == profile.id, KernelProfile.sent_at.is_(None))
-            .values(sent_at=now, sent_queue=queue)
-            .execution_options(synchronize_session=False)
-        )
-        if taken.rowcount == 1:  # type: ignore[attr-defined]
-            picked.append((profile.id, queue, now))
+        if PROFILES.stamp(session, profile.id, old=None, new=now, queue=queue):
+            picked.append(profile_message(profile.id, queue=queue, stamped_at=now))
     return picked
+
+
+def profile_message(profile_id: int, *, queue: str, stamped_at: datetime) -> Send:
+    """A stamped profiling job's message, for its GPU model's queue."""
+    return Send(
+        task=PROFILE_TASK,
+        args=(profile_id,),
+        kwargs={"sent_at": stamped_at.isoformat(), "queue": queue},
+        queue=queue,
+        stamped_at=stamped_at,
+        lease=PROFILES,
+        job_id=profile_id,
+    )

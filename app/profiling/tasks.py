@@ -5,9 +5,8 @@ from __future__ import annotations
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.grading.celery_app import celery_app
+from app.jobs.celery_app import PROFILE_TASK, celery_app
 from app.profiling.jobs import profile_job
-from app.profiling.queue import PROFILE_TASK
 
 
 @celery_app.task(

@@ -17,10 +17,14 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, load_only
 
-from app.courses.models import Lab
+from app.courses.models import Course, Lab
+from app.gradebook.lab_roster import lab_roster
+from app.performance.peaks import peak_for
+from app.performance.service import timed_results
 from app.profiling.models import KernelProfile, ProfileState
 from app.profiling.service import PENDING, kept_reference_profiles, latest_profile
 from app.submissions.models import Submission
+from app.submissions.schemas import hidden_details_visible
 from graders.profile.findings import (
     PATTERN_KINDS,
     ProfileFinding,
@@ -125,9 +129,6 @@ def withheld_cases(
     """The lab's hidden cases whose details the viewer may not see yet (none for staff, or once
     the grades are released): a profile that ran on one of them is withheld wherever it would
     show (the submission's page, its history, a comparison, their APIs)."""
-    from app.courses.models import Course
-    from app.submissions.schemas import hidden_details_visible
-
     hidden = frozenset(c.name for c in spec.cases if c.hidden)
     if not hidden:
         return hidden
@@ -265,8 +266,6 @@ def done_profiles(session: Session, submission_ids: Iterable[int]) -> dict[int, 
 
 
 def _peak(spec: LabSpec, sizes_of: dict[str, Any], gpu: str, median_ms: float) -> tuple[float, str]:
-    from app.performance.peaks import peak_for
-
     peak = peak_for(gpu)
     if spec.work is None or peak is None or median_ms <= 0:
         return math.nan, ""
@@ -285,8 +284,6 @@ def history(
     """Every submission of one student to one lab, oldest first, with its time, ratios to the
     references, percent of peak and top finding (withheld where the profile ran on a hidden
     case the viewer may not see yet); the best fully correct time so far marked."""
-    from app.performance.service import timed_results
-
     subs = list(
         session.scalars(
             select(Submission)
@@ -390,8 +387,6 @@ def compare(
 ) -> Comparison:
     """Two submissions of one student to one lab: source diff, figures, findings, times; a
     profile on a hidden case the viewer may not see yet counts as none."""
-    from app.performance.service import timed_results
-
     lab = session.get_one(Lab, a.lab_id)
     profiles = done_profiles(session, [a.id, b.id])
     hidden = withheld_cases(session, spec, lab=lab, viewer_is_staff=viewer_is_staff)
@@ -467,8 +462,6 @@ class ClassSummary:
 def class_summary(session: Session, *, lab: Lab, examples: int = 5) -> ClassSummary:
     """The findings most common across the class's counted submissions, with how many
     students each, linked to a few examples."""
-    from app.gradebook.lab_roster import lab_roster
-
     rows = lab_roster(session, lab=lab)
     counted = {r.student.id: r.counted.id for r in rows if r.counted is not None}
     profiles = done_profiles(session, counted.values())

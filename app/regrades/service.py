@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -19,10 +19,11 @@ from app.core.database import as_dict
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound
 from app.courses.models import Course, Lab
 from app.courses.release import regrade_requests_close_at
-from app.courses.service import require_staff
-from app.grading.models import CaseResult, GradingJob
+from app.courses.service import require_staff, role_in
+from app.policy.recount import recount
 from app.regrades.models import RegradeEvent, RegradeRequest, RequestState
-from app.submissions.models import Submission
+from app.submissions.credits import credited_users
+from app.submissions.models import CaseResult, GradingJob, Submission
 from app.submissions.service import regrade as regrade_submission
 from app.submissions.service import visible_submission
 from app.users.models import User
@@ -213,7 +214,7 @@ def answer(
 ) -> tuple[RegradeRequest, GradingJob | None]:
     """Staff: settle a request. `decision`: "regrade" (grade the submission again), "adjust"
     (add `points`, negative to take away, with the answer as the reason) or "decline". Returns
-    the request and the regrade's job, which the caller sends once committed."""
+    the request and the regrade's job (sent once the caller commits)."""
     if decision not in ("regrade", "adjust", "decline"):
         raise Invalid("Choose regrade, adjust or decline.")
     reply = _text(text, limit=MAX_ANSWER, what="answer")
@@ -255,9 +256,10 @@ def answer(
     session.flush()
     if decision == "adjust":
         # The adjusted score can change what counts, and so the late days it spends.
-        from app.latedays.service import settle_submission
-
-        settle_submission(session, submission_id=submission.id, now=now)
+        lab = session.get_one(Lab, submission.lab_id)
+        recount(
+            session, lab=lab, users=credited_users(session, submission_id=submission.id), now=now
+        )
     return request, job
 
 
@@ -343,7 +345,6 @@ def get_request(session: Session, *, user: User, request_id: int) -> RequestRow:
         if request.user_id == user.id:
             return _rows(session, [request])[0]
         course = session.get_one(Course, lab.course_id)
-        from app.courses.service import role_in
 
         role = role_in(session, user=user, course=course)
         if role is not None and role.is_staff:
@@ -352,8 +353,6 @@ def get_request(session: Session, *, user: User, request_id: int) -> RequestRow:
 
 
 def open_counts(session: Session, *, lab_ids: list[int]) -> dict[int, int]:
-    from sqlalchemy import func
-
     return as_dict(
         session.execute(
             select(RegradeRequest.lab_id, func.count())

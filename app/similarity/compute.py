@@ -20,12 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.core.database import as_dict, session_scope, utcnow
 from app.courses.models import Course, Enrollment, Lab, Role
+from app.courses.specs import folder_of
+from app.gradebook.lab_roster import lab_roster
 from app.similarity.models import ReportState, SimilarityPair, SimilarityReport
+from app.similarity.offerings import past_labs
 from app.similarity.service import claim
 from app.submissions.models import Submission
 from app.users.models import User
@@ -61,8 +65,6 @@ def _fingerprint(text: str, name: str = "submission.cu", boilerplate: Any = None
 
 
 def boilerplate_files(lab: Lab) -> list[Path]:
-    from app.courses.specs import folder_of
-
     folder = folder_of(lab)
     files = []
     for where in (folder, folder / "starter"):
@@ -72,8 +74,6 @@ def boilerplate_files(lab: Lab) -> list[Path]:
 
 
 def _boilerplate(lab: Lab) -> tuple[Any, int]:
-    import numpy as np
-
     hashes: list[int] = []
     files = boilerplate_files(lab)
     for path in files:
@@ -87,8 +87,6 @@ def _boilerplate(lab: Lab) -> tuple[Any, int]:
 
 def _entries(session: Session, lab: Lab) -> list[Entry]:
     """The course's side: each student's counted submission (latest if none counts), once."""
-    from app.gradebook.lab_roster import lab_roster
-
     chosen: dict[int, list[str]] = {}
     for row in lab_roster(session, lab=lab):
         sub = row.counted or row.last
@@ -108,8 +106,6 @@ def _entries(session: Session, lab: Lab) -> list[Entry]:
 def _past_entries(session: Session, lab: Lab) -> list[Entry]:
     """The same lab in the course's linked earlier offerings that are over (never another
     course merely because it has a lab of that name): each author's latest graded one."""
-    from app.similarity.offerings import past_labs
-
     earlier = past_labs(session, lab=lab, now=utcnow())
     if not earlier:
         return []

@@ -10,6 +10,7 @@ from sqlalchemy import JSON, CheckConstraint, ForeignKey, String, Text, UniqueCo
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
+from app.jobs.lease import Lease
 
 
 class ReportState(enum.StrEnum):
@@ -82,3 +83,8 @@ class EarlierOffering(Base):
         ForeignKey("users.id", ondelete="SET NULL"), default=None
     )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# How a report's job is held and sent (app.jobs.lease): computed in one go by a worker that
+# names no holder, so one that started long ago is taken to have lost its worker.
+REPORTS = Lease(SimilarityReport, started=ReportState.running.value, holder=False, sent_queue=False)

@@ -1,5 +1,5 @@
-"""Similarity reports: the staff ask for one (the web request only writes a queued row and
-sends `similarity.compute(report_id)` once it is committed), a worker computes it
+"""Similarity reports: the staff ask for one (the web request only writes a queued row, and
+`similarity.compute(report_id)` is sent once it commits), a worker computes it
 (app.similarity.compute), and the staff read its most similar pairs side by side. Students
 never reach any of it: every read here checks the course's staff first.
 """
@@ -9,18 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import as_dict
 from app.core.errors import Conflict, NotFound
 from app.courses.models import Course, Lab
 from app.courses.service import require_staff
-from app.similarity.models import ReportState, SimilarityPair, SimilarityReport
+from app.jobs.celery_app import QUEUE, SIMILARITY_TASK
+from app.jobs.send import Send
+from app.jobs.sender import send_after_commit
+from app.similarity.models import REPORTS, ReportState, SimilarityPair, SimilarityReport
+from app.similarity.offerings import earlier_course_ids
 from app.submissions.models import Submission
 from app.users.models import User
-
-SIMILARITY_TASK = "similarity.compute"
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def request_report(
     include_past: bool,
     now: datetime,
 ) -> SimilarityReport:
-    """Queue a report of the lab; the caller commits, then sends (`send_report`)."""
+    """Queue a report of the lab, sent to a worker once the caller commits."""
     if user is not None:
         require_staff(session, user=user, course=course)
     busy = session.scalar(
@@ -93,23 +95,21 @@ def request_report(
     )
     session.add(report)
     session.flush()
+    send_after_commit(session, report_message(report))
     return report
 
 
-def send_report(report_id: int) -> bool:
-    """Put the report's job on the main queue; False (the sweep sends it later) on failure."""
-    import logging
-
-    from app.grading.celery_app import QUEUE, celery_app
-
-    try:
-        celery_app.send_task(SIMILARITY_TASK, args=[report_id], queue=QUEUE)
-    except Exception:
-        logging.getLogger(__name__).exception(
-            "could not send similarity report %s; the sweeper sends it", report_id
-        )
-        return False
-    return True
+def report_message(report: SimilarityReport) -> Send:
+    """A stamped report's message, for the main queue (any worker computes it)."""
+    assert report.sent_at is not None, "stamp the report before sending it"
+    return Send(
+        task=SIMILARITY_TASK,
+        args=(report.id,),
+        queue=QUEUE,
+        stamped_at=report.sent_at,
+        lease=REPORTS,
+        job_id=report.id,
+    )
 
 
 def reports_of(session: Session, *, lab: Lab) -> list[SimilarityReport]:
@@ -134,8 +134,6 @@ def get_report(session: Session, *, user: User, report_id: int) -> tuple[Similar
 def _screen(
     session: Session, report: SimilarityReport, pairs: list[SimilarityPair]
 ) -> list[ShownPair]:
-    from app.similarity.offerings import earlier_course_ids
-
     course_id = session.get_one(Lab, report.lab_id).course_id
     readable = {course_id} | earlier_course_ids(session, course_id=course_id)
     ids = {p.a_submission_id for p in pairs} | {p.b_submission_id for p in pairs}
@@ -227,17 +225,4 @@ def pair_view(session: Session, *, report: SimilarityReport, rank: int) -> PairV
 
 def claim(session: Session, *, report_id: int, now: datetime) -> bool:
     """A worker takes a queued report; False when another took it or it is finished."""
-    moved = session.execute(
-        update(SimilarityReport)
-        .where(
-            SimilarityReport.id == report_id,
-            SimilarityReport.state == ReportState.queued.value,
-        )
-        .values(
-            state=ReportState.running.value,
-            started_at=now,
-            attempt=SimilarityReport.attempt + 1,
-        )
-        .execution_options(synchronize_session=False)
-    )
-    return moved.rowcount == 1  # type: ignore[attr-defined]
+    return REPORTS.claim(session, report_id, now=now)

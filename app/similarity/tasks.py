@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.grading.celery_app import celery_app
-from app.similarity.service import SIMILARITY_TASK
+from app.jobs.celery_app import SIMILARITY_TASK, celery_app
+from app.similarity.compute import compute_report
 
 
 @celery_app.task(
@@ -16,6 +16,4 @@ from app.similarity.service import SIMILARITY_TASK
     max_retries=5,
 )
 def compute(report_id: int) -> str:
-    from app.similarity.compute import compute_report
-
     return compute_report(report_id)

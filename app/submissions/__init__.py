@@ -1,1 +1,2 @@
-"""Intake of student source files and their status history."""
+"""A submission and its gradings' record: intake (checks, quota, a team's credit, the late days
+it holds), its status history, grading jobs and their cases, who may see what, and its pages."""

@@ -2,7 +2,7 @@
 
 Counted from the submissions table itself, so every web replica agrees and nothing else needs
 storing. Staff are not limited: they try labs out before students do. A team's submissions count
-for each of its members (app.teams.service.credited_pairs), so a team has one quota, not one
+for each of its members (app.submissions.credits.credited_pairs), so a team has one quota, not one
 per member.
 """
 

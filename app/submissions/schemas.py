@@ -11,10 +11,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
+from app.core.errors import DomainError
 from app.courses.models import Course, Lab
 from app.courses.release import is_released
-from app.grading.models import CaseResult, GradingJob, JobState
-from app.submissions.models import Status, Submission
+from app.courses.specs import spec_for
+from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
+from app.submissions.report import StoredReport
 from app.submissions.service import events_of, queue_position
 from app.users.models import User
 from graders.results import HIDDEN_OUTPUT_NOTE
@@ -179,18 +181,6 @@ HIDDEN_OUTPUT = (
 )
 
 
-def _hidden_names(session: Session, *, submission: Submission) -> list[str]:
-    """Names of the hidden cases in any of the submission's jobs (history covers them all)."""
-    return list(
-        session.scalars(
-            select(CaseResult.name)
-            .join(GradingJob, GradingJob.id == CaseResult.job_id)
-            .where(GradingJob.submission_id == submission.id, CaseResult.hidden.is_(True))
-            .distinct()
-        )
-    )
-
-
 def _redact(text: str, hidden_names: list[str]) -> str:
     # The engine's summary names the first failing case with its verdict, "the first failure
     # is NAME (wrong answer)"; for a hidden case the verdict is a detail students wait for.
@@ -209,9 +199,6 @@ def _references_timed(cases: list[CaseRead]) -> list[dict[str, Any]]:
 
 
 def _lab_version_now(lab: Lab) -> str | None:
-    from app.core.errors import DomainError
-    from app.courses.specs import spec_for
-
     try:
         return spec_for(lab).digest
     except DomainError:  # the folder no longer loads: its page says so elsewhere
@@ -221,16 +208,16 @@ def _lab_version_now(lab: Lab) -> str | None:
 def submission_read(
     session: Session, *, submission: Submission, viewer_is_staff: bool
 ) -> SubmissionRead:
-    lab, course, owner_email = session.execute(
-        select(Lab, Course, User.email)
+    # Its lab, course and author, and all of its jobs (one, or a few after regrades): one read.
+    found = session.execute(
+        select(Lab, Course, User.email, GradingJob)
         .join(Course, Course.id == Lab.course_id)
         .join(User, User.id == submission.user_id)
+        .outerjoin(GradingJob, GradingJob.submission_id == submission.id)
         .where(Lab.id == submission.lab_id)
-    ).one()
-    # All of its jobs in one read (a submission has one, or a few after regrades).
-    jobs = list(
-        session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id))
-    )
+    ).all()
+    lab, course, owner_email = found[0][0], found[0][1], found[0][2]
+    jobs = [row[3] for row in found if row[3] is not None]
     latest = max(jobs, key=lambda j: j.id) if jobs else None
     job = result_job(jobs)
     if job is not None and job.state != JobState.done.value:
@@ -238,24 +225,33 @@ def submission_read(
     timing = submission.status in (Status.timing.value, Status.sanitizer.value)
     if timing and latest is not None and latest.state == JobState.started.value:
         job = latest  # the verdicts known so far, while timing and the sanitizer run
-    rows: list[CaseResult] = []
-    if job is not None:
-        rows = list(
-            session.scalars(
-                select(CaseResult).where(CaseResult.job_id == job.id).order_by(CaseResult.position)
-            )
-        )
     attempts = sum(j.attempt for j in jobs)
     course_slug = course.slug
     show_hidden = hidden_details_visible(course, lab, viewer_is_staff=viewer_is_staff)
-    report: dict[str, Any] = (job.report or {}) if job else {}
     # Only a job a worker took has case rows, hidden ones among them (a job that recorded
     # verdicts and then lost its worker keeps them, and its history may name them): a
     # submission whose jobs all still wait for their first worker needs no look.
     ran = any(j.attempt > 0 or j.state != JobState.queued.value for j in jobs)
-    hidden = [] if show_hidden or not ran else _hidden_names(session, submission=submission)
-    stdout: str = report.get("stdout", "")
-    gpu_model = (report.get("gpu") or {}).get("name") or None
+    redact = not show_hidden and ran
+    # The shown job's cases, and where hidden details are withheld every job's hidden cases'
+    # names (the history may name them): one read.
+    rows: list[CaseResult] = []
+    hidden: list[str] = []
+    wanted = [j.id for j in jobs] if redact else ([job.id] if job is not None else [])
+    if wanted:
+        query = select(CaseResult).where(CaseResult.job_id.in_(wanted))
+        if redact and job is not None:
+            query = query.where((CaseResult.job_id == job.id) | CaseResult.hidden.is_(True))
+        elif redact:
+            query = query.where(CaseResult.hidden.is_(True))
+        for row in session.scalars(query.order_by(CaseResult.job_id, CaseResult.position)):
+            if job is not None and row.job_id == job.id:
+                rows.append(row)
+            if redact and row.hidden and row.name not in hidden:
+                hidden.append(row.name)
+    report = job.stored_report if job is not None else StoredReport()
+    stdout = report.stdout
+    gpu_model = report.gpu_name or None
     cases = [_case_read(row, show_hidden=show_hidden, gpu_model=gpu_model) for row in rows]
     ran_hidden = [row.name for row in rows if row.hidden and row.verdict != "not_run"]
     withheld_at_source = all(HIDDEN_OUTPUT_NOTE.format(name=name) in stdout for name in ran_hidden)
@@ -288,10 +284,10 @@ def submission_read(
         compile_arch=submission.compile_arch,
         compile_warnings=submission.compile_warnings or [],
         declarations=submission.declarations or {},
-        findings=report.get("findings", []),
-        gpu=report.get("gpu"),
+        findings=[finding.model_dump() for finding in report.findings],
+        gpu=report.gpu.model_dump() if report.gpu is not None else None,
         gpu_model=gpu_model,
-        stage_seconds=report.get("stage_seconds", {}),
+        stage_seconds=report.stage_seconds,
         stdout=stdout,
         references_timed=_references_timed(cases),
         review_flag=submission.review_flag if viewer_is_staff else None,

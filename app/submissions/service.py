@@ -5,23 +5,46 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, defer, load_only
 
+from app.core.database import utcnow
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
 from app.core.settings import get_settings
 from app.core.timefmt import when_text
 from app.courses.deadlines import Availability, deadline_for, lab_state
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role
 from app.courses.service import require_member
-from app.fleet.service import queued_message
-from app.grading.models import GradingJob, JobState, Priority
-from app.submissions.models import Status, Submission, SubmissionEvent
+from app.jobs.celery_app import GRADE_TASK, QUEUE
+from app.jobs.send import Send
+from app.jobs.sender import send_after_commit
+from app.jobs.workers import queued_message
+from app.latedays.holds import held_per_lab
+from app.latedays.intake import reserve_for_upload
+from app.latedays.service import available_for, take_turn
+from app.submissions.credits import credit_submission, credited_pairs, credited_users, is_credited
+from app.submissions.models import (
+    GRADING,
+    GradingJob,
+    JobState,
+    Priority,
+    Status,
+    Submission,
+    SubmissionEvent,
+)
 from app.submissions.quota import enforce_submission_quota
 from app.teams.models import Team
-from app.teams.service import is_credited
+from app.teams.service import current_members, team_of
 from app.users.models import User
+
+
+class HasStatus(Protocol):
+    """Anything with a submission's status (a row read for counting, say)."""
+
+    @property
+    def status(self) -> str: ...
 
 
 def set_status(
@@ -53,6 +76,12 @@ def display_filename(filename: str | None) -> str:
     name = (filename or "").replace("\\", "/").rsplit("/", 1)[-1]
     name = "".join(c for c in name if c.isprintable()).strip()[:100]
     return name or "submission.cu"
+
+
+def compile_name(filename: str) -> str:
+    # The compiler shows this name in its log; keep it a plain name that ends in .cu.
+    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in filename)[:80]
+    return name if name.endswith(".cu") else "submission.cu"
 
 
 def _kib(size: int) -> str:
@@ -126,12 +155,7 @@ def create_submission(
     now: datetime,
     size: int | None = None,
 ) -> Intake:
-    """Check and store a submission with a queued grading job; the caller commits, then sends."""
-    from app.latedays.holds import held_per_lab
-    from app.latedays.intake import reserve_for_upload
-    from app.latedays.service import available_for, take_turn
-    from app.teams.service import credit_submission, current_members, team_of
-
+    """Check and store a submission with a queued grading job, sent once the caller commits."""
     role = require_member(session, user=user, course=course)
     deadline = deadline_for(session, lab=lab, user_id=user.id)
     team = team_of(session, lab=lab, user_id=user.id) if lab.team_size > 1 else None
@@ -221,13 +245,47 @@ def create_submission(
     session.flush()
     credit_submission(session, submission=submission, lab=lab)
     if holds_days:
-        reserve_for_upload(session, course=course, lab=lab, submission_id=submission.id, now=now)
+        reserve_for_upload(
+            session,
+            course=course,
+            lab=lab,
+            submission_id=submission.id,
+            students=credited_users(session, submission_id=submission.id),
+            now=now,
+        )
     message, note = queued_message(session, "Waiting for a worker to compile it.", now=now)
     set_status(session, submission, Status.queued, message, staff_note=note)
     job = GradingJob(submission_id=submission.id, queued_at=now)
     session.add(job)
     session.flush()
+    queue_grading(session, job)
     return Intake(submission=submission, job=job)
+
+
+def queue_grading(session: Session, job: GradingJob, *, queue: str = QUEUE) -> None:
+    """Stamp a flushed job as sent on `queue`, in the transaction that commits it, and send it
+    once that commits (app.jobs.sender); a stamp the broker refuses is taken back, and the
+    workers' sweep sends the job."""
+    job.sent_at = utcnow()
+    job.sent_queue = queue
+    message = grading_message(
+        submission_id=job.submission_id, job_id=job.id, queue=queue, stamped_at=job.sent_at
+    )
+    send_after_commit(session, message)
+
+
+def grading_message(*, submission_id: int, job_id: int, queue: str, stamped_at: datetime) -> Send:
+    """A stamped job's message: the task takes the submission and the job, and the stamp and
+    queue say which send it is (the worker that claims it notes them: app.grading.sweeper)."""
+    return Send(
+        task=GRADE_TASK,
+        args=(submission_id, job_id),
+        kwargs={"sent_at": stamped_at.isoformat(), "queue": queue},
+        queue=queue,
+        stamped_at=stamped_at,
+        lease=GRADING,
+        job_id=job_id,
+    )
 
 
 def is_staff_for(session: Session, user: User, submission: Submission) -> bool:
@@ -280,7 +338,7 @@ def source_text_of(session: Session, *, submission: Submission) -> str:
 
 
 def regrade(session: Session, *, user: User, submission: Submission, now: datetime) -> GradingJob:
-    """Queue a new grading job for a submission (staff only); the caller commits, then sends."""
+    """Queue a new grading job for a submission (staff only), sent once the caller commits."""
     if not is_staff_for(session, user, submission):
         raise Forbidden("Only the course's staff may regrade a submission.")
     # A write first, so two regrades of one submission take turns (a row lock on PostgreSQL,
@@ -314,6 +372,7 @@ def regrade(session: Session, *, user: User, submission: Submission, now: dateti
     message, note = queued_message(session, f"Queued again for a regrade by {user.email}.", now=now)
     set_status(session, submission, Status.queued, message, staff_note=note)
     session.flush()
+    queue_grading(session, job)
     return job
 
 
@@ -371,7 +430,6 @@ def submissions_of(
     )
     if user_id is not None:
         # Theirs, and their teams' that count for them.
-        from app.teams.service import credited_pairs
 
         pairs = credited_pairs(lab_ids, user_id=user_id).subquery()
         query = query.where(Submission.id.in_(select(pairs.c.submission_id)))
@@ -385,4 +443,30 @@ def events_of(session: Session, *, submission: Submission) -> list[SubmissionEve
             .where(SubmissionEvent.submission_id == submission.id)
             .order_by(SubmissionEvent.id)
         )
+    )
+
+
+# The statuses of a verdict (or of giving up); every other is on its way to one.
+FINAL = frozenset(status.value for status in Status if status.is_final)
+
+
+def is_pending(submission: Submission | HasStatus) -> bool:
+    """Still on its way to a verdict (queued, compiling, waiting for a GPU, running)."""
+    return submission.status not in FINAL
+
+
+def background_waiting(session: Session, *, lab: Lab) -> int:
+    """How many of the lab's regrade jobs have not been taken by a worker yet."""
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(GradingJob)
+            .join(Submission, Submission.id == GradingJob.submission_id)
+            .where(
+                Submission.lab_id == lab.id,
+                GradingJob.state == JobState.queued.value,
+                GradingJob.priority == Priority.background.value,
+            )
+        )
+        or 0
     )

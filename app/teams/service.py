@@ -1,5 +1,5 @@
 """Teams of a lab: formed by the staff (one by one or from a roster) or by students who invite
-and accept; and the submissions each student is credited with.
+and accept. The credits a team's submission gives its members are app.submissions.credits'.
 
 A membership is a stretch of time (`joined_at` .. `left_at`), never deleted. A submission made
 by a team member records the team and, in `submission_credits`, every other member of that
@@ -16,14 +16,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import Select, select, union_all, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, Forbidden, Invalid, NotFound
 from app.courses.models import Course, Lab
 from app.courses.service import require_member, role_in
-from app.submissions.models import Submission
-from app.teams.models import SubmissionCredit, Team, TeamInvite, TeamMember
+from app.teams.models import Team, TeamInvite, TeamMember
 from app.users.models import User
 from app.users.service import find_user, normalize_email
 
@@ -382,65 +381,3 @@ def answer_invitation(
     row.answered_at, row.accepted = now, accept
     session.flush()
     return team
-
-
-# -- credits ----------------------------------------------------------------------------
-
-
-def credit_submission(session: Session, *, submission: Submission, lab: Lab) -> list[int]:
-    """At intake: record the author's team and credit its other members of this moment."""
-    if lab.team_size <= 1:
-        return []
-    team = team_of(session, lab=lab, user_id=submission.user_id)
-    if team is None:
-        return []
-    submission.team_id = team.id
-    others = [u.id for u in current_members(session, team=team) if u.id != submission.user_id]
-    for user_id in others:
-        session.add(SubmissionCredit(submission_id=submission.id, user_id=user_id))
-    session.flush()
-    return others
-
-
-def credited_pairs(lab_ids: list[int], user_id: int | None = None) -> Select[tuple[int, int]]:
-    """(submission id, user id) for every submission of these labs and every student it
-    counts for: its author, and its team's other members of its moment. With `user_id`, only
-    that student's, filtered inside each half so both use their user index (a student's
-    page or upload never reads the whole lab)."""
-    ids = lab_ids or [-1]
-    authored = select(
-        Submission.id.label("submission_id"), Submission.user_id.label("user_id")
-    ).where(Submission.lab_id.in_(ids))
-    credited = (
-        select(SubmissionCredit.submission_id, SubmissionCredit.user_id)
-        .join(Submission, Submission.id == SubmissionCredit.submission_id)
-        .where(Submission.lab_id.in_(ids))
-    )
-    if user_id is not None:
-        authored = authored.where(Submission.user_id == user_id)
-        credited = credited.where(SubmissionCredit.user_id == user_id)
-    return union_all(authored, credited)  # type: ignore[return-value]
-
-
-def credited_users(session: Session, *, submission_id: int) -> list[int]:
-    """Everyone a submission counts for: its author first, then its team's other members."""
-    author = session.scalar(select(Submission.user_id).where(Submission.id == submission_id))
-    others = session.scalars(
-        select(SubmissionCredit.user_id)
-        .where(SubmissionCredit.submission_id == submission_id)
-        .order_by(SubmissionCredit.user_id)
-    )
-    return ([author] if author is not None else []) + list(others)
-
-
-def is_credited(session: Session, *, submission_id: int, user_id: int) -> bool:
-    """Whether a submission counts for this student as a member of its team."""
-    return (
-        session.scalar(
-            select(SubmissionCredit.id).where(
-                SubmissionCredit.submission_id == submission_id,
-                SubmissionCredit.user_id == user_id,
-            )
-        )
-        is not None
-    )

@@ -56,7 +56,7 @@ def issue_invite(
     """A new link of this kind, retiring the user's older unused ones of the same kind.
 
     `shown_in_course_id`: the link is shown to that course's staff rather than mailed to the
-    owner; app.courses.links decides when that may be, and lets it work only while it may.
+    owner; app.people.links decides when that may be, and lets it work only while it may.
     """
     if days <= 0 or days > 90:
         raise Invalid(

@@ -1,11 +1,11 @@
-"""Users and API tokens."""
+"""Users, their API tokens, and the outside identities (LMS, OpenID, SAML) that sign them in."""
 
 from __future__ import annotations
 
 import enum
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, false
+from sqlalchemy import ForeignKey, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
@@ -23,7 +23,7 @@ class User(Base):
     is_site_admin: Mapped[bool] = mapped_column(default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # Login sessions begun before this are over (a new password, "sign out everywhere"): the
-    # session cookie carries when it began, and each request compares (app.core.deps).
+    # session cookie carries when it began, and each request compares (app.web.deps).
     sessions_ended_at: Mapped[datetime | None] = mapped_column(default=None)
     # The password was set through a link shown to a course's staff (a server without mail),
     # not one mailed to the address: nothing shows that whoever set it receives that mail, so
@@ -57,7 +57,7 @@ class Invite(Base):
     used_at: Mapped[datetime | None] = mapped_column(default=None)
     kind: Mapped[str] = mapped_column(String(10), default=InviteKind.invite.value)
     # The course whose staff were shown the link (no mail): it works only while the account
-    # is still unused and enrolled in no other course (app.courses.links).
+    # is still unused and enrolled in no other course (app.people.links).
     shown_in_course_id: Mapped[int | None] = mapped_column(
         ForeignKey("courses.id", ondelete="CASCADE"), default=None
     )
@@ -73,3 +73,31 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class UserIdentity(Base):
+    """One outside sign-in (an LMS user, an OpenID Connect subject, a SAML name id) that is
+    a kernelgrader account. An account may have several; an identity belongs to one account."""
+
+    __tablename__ = "user_identities"
+    __table_args__ = (
+        UniqueConstraint("kind", "issuer", "subject"),
+        # An LMS user is (registration, `sub`): a registration reaches its own users only.
+        UniqueConstraint("platform_id", "subject"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # "lti", "oidc" or "saml".
+    kind: Mapped[str] = mapped_column(String(10))
+    # The LMS registration an "lti" identity came through (None for the others).
+    platform_id: Mapped[int | None] = mapped_column(
+        ForeignKey("lti_platforms.id", ondelete="CASCADE"), default=None, index=True
+    )
+    # The LMS's issuer, the OpenID provider's issuer, the SAML identity provider's entity id.
+    issuer: Mapped[str] = mapped_column(String(500))
+    subject: Mapped[str] = mapped_column(String(500))
+    # The email the provider gave at the last sign-in ("" when it gave none).
+    email: Mapped[str] = mapped_column(String(320), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)

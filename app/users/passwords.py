@@ -1,7 +1,7 @@
 """A new password ends every other way into the account that was made before it.
 
 Whoever set it (the owner on /account, a set-password link, the operator's CLI), the sessions
-begun before now end (app.core.deps compares each session's start with `sessions_ended_at`),
+begun before now end (app.web.deps compares each session's start with `sessions_ended_at`),
 the account's API tokens are revoked and its unused set-password links stop working: a
 password that someone else knew, or a link or token they kept, opens nothing afterwards.
 """

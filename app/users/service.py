@@ -59,19 +59,6 @@ def ensure_user(
     return user
 
 
-def is_staff_anywhere(session: Session, *, user_id: int) -> bool:
-    """Whether the user is a TA or an instructor of some course."""
-    from app.courses.models import Enrollment, Role
-
-    return bool(
-        session.scalar(
-            select(Enrollment.id)
-            .where(Enrollment.user_id == user_id, Enrollment.role != Role.student.value)
-            .limit(1)
-        )
-    )
-
-
 def authenticate(session: Session, *, email: str, password: str) -> User | None:
     user = find_user(session, email=email)
     if user is None or not verify_password(user.password_hash, password):
@@ -160,3 +147,16 @@ def revoke_tokens(session: Session, *, user: User, name: str | None = None) -> i
         row.revoked_at = now
     session.flush()
     return len(rows)
+
+
+@dataclass(frozen=True)
+class Student:
+    """A gradebook row's student: the three columns read of the user."""
+
+    id: int
+    name: str
+    email: str
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.email

@@ -27,7 +27,7 @@ class Bar:
     highlight: bool = False
 
 
-def _svg(height: int, body: list[str], title: str) -> Markup:
+def svg(height: int, body: list[str], title: str) -> Markup:
     return Markup(
         f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" width="100%" role="img" '
         f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg" '
@@ -53,7 +53,7 @@ def bar_chart(bars: Sequence[Bar], *, title: str) -> Markup:
             f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="18" rx="2" fill="{fill}"/>'
             f'<text x="{label_w + w + 5:.1f}" y="{y + 13}"{weight}>{escape(bar.text)}</text>'
         )
-    return _svg(len(bars) * row_h + 6, body, title)
+    return svg(len(bars) * row_h + 6, body, title)
 
 
 def meters(rows: Sequence[tuple[str, float, str]], *, title: str) -> Markup:
@@ -73,7 +73,7 @@ def meters(rows: Sequence[tuple[str, float, str]], *, title: str) -> Markup:
             f'<rect x="{label_w}" y="{y + 18}" width="{max(w, 1.5):.1f}" height="18" rx="2" '
             f'fill="{fill}"/>'
         )
-    return _svg(len(rows) * row_h + 4, body, title)
+    return svg(len(rows) * row_h + 4, body, title)
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def histogram(
     submission, say) over the bin it falls in."""
     left, bottom, top_pad, height = 28, 36, 30, 182
     if not bins:
-        return _svg(40, [f'<text x="4" y="24" fill="{MUTED}">No data yet.</text>'], title)
+        return svg(40, [f'<text x="4" y="24" fill="{MUTED}">No data yet.</text>'], title)
     plot_w = WIDTH - left - 6
     plot_h = height - bottom - top_pad
     most = max(b.count for b in bins) or 1
@@ -182,4 +182,4 @@ def histogram(
                     f'font-size="12" font-weight="600" fill="{HIGHLIGHT}">yours</text>'
                 )
                 break
-    return _svg(height, body, title)
+    return svg(height, body, title)

@@ -16,7 +16,6 @@ from markupsafe import Markup, escape
 from app.core.errors import Forbidden
 from app.core.security import csrf_tokens_match, new_csrf_token
 from app.core.timefmt import when_text
-from app.submissions.status_words import status_tone, status_word
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
@@ -90,8 +89,6 @@ templates.env.filters["points"] = points
 templates.env.filters["when"] = when
 templates.env.filters["staff_text"] = staff_text
 templates.env.filters["number"] = number
-templates.env.filters["status_word"] = status_word
-templates.env.filters["status_tone"] = status_tone
 templates.env.globals["log_lines"] = log_lines
 templates.env.globals["flagged_lines"] = flagged_lines
 

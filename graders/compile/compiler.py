@@ -37,6 +37,7 @@ from typing import Any
 
 from graders.compile.headers import BUILTIN_HEADERS
 from graders.compile.pipeline import compile_in_child
+from graders.config import FALLBACK_ARCH
 from graders.results import CompileResult
 from graders.sandbox.runner import SandboxLimits, SandboxOutcome, run_sandboxed
 from graders.spec import LabSpec
@@ -47,7 +48,6 @@ __all__ = ["COMPILE_TARGET", "compile_in_child", "compile_payload", "compile_sub
 log = logging.getLogger(__name__)
 
 COMPILE_TARGET = "graders.compile.pipeline:compile_in_child"
-FALLBACK_ARCH = "sm_90"
 _ARCH = re.compile(r"^sm_\d{2,3}[a-z]?$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # Importing CuPy and loading NVRTC needs this much address space before any compiling.
@@ -66,8 +66,8 @@ REASONS = frozenset(
 
 
 @functools.cache
-def default_arch() -> str:
-    """The worker GPU's architecture, else KERNELGRADER_DEFAULT_ARCH, else sm_90."""
+def default_arch(fallback: str = FALLBACK_ARCH) -> str:
+    """The worker GPU's architecture, else `fallback` (the worker's setting: graders.config)."""
     try:
         from graders.gpu import detect_arch
 
@@ -76,8 +76,7 @@ def default_arch() -> str:
         detected = None
     if detected and _ARCH.match(detected):
         return detected
-    configured = os.environ.get("KERNELGRADER_DEFAULT_ARCH", "").strip()
-    return configured if _ARCH.match(configured) else FALLBACK_ARCH
+    return fallback if _ARCH.match(fallback) else FALLBACK_ARCH
 
 
 def safe_filename(filename: str) -> str:

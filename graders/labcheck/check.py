@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from graders.config import DEFAULTS, EngineSettings
 from graders.labcheck.faults import (
     FaultExpectation,
     FaultHeaderError,
@@ -73,8 +74,12 @@ def check_lab(
     arch: str | None = None,
     progress: Callable[[CheckItem], None] | None = None,
     profile: bool = True,
+    engine: EngineSettings = DEFAULTS,
 ) -> LabCheckReport:
-    """Check a lab folder (see the module docstring); never raises for a broken lab."""
+    """Check a lab folder (see the module docstring); never raises for a broken lab.
+
+    `engine` is what a worker of this install would be told (graders.config): the architecture
+    to compile for where no GPU says its own and `arch` names none, and the GPU's admission."""
     report = LabCheckReport(Path(folder), progress=progress)
     try:
         lab = load_lab(folder)
@@ -92,6 +97,7 @@ def check_lab(
     _check_page(lab, report)
     if lab.python_oracle is not None:
         _dry_run_oracle(lab, report)
+    arch = arch or _default_arch(engine.default_arch)
     compiled = _compile_references(lab, report, arch)
     faulty = _compile_faulty(lab, expectations, report, arch)
     slow = _compile_slow(lab, report, arch)
@@ -100,9 +106,18 @@ def check_lab(
     if run:
         from graders.labcheck.gpu import profile_on_gpu, run_on_gpu
 
-        run_on_gpu(lab, compiled, faulty, report, secret=secret, probes=probes, forms=forms)
+        run_on_gpu(
+            lab,
+            compiled,
+            faulty,
+            report,
+            secret=secret,
+            probes=probes,
+            forms=forms,
+            engine=engine,
+        )
         if profile:
-            profile_on_gpu(lab, slow, report, secret=secret, arch=arch)
+            profile_on_gpu(lab, slow, report, secret=secret, arch=arch, engine=engine)
     elif probes:
         report.add(
             SKIP,
@@ -255,6 +270,12 @@ def compile_cached(lab: LabSpec, source: str, filename: str, arch: str | None) -
 
 def _compile(lab: LabSpec, source: str, filename: str, arch: str | None) -> CompileResult:
     return compile_cached(lab, source, filename, arch)
+
+
+def _default_arch(fallback: str) -> str:
+    from graders.compile.compiler import default_arch
+
+    return default_arch(fallback)
 
 
 def _compiled(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from graders.config import DEFAULTS, EngineSettings
 from graders.labcheck.faults import FaultExpectation, Outcome, run_problem
 from graders.labcheck.probes import CaseOutcome, Probe, judge_probe
 from graders.labcheck.report import FAIL, OK, SKIP, LabCheckReport
@@ -36,6 +37,7 @@ def run_on_gpu(
     secret: str,
     probes: list[tuple[Probe, CompileResult]] | None = None,
     forms: list[tuple[TileForm, CompileResult]] | None = None,
+    engine: EngineSettings = DEFAULTS,
 ) -> None:
     from graders.gpu import gpu_unavailable_reason
 
@@ -56,7 +58,13 @@ def run_on_gpu(
     ]  # fmt: skip
     for subject, source, compiled, rule in passing:
         graded = run_submission(
-            lab, source, compiled=compiled, secret=secret, sanitizer=False, timing=False
+            lab,
+            source,
+            compiled=compiled,
+            secret=secret,
+            sanitizer=False,
+            timing=False,
+            engine=engine,
         )
         failed = _failed_cases(graded)
         if graded.error or failed:
@@ -68,7 +76,7 @@ def run_on_gpu(
         source = exp.path.read_text(encoding="utf-8")
         graded = run_submission(
             lab, source, compiled=compiled, secret=secret, sanitizer=exp.needs_sanitizer,
-            timing=False,
+            timing=False, engine=engine,
         )  # fmt: skip
         subject = f"run {exp.label}"
         if graded.error in ("internal", "gpu_unhealthy", "no_gpu"):
@@ -89,7 +97,13 @@ def run_on_gpu(
             report.add(OK, subject, f"got {exp.describe()}, as its header expects")
     for probe, compiled in probes or []:
         graded = run_submission(
-            lab, probe.source, compiled=compiled, secret=secret, sanitizer=False, timing=False
+            lab,
+            probe.source,
+            compiled=compiled,
+            secret=secret,
+            sanitizer=False,
+            timing=False,
+            engine=engine,
         )
         if graded.error in ("internal", "gpu_unhealthy", "no_gpu"):
             report.add(FAIL, probe.label, f"the grader could not run it: {graded.summary}")
@@ -116,6 +130,7 @@ def profile_on_gpu(
     *,
     secret: str,
     arch: str | None = None,
+    engine: EngineSettings = DEFAULTS,
 ) -> None:
     """Slow kernels pass every case and show their finding on their line; the references
     show the findings the ladder expects and no other (graders.labcheck.slow)."""
@@ -167,7 +182,13 @@ def profile_on_gpu(
     for exp, compiled in slow:
         source = exp.path.read_text(encoding="utf-8")
         graded = run_submission(
-            lab, source, compiled=compiled, secret=secret, sanitizer=False, timing=False
+            lab,
+            source,
+            compiled=compiled,
+            secret=secret,
+            sanitizer=False,
+            timing=False,
+            engine=engine,
         )
         failed = _failed_cases(graded)
         if graded.error or failed:

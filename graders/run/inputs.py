@@ -56,7 +56,7 @@ def case_seed(
         if not secret:
             raise ValueError(
                 "A hidden case needs the deployment's secret to derive its seed; "
-                "set KERNELGRADER_SECRET_KEY."
+                "set KERNELGRADER_GRADING_SECRET."
             )
         digest = hmac.new(secret.encode(), message.encode(), hashlib.sha256).digest()
     else:

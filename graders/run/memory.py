@@ -40,33 +40,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from graders.config import DEFAULT_GPU_JOBS, DEFAULT_RESERVE_MB
 from graders.run.inputs import DTYPES
 from graders.run.layout import MAX_SPACER_BYTES, TAIL_GUARD_BYTES
 from graders.spec import LabSpec
 from graders.timing.lock import file_key, flocked
 
 MIB = 1 << 20
-# The worker's reserve, where it passes none: KERNELGRADER_GPU_MEMORY_RESERVE_MB, else this.
-DEFAULT_RESERVE_MB = 2048
-
-
-# Gradings at once on one GPU, where the worker passes no cap: KERNELGRADER_GPU_JOBS, else this.
-DEFAULT_JOBS = 3
 
 
 def jobs_cap(jobs: int | None = None) -> int:
-    """The host's cap on gradings at once per GPU; 0 means none."""
-    if jobs is None:
-        text = os.environ.get("KERNELGRADER_GPU_JOBS", "")
-        jobs = int(text) if text.strip().isdigit() else DEFAULT_JOBS
-    return max(0, jobs)
+    """The host's cap on gradings at once per GPU (the worker's setting: graders.config); 0
+    means none."""
+    return max(0, DEFAULT_GPU_JOBS if jobs is None else jobs)
 
 
 def reserve_bytes(reserve_mb: int | None = None) -> int:
-    if reserve_mb is None:
-        text = os.environ.get("KERNELGRADER_GPU_MEMORY_RESERVE_MB", "")
-        reserve_mb = int(text) if text.strip().isdigit() else DEFAULT_RESERVE_MB
-    return max(0, reserve_mb) * MIB
+    """The GPU memory the worker leaves free (its setting: graders.config)."""
+    return max(0, DEFAULT_RESERVE_MB if reserve_mb is None else reserve_mb) * MIB
 
 
 # A CUDA context with CuPy and the grader's kernels loaded (nvidia-smi showed 596 to 756 MiB per

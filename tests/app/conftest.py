@@ -49,7 +49,7 @@ from app.core.security import hash_password  # noqa: E402
 from app.core.settings import get_settings  # noqa: E402
 from app.courses.models import Course, Lab, LatePolicy, Role, ScorePolicy  # noqa: E402
 from app.courses.service import add_lab, create_course, enroll  # noqa: E402
-from app.grading.sender import job_sender  # noqa: E402
+from app.jobs.sender import job_sender  # noqa: E402
 from app.main import create_app  # noqa: E402
 from app.teams.models import Team  # noqa: E402
 from app.teams.service import form_team  # noqa: E402
@@ -83,7 +83,7 @@ def database() -> Iterator[Path]:
 
 @pytest.fixture(autouse=True)
 def jobs_sent_before_the_next_test() -> Iterator[None]:
-    """Requests hand their jobs to a sender thread (app.grading.sender): a test's jobs reach
+    """Requests hand their jobs to a sender thread (app.jobs.sender): a test's jobs reach
     the broker it meant before the next test looks at the broker, empties it or replaces it."""
     yield
     assert job_sender.wait_sent(60), "the job sender did not finish within 60 s"

@@ -10,8 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.models import Lab
-from app.grading.models import GradingJob, JobState
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Status, Submission
 from app.submissions.service import set_status
 from app.users.models import User
 from tests.app.conftest import GOOD_KERNEL, World

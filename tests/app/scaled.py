@@ -27,12 +27,12 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-import app.grading.celery_app as celery_module
+import app.jobs.celery_app as celery_module
 from app.cli.database import upgrade_database
 from app.core.database import engine_for
 from app.core.settings import get_settings
-from app.grading.celery_app import GPU_QUEUE, QUEUE, make_celery
-from app.grading.sender import job_sender
+from app.jobs.celery_app import GPU_QUEUE, QUEUE, make_celery
+from app.jobs.sender import job_sender
 
 POSTGRES_VAR = "KERNELGRADER_TEST_POSTGRES_URL"
 REDIS_VAR = "KERNELGRADER_TEST_REDIS_URL"
@@ -130,9 +130,10 @@ def sending_through(broker_url: str) -> Iterator[Celery]:
     """The service sends its jobs through a Celery app on `broker_url` during the block.
 
     The module's `celery_app` is built once per process, from the settings of the moment;
-    `send_job` looks it up on each call, so replacing it here reroutes the real send path.
+    `app.jobs.send.publish` looks it up on each send, so replacing it here reroutes the real
+    send path.
     """
-    # Jobs handed to the sender (app.grading.sender) before the switch go where they were meant
+    # Jobs handed to the sender (app.jobs.sender) before the switch go where they were meant
     # to, and so do the block's own before it ends.
     job_sender.wait_sent(60)
     with settings_from(broker_url=broker_url), pytest.MonkeyPatch.context() as patch:

@@ -24,12 +24,12 @@ from sqlalchemy.orm import Session
 from app.cli.database import upgrade_database
 from app.core.database import utcnow
 from app.core.settings import get_settings
-from app.grading.celery_app import QUEUE
-from app.grading.models import GradingJob
-from app.grading.queue import STAMP_MARGIN
-from app.grading.sender import job_sender
 from app.grading.sweeper import sweep
 from app.grading.tasks import grade
+from app.jobs.celery_app import QUEUE
+from app.jobs.send import STAMP_MARGIN
+from app.jobs.sender import job_sender
+from app.submissions.models import GradingJob
 from tests.app.conftest import World
 from tests.app.factories import upload
 from tests.app.scaled import (

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.core.database import session_scope
 from app.courses.models import Course, Lab
-from app.grading.models import GradingJob, Priority
+from app.submissions.models import GradingJob, Priority
 from app.users.service import authenticate, find_user
 from tests.app.conftest import TEST_LAB, unique
 from tests.app.factories import make_submission

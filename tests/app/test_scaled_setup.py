@@ -25,9 +25,8 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.cli.database import upgrade_database
 from app.core.database import engine_for
-from app.grading.models import GradingJob, JobState
 from app.grading.tasks import grade
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Status, Submission
 from tests.app.conftest import GOOD_KERNEL, TEST_LAB, World, unique
 from tests.app.grading.test_celery_worker import worker_command
 from tests.app.grading.test_worker import SYNTAX_ERROR

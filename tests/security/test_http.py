@@ -565,15 +565,15 @@ async def test_rotating_ipv6_addresses_within_one_network_does_not_escape_the_th
 async def test_an_unexpected_failure_is_a_sentence_not_a_traceback(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.api import routes as api_routes
+    from app.gradebook import pages as gradebook_pages
     from app.main import create_app
-    from app.web import routes as web_routes
+    from app.submissions import api as submissions_api
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("secret internal detail")
 
-    monkeypatch.setattr(api_routes, "labs_of", broken)
-    monkeypatch.setattr(web_routes, "labs_of", broken)
+    monkeypatch.setattr(submissions_api, "labs_of", broken)
+    monkeypatch.setattr(gradebook_pages, "labs_of", broken)
     transport = httpx.ASGITransport(app=create_app(), raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
         r = await c.get(f"/api/v1/courses/{world.course.slug}/labs", headers=world.student.auth)

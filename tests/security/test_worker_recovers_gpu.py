@@ -21,10 +21,9 @@ from app.core.database import utcnow  # noqa: E402
 from app.core.settings import get_settings  # noqa: E402
 from app.courses.models import Role  # noqa: E402
 from app.courses.service import add_lab, create_course  # noqa: E402
-from app.grading.gpu_probe import run_unavailable_reason  # noqa: E402
-from app.grading.models import CaseResult, GradingJob  # noqa: E402
 from app.grading.worker import Outcome, grade_job  # noqa: E402
-from app.submissions.models import Status, Submission  # noqa: E402
+from app.jobs.gpu_probe import run_unavailable_reason  # noqa: E402
+from app.submissions.models import CaseResult, GradingJob, Status, Submission  # noqa: E402
 from app.submissions.service import create_submission  # noqa: E402
 from graders.spec import load_builtin_lab  # noqa: E402
 from tests.app.conftest import make_member, unique  # noqa: E402

@@ -15,8 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.models import LatePolicy
-from app.grading.models import GradingJob, JobState, Priority
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
 from tests.app.conftest import GOOD_KERNEL, Member, World, make_member, make_world
 from tests.app.factories import make_submission, make_timed_submission, minutes
 

@@ -12,8 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.models import LatePolicy
-from app.grading.models import GradingJob, JobState
-from app.submissions.models import Submission, SubmissionEvent
+from app.submissions.models import GradingJob, JobState, Submission, SubmissionEvent
 from tests.app.conftest import GOOD_KERNEL, Member, World, make_world, unique
 
 pytestmark = pytest.mark.anyio
@@ -49,11 +48,11 @@ async def test_health_needs_no_login(client: httpx.AsyncClient) -> None:
 async def test_health_reports_the_workers_heard_from_and_what_each_can_do(
     client: httpx.AsyncClient,
 ) -> None:
-    from app.fleet import service
+    from app.jobs import workers
 
     name = f"gpu-host-{unique('h')}:77"
     gpu = f"GPU-{unique('uuid')}"  # this test's worker alone
-    service.register_worker(
+    workers.register_worker(
         name=name,
         host="gpu-host",
         pid=77,
@@ -80,7 +79,7 @@ async def test_health_reports_the_workers_heard_from_and_what_each_can_do(
         # Anyone may ask: host names are for the staff page only.
         assert "gpu-host" not in json.dumps(body)
     finally:
-        service.mark_stopped(name)
+        workers.mark_stopped(name)
     body = (await client.get("/api/v1/health")).json()
     stopped = [w for w in body["workers"] if w["id"] == report["id"]]
     assert stopped and stopped[0]["stopped"] and not stopped[0]["alive"]
@@ -455,7 +454,7 @@ async def test_a_broker_that_does_not_answer_holds_up_no_upload(
 ) -> None:
     import asyncio
 
-    from app.grading.sender import job_sender
+    from app.jobs.sender import job_sender
     from tests.app.scaled import SilentPort, free_port, sending_through
 
     # A Redis URL whose port takes connections and never answers (a dead network path).
@@ -486,7 +485,7 @@ async def test_a_database_hiccup_after_the_send_still_answers_202(
 
     from sqlalchemy.exc import OperationalError
 
-    from app.grading import queue
+    from app.jobs import send
 
     @contextmanager
     def locked_database():  # type: ignore[no-untyped-def]
@@ -494,7 +493,7 @@ async def test_a_database_hiccup_after_the_send_still_answers_202(
         yield
 
     # The submission is committed and the broker took the job; only noting the send fails.
-    monkeypatch.setattr(queue, "session_scope", locked_database)
+    monkeypatch.setattr(send, "session_scope", locked_database)
     r = await submit(client, world, world.student)
     assert r.status_code == 202, r.text
     sid = r.json()["id"]

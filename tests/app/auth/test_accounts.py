@@ -8,9 +8,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth.accounts import NO_EMAIL_DOMAIN, OutsideIdentity, account_for
-from app.auth.models import UserIdentity
 from app.courses.models import Enrollment
-from app.users.models import User
+from app.users.models import User, UserIdentity
 from tests.app.conftest import World, unique
 from tests.app.lti.conftest import registered_and_linked
 from tests.app.lti.platform import TestPlatform

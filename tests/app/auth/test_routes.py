@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.auth import routes
+from app import main
+from app.auth import pages as routes
 from app.main import create_app
 
 
@@ -13,7 +14,7 @@ from app.main import create_app
 async def test_without_the_sso_extra_the_pages_say_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(routes, "installed", lambda: False)
+    monkeypatch.setattr(main, "installed", lambda: False)
     app = create_app()
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://test"
@@ -27,5 +28,5 @@ async def test_without_the_sso_extra_the_pages_say_how_to_install_it(
 
 def test_with_it_installed_the_routes_are_there() -> None:
     assert routes.installed()
-    paths = {getattr(r, "path", "") for router in routes.sign_in_routers() for r in router.routes}
+    paths = {getattr(r, "path", "") for router in main.sign_in_routers() for r in router.routes}
     assert {"/lti/login", "/lti/launch", "/lti/jwks", "/sso/{slug}/callback"} <= paths

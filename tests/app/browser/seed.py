@@ -15,13 +15,13 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.core.security import hash_password
 from app.courses.models import Course, Lab, LatePolicy, Role
-from app.courses.service import enroll, get_course, get_lab, update_lab
+from app.courses.service import enroll, get_course, get_lab
 from app.courses.specs import spec_for
-from app.grading.models import GradingJob, JobState
 from app.grading.record import record_report
 from app.performance.leaderboard import join_leaderboard
+from app.policy.rules import update_lab
 from app.profiling.models import KernelProfile, ProfileReport, ProfileState, ReferenceProfile
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Status, Submission
 from app.submissions.service import set_status
 from app.users.models import User
 from app.users.service import ensure_user

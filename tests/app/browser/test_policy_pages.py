@@ -11,14 +11,15 @@ import pytest
 from sqlalchemy import select
 
 from app.core.database import utcnow
-from app.courses.service import get_course, get_lab, update_lab
-from app.grading.models import GradingJob, JobState
+from app.courses.service import get_course, get_lab
 from app.grading.record import record_report
-from app.latedays.service import adjust
+from app.policy.rules import update_lab
+from app.policy.settle import adjust
 from app.rubric.service import add_item, grade
-from app.submissions.models import Status, Submission
+from app.submissions.credits import credit_submission
+from app.submissions.models import GradingJob, JobState, Status, Submission
 from app.submissions.service import set_status
-from app.teams.service import credit_submission, form_team, invite
+from app.teams.service import form_team, invite
 from app.users.models import User
 from graders.results import GradeReport
 from tests.app.browser.conftest import Server

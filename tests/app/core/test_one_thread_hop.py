@@ -1,4 +1,4 @@
-"""Every route does its database work in one thread hop (app.core.deps), so the wedge of
+"""Every route does its database work in one thread hop (app.web.deps), so the wedge of
 issue 9 cannot come back: a request holding a connection while it queues for a second thread.
 
 Read from the code, not run: each route's dependencies, each at any depth, are `async def`

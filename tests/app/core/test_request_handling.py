@@ -17,14 +17,15 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from app.api import routes as api_routes
-from app.core import deps
 from app.core.overload import database_unavailable
 from app.core.settings import get_settings
+from app.fleet import api as fleet_api
 from app.main import create_app
+from app.submissions import api as submissions_api
 from app.submissions.models import Submission
 from app.users.models import ApiToken
 from app.users.token_use import token_uses
+from app.web import deps
 from tests.app.conftest import GOOD_KERNEL, World
 from tests.app.scaled import settings_from
 
@@ -85,7 +86,7 @@ async def test_the_token_check_and_the_work_run_in_one_request_thread(
 ) -> None:
     sid = (await upload(client, world)).json()["id"]
     threads: dict[str, int] = {}
-    real_holder, real_visible = deps.holder_of_token, api_routes.visible_submission
+    real_holder, real_visible = deps.holder_of_token, submissions_api.visible_submission
 
     def holder(*args: Any, **kwargs: Any) -> Any:
         threads["token check"] = threading.get_ident()
@@ -96,7 +97,7 @@ async def test_the_token_check_and_the_work_run_in_one_request_thread(
         return real_visible(*args, **kwargs)
 
     monkeypatch.setattr(deps, "holder_of_token", holder)
-    monkeypatch.setattr(api_routes, "visible_submission", visible)
+    monkeypatch.setattr(submissions_api, "visible_submission", visible)
     r = await client.get(f"/api/v1/submissions/{sid}", headers=world.student.auth)
     assert r.status_code == 200, r.text
     # One hop: the session, the token check and the work share a thread, off the event loop.
@@ -134,7 +135,7 @@ async def test_past_the_bound_a_request_is_refused_with_a_sentence_and_health_an
     bounded_client: httpx.AsyncClient, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = Gate()
-    monkeypatch.setattr(api_routes, "labs_of", gate.wrap(api_routes.labs_of))
+    monkeypatch.setattr(submissions_api, "labs_of", gate.wrap(submissions_api.labs_of))
     labs = f"/api/v1/courses/{world.course.slug}/labs"
     held = asyncio.ensure_future(bounded_client.get(labs, headers=world.student.auth))
     await gate.wait_entered()
@@ -164,10 +165,10 @@ async def test_health_answers_while_every_request_thread_is_busy(
     bounded_client: httpx.AsyncClient, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.core.database import get_probe_engine
-    from app.fleet import service
+    from app.jobs import workers
 
     name = f"health-test-host:{threading.get_ident()}"
-    service.register_worker(
+    workers.register_worker(
         name=name,
         host="health-test-host",
         pid=1,
@@ -181,16 +182,16 @@ async def test_health_answers_while_every_request_thread_is_busy(
         version="test",
     )
     report: dict[str, Any] = {}
-    real_recent = api_routes.recent_workers
+    real_recent = fleet_api.recent_workers
 
     def recent(session: Session, **kwargs: Any) -> Any:
         # Deploy's worker report: read in the health check's own thread and connection.
         report["thread"], report["bind"] = threading.get_ident(), session.get_bind()
         return real_recent(session, **kwargs)
 
-    monkeypatch.setattr(api_routes, "recent_workers", recent)
+    monkeypatch.setattr(fleet_api, "recent_workers", recent)
     gate = Gate()
-    monkeypatch.setattr(api_routes, "labs_of", gate.wrap(api_routes.labs_of))
+    monkeypatch.setattr(submissions_api, "labs_of", gate.wrap(submissions_api.labs_of))
     labs = f"/api/v1/courses/{world.course.slug}/labs"
     held = [
         asyncio.ensure_future(bounded_client.get(labs, headers=world.student.auth))
@@ -202,7 +203,7 @@ async def test_health_answers_while_every_request_thread_is_busy(
         waiting = [not task.done() for task in held]
     finally:
         gate.open.set()
-        service.mark_stopped(name)
+        workers.mark_stopped(name)
     assert health.status_code == 200
     assert all(waiting), "the requests were meant to be held while health was asked"
     assert [(await task).status_code for task in held] == [200, 200, 200]
@@ -310,7 +311,7 @@ async def test_a_request_that_waits_too_long_for_a_thread_is_refused_and_stores_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     gate = Gate()
-    monkeypatch.setattr(api_routes, "labs_of", gate.wrap(api_routes.labs_of))
+    monkeypatch.setattr(submissions_api, "labs_of", gate.wrap(submissions_api.labs_of))
     labs = f"/api/v1/courses/{world.course.slug}/labs"
     held = asyncio.ensure_future(bounded_client.get(labs, headers=world.student.auth))
     await gate.wait_entered()
@@ -382,7 +383,7 @@ async def test_health_answers_503_rather_than_wait_for_a_probe_that_hangs(
         finished.set()
         return []
 
-    monkeypatch.setattr(api_routes, "probe", hanging_probe)
+    monkeypatch.setattr(fleet_api, "probe", hanging_probe)
     r = await client.get("/api/v1/health")
     answered_before_the_probe_ended = not finished.is_set()
     assert r.status_code == 503 and "Retry-After" in r.headers

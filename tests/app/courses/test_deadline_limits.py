@@ -21,11 +21,11 @@ from app.courses.deadlines import (
     deadline_from,
     extensions_by_user,
     lab_state,
-    refresh_late_flags,
 )
-from app.courses.extensions import extensions_of, grant_extension, revoke_extension
+from app.courses.extensions import extensions_of
 from app.courses.models import Extension, LatePolicy, Role
 from app.courses.service import add_lab
+from app.policy.rules import grant_extension, refresh_late_flags, revoke_extension
 from app.submissions.models import Submission
 from tests.app.conftest import World, make_member, make_world
 from tests.app.factories import make_submission

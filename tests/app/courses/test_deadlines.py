@@ -8,8 +8,8 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.deadlines import Availability, deadline_for, lab_state
-from app.courses.extensions import grant_extension
 from app.courses.models import LatePolicy
+from app.policy.rules import grant_extension
 from app.submissions.status_words import status_tone, status_word
 from tests.app.conftest import make_world
 

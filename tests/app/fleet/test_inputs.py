@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from app.cli.database import upgrade_database
 from app.core.database import new_session, session_scope, utcnow
+from app.core.fleet_settings import FleetSettings
 from app.courses.service import add_lab
-from app.fleet import service
 from app.fleet.inputs import (
     LabModels,
     current_plan,
@@ -26,10 +26,11 @@ from app.fleet.inputs import (
     read_fixed,
     read_no_gpu,
 )
-from app.fleet.models import BorrowedWorker, Worker
+from app.fleet.models import BorrowedWorker
 from app.fleet.policy import Demand, Phase
-from app.fleet.settings import FleetSettings
-from app.grading.models import JobState
+from app.jobs import workers
+from app.jobs.models import Worker
+from app.submissions.models import JobState
 from tests.app.conftest import TEST_LAB, make_world
 from tests.app.factories import make_submission
 from tests.app.scaled import settings_from
@@ -47,7 +48,7 @@ def db(tmp_path: Path) -> Iterator[Session]:
 
 
 def register(name: str, *, model: str = "", can_run: bool = True, fleet_job: str = "") -> None:
-    service.register_worker(
+    workers.register_worker(
         name=name,
         host="node",
         pid=1,

@@ -13,9 +13,9 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
-from app.fleet.models import Worker
-from app.fleet.presence import FLEET_JOB_VARIABLE, Activity, announce
 from app.grading.tasks import grade
+from app.jobs.models import Worker
+from app.jobs.presence import FLEET_JOB_VARIABLE, Activity, announce
 from tests.app.conftest import unique
 from tests.app.scaled import settings_from
 

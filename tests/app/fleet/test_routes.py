@@ -10,9 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.orm import Session
 
 from app.core.database import session_scope
-from app.fleet import service
-from app.grading.models import JobState
-from app.submissions.models import Status
+from app.jobs import workers
+from app.submissions.models import JobState, Status
 from tests.app.conftest import GOOD_KERNEL, World, make_world, unique
 from tests.app.factories import make_submission
 from tests.app.scaled import settings_from
@@ -38,7 +37,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def register(name: str, *, gpu: str, model: str) -> None:
-    service.register_worker(
+    workers.register_worker(
         name=name,
         host="gpu-host-7",
         pid=7,
@@ -94,11 +93,11 @@ async def test_metrics_count_uploads_outcomes_stages_queue_and_workers(
     name = unique("gpu-host-7:")
     register(name, gpu="3", model="NVIDIA H200")
     with session_scope() as s:
-        service.note_timing(s, name=name, gpu={"temperature_c": 47, "sm_clock_mhz": 1980})
+        workers.note_timing(s, name=name, temperature_c=47, sm_clock_mhz=1980)
     try:
         after = samples((await client.get("/metrics", headers=auth)).text)
     finally:
-        service.mark_stopped(name)
+        workers.mark_stopped(name)
 
     def grew(metric: str, labels: tuple[tuple[str, str], ...] = ()) -> float:
         return after[(metric, labels)] - before.get((metric, labels), 0)
@@ -152,13 +151,13 @@ async def test_the_system_page_is_for_staff_and_shows_only_their_courses_jobs(
         await login(client, world.ta)
         page = await client.get("/admin/system")
     finally:
-        service.mark_stopped(name)
+        workers.mark_stopped(name)
         held.state = JobState.done.value
         session.commit()
     assert page.status_code == 200, page.text
-    workers = page.text.split('id="workers"')[1].split("</table>")[0]
-    assert "gpu-host-7" in workers and "NVIDIA H200" in workers and "alive" in workers
-    assert f'href="/submissions/{mine.id}"' in workers
+    table = page.text.split('id="workers"')[1].split("</table>")[0]
+    assert "gpu-host-7" in table and "NVIDIA H200" in table and "alive" in table
+    assert f'href="/submissions/{mine.id}"' in table
     jobs = page.text.split('id="jobs"')[1].split("</table>")[0]
     assert f'href="/submissions/{mine.id}"' in jobs
     assert f'href="/submissions/{theirs.id}"' not in page.text

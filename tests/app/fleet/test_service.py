@@ -9,15 +9,15 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.fleet import service
-from app.fleet.models import Worker
-from app.grading.models import JobState
-from app.submissions.models import Status
+from app.jobs import workers
+from app.jobs.models import Worker
+from app.submissions.models import JobState, Status
 from tests.app.conftest import make_world, unique
 from tests.app.factories import make_submission
 
 
 def register(name: str, *, gpu_model: str = "", can_run: bool = False, gpu: str = "") -> None:
-    service.register_worker(
+    workers.register_worker(
         name=name,
         host="test-host",
         pid=4242,
@@ -38,33 +38,33 @@ def test_a_worker_registers_beats_and_stops(session: Session) -> None:
     row = session.query(Worker).filter_by(name=name).one()
     assert (row.gpu, row.gpu_model, row.can_run, row.stopped_at) == ("1", "NVIDIA H200", True, None)
     first = row.heartbeat_at
-    assert service.beat(name)
+    assert workers.beat(name)
     session.expire_all()
     assert row.heartbeat_at >= first
-    assert any(w.name == name for w in service.live_workers(session))
-    service.mark_stopped(name)
+    assert any(w.name == name for w in workers.live_workers(session))
+    workers.mark_stopped(name)
     session.expire_all()
     assert row.stopped_at is not None
-    assert all(w.name != name for w in service.live_workers(session))
+    assert all(w.name != name for w in workers.live_workers(session))
     # A beat after a stop (the row marked stopped by mistake) makes it alive again.
-    assert service.beat(name)
-    assert not service.beat(unique("nobody:"))
-    service.mark_stopped(name)
+    assert workers.beat(name)
+    assert not workers.beat(unique("nobody:"))
+    workers.mark_stopped(name)
 
 
 def test_a_queued_submission_says_when_no_live_worker_could_take_it(session: Session) -> None:
     name = unique("host:")
     register(name)
-    assert service.queued_message(session, "Waiting.") == ("Waiting.", "")
+    assert workers.queued_message(session, "Waiting.") == ("Waiting.", "")
     # An hour on, every worker of this test run is silent.
     later = utcnow() + timedelta(hours=1)
-    message, note = service.queued_message(session, "Waiting.", now=later)
+    message, note = workers.queued_message(session, "Waiting.", now=later)
     # The student reads a sentence for students; what to start and where is the staff's.
     assert message.startswith("Waiting. The grader is not running at the moment")
     assert "/admin/system" not in message and "`" not in message
     assert note.startswith("No grading worker has been heard from")
     assert "/admin/system" in note and "kernelgrader worker" in note
-    service.mark_stopped(name)
+    workers.mark_stopped(name)
 
 
 def test_where_the_fleet_borrows_workers_a_queued_upload_says_one_is_coming(
@@ -72,7 +72,7 @@ def test_where_the_fleet_borrows_workers_a_queued_upload_says_one_is_coming(
 ) -> None:
     monkeypatch.setenv("KERNELGRADER_FLEET_BACKEND", "slurm")
     later = utcnow() + timedelta(hours=1)
-    message, note = service.queued_message(session, "Waiting.", now=later)
+    message, note = workers.queued_message(session, "Waiting.", now=later)
     assert message == (
         "Waiting. Graders start when there is work to do, so it waits a few minutes for one; "
         "nothing is lost, and it is graded as soon as one is up."
@@ -81,18 +81,18 @@ def test_where_the_fleet_borrows_workers_a_queued_upload_says_one_is_coming(
     assert "from Slurm as the queue grows" in note and "/admin/fleet" in note
     # Settings that do not hold: the usual sentences (the fleet's page says what is wrong).
     monkeypatch.setenv("KERNELGRADER_FLEET_CEILING", "many")
-    message, _ = service.queued_message(session, "Waiting.", now=later)
+    message, _ = workers.queued_message(session, "Waiting.", now=later)
     assert message.startswith("Waiting. The grader is not running at the moment")
 
 
 def test_a_job_for_a_gpu_model_nobody_serves_gets_a_note_for_staff(session: Session) -> None:
     name = unique("host:")
     register(name, gpu_model="NVIDIA H200", can_run=True)
-    assert service.no_runner_note(session, required_key="h200", model="H200") == ""
-    assert service.no_runner_note(session, required_key="", model="") == ""
-    note = service.no_runner_note(session, required_key="b200", model="B200")
+    assert workers.no_runner_note(session, required_key="h200", model="H200") == ""
+    assert workers.no_runner_note(session, required_key="", model="") == ""
+    note = workers.no_runner_note(session, required_key="b200", model="B200")
     assert "run it on B200 GPUs" in note and "--gpus all" in note
-    service.mark_stopped(name)
+    workers.mark_stopped(name)
 
 
 def test_the_snapshot_shows_held_jobs_the_queue_and_errors_of_the_viewers_courses(
@@ -164,4 +164,4 @@ def test_the_snapshot_shows_held_jobs_the_queue_and_errors_of_the_viewers_course
     for job in (held, queued, parked):
         job.state = JobState.done.value
     session.commit()
-    service.mark_stopped(name)
+    workers.mark_stopped(name)

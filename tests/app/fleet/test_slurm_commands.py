@@ -16,13 +16,14 @@ from sqlalchemy.orm import Session
 
 from app.cli.database import upgrade_database
 from app.core.database import session_scope, utcnow
-from app.fleet import service
+from app.core.fleet_settings import FleetSettings
 from app.fleet import slurm as commands
 from app.fleet.autoscale import FleetLoop, SlurmBackend, take_lease
-from app.fleet.models import BorrowedState, BorrowedWorker, Worker
-from app.fleet.settings import FleetSettings
+from app.fleet.models import BorrowedState, BorrowedWorker
 from app.fleet.slurm import JobStatus, SlurmError
-from app.grading.models import JobState
+from app.jobs import workers
+from app.jobs.models import Worker
+from app.submissions.models import JobState
 from tests.app.conftest import make_world
 from tests.app.factories import make_submission
 from tests.app.fleet.slurm_bed import Slurm, environment, slurm_or_skip, wait_for
@@ -269,7 +270,7 @@ def test_a_job_that_ended_before_a_pass_saw_its_worker_says_its_grading_is_sent_
             # Its worker registers, as `kernelgrader worker` does in the job, and the job is
             # killed (someone's scancel) before the fleet's next pass has seen the worker.
             name = f"node:{job_id}"
-            service.register_worker(
+            workers.register_worker(
                 name=name, host="node", pid=1, gpu="0", gpu_model="", arch="sm_90",
                 can_compile=True, can_run=True, note="", queues=["grading"],
                 version="test", fleet_job=f"slurm:{job_id}",
@@ -306,7 +307,7 @@ def test_workers_found_running_are_adopted_then_cancelled_when_stuck_or_silent(
             stuck, silent = ids
             for job_id, heard in ((stuck, timedelta(0)), (silent, timedelta(hours=1))):
                 name = f"node:{job_id}"
-                service.register_worker(
+                workers.register_worker(
                     name=name, host="node", pid=1, gpu="0", gpu_model="", arch="sm_90",
                     can_compile=True, can_run=True, note="", queues=["grading"],
                     version="test", fleet_job=f"slurm:{job_id}",

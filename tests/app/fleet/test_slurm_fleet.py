@@ -23,14 +23,14 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.cli.database import upgrade_database
 from app.core.database import session_scope
+from app.core.fleet_settings import fleet_settings
 from app.courses.models import Lab
 from app.courses.service import add_lab
 from app.fleet import slurm as slurm_commands
 from app.fleet.autoscale import FleetLoop, SlurmBackend
-from app.fleet.models import BorrowedState, BorrowedWorker, Worker
-from app.fleet.settings import fleet_settings
-from app.grading.models import GradingJob, JobState
-from app.submissions.models import Status, Submission
+from app.fleet.models import BorrowedState, BorrowedWorker
+from app.jobs.models import Worker
+from app.submissions.models import GradingJob, JobState, Status, Submission
 from tests.app.conftest import GOOD_KERNEL, TEST_LAB, World
 from tests.app.fleet.slurm_bed import (
     Slurm,

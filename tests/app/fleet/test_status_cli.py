@@ -9,9 +9,8 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.core.database import utcnow
-from app.fleet import service
-from app.grading.models import JobState
-from app.submissions.models import Status
+from app.jobs import workers
+from app.submissions.models import JobState, Status
 from tests.app.conftest import make_world, unique
 from tests.app.factories import make_submission
 
@@ -47,7 +46,7 @@ def test_status_prints_workers_with_their_jobs_the_queue_and_errors(session: Ses
     name = unique("status-host:")
     held.worker_id = name
     session.commit()
-    service.register_worker(
+    workers.register_worker(
         name=name,
         host="status-host",
         pid=99,
@@ -63,7 +62,7 @@ def test_status_prints_workers_with_their_jobs_the_queue_and_errors(session: Ses
     try:
         result = CliRunner().invoke(cli, ["status"])
     finally:
-        service.mark_stopped(name)
+        workers.mark_stopped(name)
         held.state = parked.state = JobState.done.value
         session.commit()
     assert result.exit_code == 0, result.output

@@ -19,9 +19,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.fleet import service
-from app.fleet.models import Worker
 from app.fleet.supervisor import Supervisor, SupervisorError, parse_gpus
+from app.jobs import workers
+from app.jobs.models import Worker
 from tests.app.grading.test_celery_worker import worker_command
 
 
@@ -106,7 +106,7 @@ def test_one_worker_per_gpu_is_restarted_when_it_dies_and_all_stop_together(
             supervisor.kill()
             output, _ = supervisor.communicate()
         if killed:
-            service.mark_stopped(killed)  # killed without a word: its row would read as alive
+            workers.mark_stopped(killed)  # killed without a word: its row would read as alive
     assert supervisor.returncode == 0, output
     assert "GPU 0: worker pid" in output and "restarting it in 1 s" in output, output
     assert live() == {}, "every worker marked itself stopped"
@@ -187,7 +187,7 @@ def test_a_killed_supervisor_leaves_no_worker_or_child_behind(session: Session) 
         session.expire_all()
         for row in session.scalars(select(Worker).where(Worker.started_at >= since)).all():
             if row.stopped_at is None and row.gpu in ("0", "1"):
-                service.mark_stopped(row.name)  # stopped without a word
+                workers.mark_stopped(row.name)  # stopped without a word
 
 
 def _still_running(pids: list[int], seconds: float) -> list[int]:

@@ -12,18 +12,11 @@ import pytest
 
 from app.core.csv_out import safe_cell
 from app.courses.models import ScorePolicy
-from app.gradebook.service import (
-    Counted,
-    GradebookRow,
-    LabCell,
-    Scored,
-    Student,
-    _number,
-    counted_submission,
-    is_pending,
-    lab_cell,
-)
+from app.gradebook.service import GradebookRow, _number
+from app.policy.counting import Counted, LabCell, Scored, counted_submission, lab_cell
 from app.submissions.models import Status
+from app.submissions.service import is_pending
+from app.users.service import Student
 
 T0 = datetime(2030, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -10,8 +10,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.courses.service import add_lab
-from app.gradebook.service import late_days_left, policy_inputs, rubric_max
+from app.gradebook.service import rubric_max
 from app.latedays.models import LateDayCharge, LateDayEvent
+from app.latedays.service import late_days_left
+from app.policy.counting import policy_inputs
 from app.rubric.models import RubricItem, RubricScore
 from tests.app.conftest import World, make_world
 
@@ -96,8 +98,8 @@ def test_a_students_cells_hold_their_own_submissions_extension_and_rubric(
     from datetime import timedelta
 
     from app.core.database import utcnow
-    from app.courses.extensions import grant_extension
-    from app.gradebook.service import best_scores, student_cell
+    from app.policy.counting import best_scores, student_cell
+    from app.policy.rules import grant_extension
     from tests.app.factories import make_submission
 
     due = utcnow() - timedelta(days=2)
@@ -140,10 +142,10 @@ def test_a_team_submission_is_late_by_each_members_own_due_date_and_late_days(
     from datetime import timedelta
 
     from app.core.database import utcnow
-    from app.courses.extensions import grant_extension
     from app.gradebook.lab_roster import lab_roster
-    from app.gradebook.service import student_cell
     from app.grading.record import record_report
+    from app.policy.counting import student_cell
+    from app.policy.rules import grant_extension
     from app.submissions.service import create_submission
     from graders.results import GradeReport
 

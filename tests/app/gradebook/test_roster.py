@@ -27,7 +27,7 @@ from app.gradebook.lab_roster import (
     kernel_time_groups,
     lab_roster,
 )
-from app.gradebook.service import Counted, LabCell
+from app.policy.counting import Counted, LabCell
 from app.submissions.models import Status
 from tests.app.conftest import World
 from tests.app.factories import make_submission
@@ -291,7 +291,7 @@ def test_the_roster_goes_by_email_whatever_the_order_students_joined(
 def test_the_roster_reads_each_students_extension_rubric_and_late_flag(
     session: Session, world: World
 ) -> None:
-    from app.courses.extensions import grant_extension
+    from app.policy.rules import grant_extension
     from app.rubric.models import RubricItem, RubricScore
 
     world.lab.due_at = T0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from app.grading.heartbeat import Beats
+from app.jobs.heartbeat import Beats
 
 
 def test_it_beats_past_a_failed_beat_and_stops_with_the_block() -> None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.grading.celery_app import GRADE_TASK, QUEUE, make_celery
+from app.jobs.celery_app import GRADE_TASK, QUEUE, make_celery
 from tests.app.scaled import settings_from
 
 

@@ -10,9 +10,8 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.grading.bulk import BACKGROUND_IN_FLIGHT, background_jobs_to_send, regrade_lab
-from app.grading.models import GradingJob, JobState, Priority
 from app.grading.sweeper import sweep
-from app.submissions.models import Status
+from app.submissions.models import GradingJob, JobState, Priority, Status
 from tests.app.conftest import make_world
 from tests.app.factories import make_submission
 

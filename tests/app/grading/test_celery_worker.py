@@ -12,7 +12,7 @@ import httpx
 import pytest
 from sqlalchemy.orm import Session
 
-from app.grading.celery_app import celery_app
+from app.jobs.celery_app import celery_app
 from app.submissions.models import Status, Submission
 from tests.app.conftest import GOOD_KERNEL, World
 

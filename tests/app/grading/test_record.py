@@ -7,9 +7,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.grading.models import CaseResult, GradingJob, JobState
 from app.grading.record import record_progress, record_report
-from app.submissions.models import Status, Submission
+from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
 from graders.results import CaseResult as GradedCase
 from graders.results import GradeReport, TimingStats
 from tests.app.conftest import make_world

@@ -6,8 +6,8 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.grading.models import GradingJob, JobState, Priority
 from app.grading.worker import retime_later
+from app.submissions.models import GradingJob, JobState, Priority
 from tests.app.conftest import World
 from tests.app.factories import make_submission
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.grading.routing import gpu_queue, gpu_queues, model_key, served_keys, serves
+from app.jobs.routing import gpu_queue, gpu_queues, model_key, served_keys, serves
 
 
 def test_model_keys_ignore_case_punctuation_and_the_vendor() -> None:

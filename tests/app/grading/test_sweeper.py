@@ -12,11 +12,10 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.core.settings import get_settings
-from app.grading.celery_app import QUEUE
-from app.grading.models import GradingJob, JobState
 from app.grading.sweeper import sweep
 from app.grading.worker import NOT_YOUR_FAULT
-from app.submissions.models import Status, Submission, SubmissionEvent
+from app.jobs.celery_app import QUEUE
+from app.submissions.models import GradingJob, JobState, Status, Submission, SubmissionEvent
 from tests.app.conftest import make_world
 from tests.app.factories import make_submission
 
@@ -196,7 +195,7 @@ def test_a_gpu_worker_sweeps_only_the_compiled_jobs_its_gpu_model_serves(
 
 def job_ids_on(queue: str) -> list[int]:
     """Take every message off a broker queue; the job ids they name."""
-    from app.grading.celery_app import celery_app
+    from app.jobs.celery_app import celery_app
 
     found = []
     with celery_app.connection_for_read() as connection:
@@ -242,7 +241,7 @@ def _future() -> Any:
 def test_a_job_the_broker_lost_is_sent_again_soon_when_the_broker_holds_nothing(
     session: Session,
 ) -> None:
-    from app.grading.celery_app import celery_app
+    from app.jobs.celery_app import celery_app
 
     sent = _future()
     job = _sent_not_started(session, sent_at=sent)
@@ -257,16 +256,15 @@ def test_a_job_the_broker_lost_is_sent_again_soon_when_the_broker_holds_nothing(
 
 
 def test_a_job_waiting_behind_a_long_queue_is_not_sent_again(session: Session) -> None:
-    from app.grading.celery_app import celery_app
-    from app.grading.queue import send_job
+    from app.jobs.celery_app import celery_app
 
     celery_app.control.purge()
     sent = _future()
     job = _sent_not_started(session, sent_at=sent)
     # Its message is on the broker, and no job sent after it has been taken yet.
-    assert send_job(submission_id=job.submission_id, job_id=job.id)
+    _publish(job)
     session.refresh(job)
-    job.sent_at = sent  # as if sent then (send_job noted the real time)
+    job.sent_at = sent  # as if sent then
     session.commit()
     soon = get_settings().resend_unstarted_after_seconds
     assert job.id not in sweep(now=sent + timedelta(seconds=soon + 1)).lost
@@ -274,13 +272,12 @@ def test_a_job_waiting_behind_a_long_queue_is_not_sent_again(session: Session) -
 
 
 def test_a_job_the_queue_moved_past_is_sent_again(session: Session) -> None:
-    from app.grading.celery_app import celery_app
-    from app.grading.queue import send_job
+    from app.jobs.celery_app import celery_app
 
     celery_app.control.purge()
     sent = _future()
     job = _sent_not_started(session, sent_at=sent)
-    assert send_job(submission_id=job.submission_id, job_id=job.id)  # the broker holds one
+    _publish(job)  # the broker holds one
     session.refresh(job)
     job.sent_at = sent
     soon = get_settings().resend_unstarted_after_seconds
@@ -308,13 +305,12 @@ def test_a_job_the_queue_moved_past_is_sent_again(session: Session) -> None:
 def test_a_second_copy_taken_early_does_not_condemn_the_jobs_sent_between_its_copies(
     session: Session,
 ) -> None:
-    from app.grading.celery_app import celery_app
-    from app.grading.queue import send_job
+    from app.jobs.celery_app import celery_app
 
     celery_app.control.purge()
     sent = _future()
     waiting = _sent_not_started(session, sent_at=sent)
-    assert send_job(submission_id=waiting.submission_id, job_id=waiting.id)
+    _publish(waiting)
     session.refresh(waiting)
     waiting.sent_at = sent
     # A job first sent before it was sent again later (its sent_at is the later send), and a
@@ -359,3 +355,15 @@ def test_two_sweepers_that_find_the_same_lost_job_send_it_once(session: Session)
         assert _stamp_if_unchanged(first, mine.id, mine.sent_at, QUEUE, utcnow())
         first.commit()
         assert not _stamp_if_unchanged(second, theirs.id, theirs.sent_at, QUEUE, utcnow())
+
+
+def _publish(job: GradingJob) -> None:
+    """Put the job's message on the broker now (as its send after a commit would)."""
+    from app.jobs.send import publish
+    from app.submissions.service import grading_message
+
+    publish(
+        grading_message(
+            submission_id=job.submission_id, job_id=job.id, queue=QUEUE, stamped_at=utcnow()
+        )
+    )

@@ -17,10 +17,9 @@ from app.core.database import utcnow
 from app.core.settings import get_settings
 from app.grading import worker
 from app.grading.bulk import BACKGROUND_IN_FLIGHT
-from app.grading.celery_app import GPU_QUEUE, QUEUE, celery_app
-from app.grading.models import GradingJob, JobState, Priority
 from app.grading.sweeper import sweep
-from app.submissions.models import Status
+from app.jobs.celery_app import GPU_QUEUE, QUEUE, celery_app
+from app.submissions.models import GradingJob, JobState, Priority, Status
 from tests.app.conftest import World, make_world
 from tests.app.factories import make_submission
 

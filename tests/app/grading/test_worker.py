@@ -7,9 +7,15 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.grading.models import CaseResult, GradingJob, JobState
 from app.grading.worker import Outcome, grade_job
-from app.submissions.models import Status, Submission, SubmissionEvent
+from app.submissions.models import (
+    CaseResult,
+    GradingJob,
+    JobState,
+    Status,
+    Submission,
+    SubmissionEvent,
+)
 from tests.app.conftest import GOOD_KERNEL, World
 from tests.app.factories import upload
 

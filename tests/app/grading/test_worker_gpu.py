@@ -15,10 +15,9 @@ from sqlalchemy.orm import Session
 from app.core.settings import get_settings
 from app.courses.models import Role
 from app.courses.service import add_lab, create_course
-from app.grading.gpu_probe import run_unavailable_reason
-from app.grading.models import CaseResult, GradingJob
 from app.grading.worker import Outcome, grade_job
-from app.submissions.models import Status, Submission
+from app.jobs.gpu_probe import run_unavailable_reason
+from app.submissions.models import CaseResult, GradingJob, Status, Submission
 from tests.app.conftest import GOOD_KERNEL, World, make_member, unique
 from tests.app.grading.test_worker import history, submit_and_grade
 

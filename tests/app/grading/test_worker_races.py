@@ -14,10 +14,9 @@ from sqlalchemy.orm import Session
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.grading import worker
-from app.grading.models import GradingJob, JobState
 from app.grading.sweeper import sweep
 from app.grading.worker import Outcome, grade_job
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Status, Submission
 from tests.app.conftest import World, make_world
 from tests.app.factories import make_submission, upload
 

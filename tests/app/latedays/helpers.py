@@ -8,9 +8,8 @@ from sqlalchemy.orm import Session
 
 from app.courses.deadlines import deadline_for
 from app.courses.models import Lab
-from app.grading.models import JobState
 from app.grading.record import record_report
-from app.submissions.models import Status, Submission
+from app.submissions.models import JobState, Status, Submission
 from app.users.models import User
 from graders.results import GradeReport
 from tests.app.factories import make_submission
@@ -42,7 +41,7 @@ def record_graded(submission_id: int, *, score: float = 10.0) -> None:
     from sqlalchemy import select
 
     from app.core.database import session_scope
-    from app.grading.models import GradingJob
+    from app.submissions.models import GradingJob
 
     with session_scope() as session:
         submission = session.get_one(Submission, submission_id)

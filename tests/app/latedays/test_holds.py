@@ -18,11 +18,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.courses.extensions import grant_extension
 from app.courses.models import Lab
-from app.grading.models import GradingJob
 from app.grading.tasks import grade
 from app.latedays.models import LateDayReservation
+from app.policy.rules import grant_extension
+from app.submissions.models import GradingJob
 from tests.app.conftest import GOOD_KERNEL, World, make_world
 from tests.app.factories import make_submission
 from tests.app.grading.test_worker import SYNTAX_ERROR

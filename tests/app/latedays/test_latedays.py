@@ -14,11 +14,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.courses.extensions import grant_extension
 from app.courses.models import LatePolicy
 from app.gradebook.service import canvas_csv, gradebook_csv
 from app.latedays.models import LateDayCharge, LateDayEvent
 from app.latedays.service import balance
+from app.policy.rules import grant_extension
 from tests.app.conftest import GOOD_KERNEL, World, make_world
 from tests.app.latedays.helpers import graded
 
@@ -115,7 +115,7 @@ def test_two_labs_share_the_budget_first_counted_first_served(session: Session) 
     }
     assert charges == {world.lab.id: 2, second.id: 0}
     # A day given later covers the lab still short.
-    from app.latedays.service import adjust
+    from app.policy.settle import adjust
 
     adjust(
         session,

@@ -31,9 +31,8 @@ from app.cli.database import upgrade_database
 from app.core.database import utcnow
 from app.courses.models import Lab
 from app.courses.service import add_lab
-from app.grading.models import JobState
 from app.latedays.models import LateDayCharge, LateDayEvent
-from app.submissions.models import Status
+from app.submissions.models import JobState, Status
 from tests.app.conftest import World, make_world
 from tests.app.factories import make_submission
 from tests.app.latedays.helpers import record_graded

@@ -17,11 +17,11 @@ import httpx
 import pytest
 from sqlalchemy.orm import Session
 
-import app.latedays.recount as recount
+import app.policy.recount as recount
 from app.core.database import utcnow
 from app.courses.models import Role
 from app.courses.service import add_lab
-from app.latedays.recount import sweep_recounts
+from app.policy.recount import sweep_recounts
 from tests.app.conftest import GOOD_KERNEL, Member, World, make_member, make_world
 from tests.app.latedays.helpers import graded
 from tests.app.races import live, race_database  # noqa: F401
@@ -112,7 +112,7 @@ async def test_the_sweep_finishes_a_recount_its_request_left(
 ) -> None:
     world, members = _late_course(session, students=4)
     monkeypatch.setattr(recount, "BATCH_SETTLES", 3)
-    import app.api.latedays as api
+    import app.policy.api as api
 
     # The request's process stops after the first batch, before a thread took the rest over.
     monkeypatch.setattr(api, "recount_after_change", lambda course_id: recount.recount_batch(

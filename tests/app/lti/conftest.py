@@ -17,14 +17,14 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.auth.models import SignInProblem, UserIdentity
+from app.auth.models import SignInProblem
 from app.core.settings import get_settings
 from app.courses.models import Enrollment
 from app.lti.key_sets import forget as forget_key_sets
 from app.lti.models import LtiContext, LtiPlatform
 from app.lti.registrations import RegistrationValues, create_registration
 from app.lti.tool import forget_tokens
-from app.users.models import User
+from app.users.models import User, UserIdentity
 from tests.app.conftest import PASSWORD, World, make_world
 from tests.app.lti.platform import (
     INSTRUCTOR,

@@ -12,11 +12,11 @@ import jwt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.auth.models import UserIdentity
 from app.core.errors import Conflict
 from app.courses.models import Role
-from app.courses.people import add_member
 from app.lti.registrations import RegistrationValues, create_registration
+from app.people.service import add_member
+from app.users.models import UserIdentity
 from tests.app.conftest import World, make_member, make_world, unique
 from tests.app.lti.conftest import Browser, link_course, log_in, register, registered_and_linked
 from tests.app.lti.platform import INSTRUCTOR, NRPS_SCOPE, Person, TestPlatform

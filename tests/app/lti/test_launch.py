@@ -5,10 +5,9 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.auth.models import UserIdentity
 from app.courses.models import Enrollment, Role
 from app.lti.models import LtiContext, LtiResourceLink
-from app.users.models import User
+from app.users.models import User, UserIdentity
 from tests.app.conftest import World, unique
 from tests.app.lti.conftest import Browser, registered_and_linked
 from tests.app.lti.platform import INSTRUCTOR, TA, TestPlatform

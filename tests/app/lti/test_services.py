@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.auth.models import UserIdentity
 from app.core.database import utcnow
 from app.courses.models import Enrollment, Role
 from app.lti.grades import send_due_scores
@@ -18,7 +17,7 @@ from app.lti.models import LtiLineItem, LtiScoreSync, SyncState
 from app.lti.roster import sync_wanted_rosters
 from app.lti.scores import note_grading
 from app.lti.service import overview
-from app.users.models import User
+from app.users.models import User, UserIdentity
 from tests.app.conftest import World
 from tests.app.factories import make_submission
 from tests.app.lti.conftest import Browser, link_course, log_in, register, registered_and_linked

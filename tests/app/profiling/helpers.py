@@ -15,10 +15,9 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.models import Lab
-from app.grading.models import JobState
 from app.grading.record import record_report
 from app.profiling.models import KernelProfile, ProfileReport, ProfileState, ReferenceProfile
-from app.submissions.models import Status, Submission
+from app.submissions.models import JobState, Status, Submission
 from app.users.models import User
 from graders.results import CaseResult, GpuInfo, GradeReport, TimingStats
 from tests.app.factories import make_submission

@@ -18,13 +18,12 @@ from sqlalchemy.orm import Session
 from app.core.settings import get_settings
 from app.courses.models import Role
 from app.courses.service import add_lab, create_course
-from app.grading.gpu_probe import run_unavailable_reason, worker_gpu
-from app.grading.models import GradingJob
 from app.grading.worker import Outcome, grade_job
+from app.jobs.gpu_probe import run_unavailable_reason, worker_gpu
 from app.profiling.jobs import profile_job
 from app.profiling.models import ProfileState, ReferenceProfile
 from app.profiling.service import latest_profile, request_profile
-from app.submissions.models import Submission
+from app.submissions.models import GradingJob, Submission
 from graders.profile import tool
 from graders.spec import builtin_labs_dir
 from tests.app.conftest import make_member, unique

@@ -60,8 +60,8 @@ def test_no_profile_after_a_failed_case_and_none_twice_for_one_lab_version(
     sub = make_timed_submission(session, user=world.student.user, lab=world.lab, median_ms=1.0)
     first = latest_profile(session, submission_id=sub.id)
     # A regrade of the same submission against the same lab version queues none again.
-    from app.grading.models import GradingJob, JobState
     from app.grading.record import record_report
+    from app.submissions.models import GradingJob, JobState
     from graders.results import GpuInfo, GradeReport
 
     job = GradingJob(submission_id=sub.id, state=JobState.started.value, queued_at=utcnow())

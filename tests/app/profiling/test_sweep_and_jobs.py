@@ -13,14 +13,14 @@ from sqlalchemy.orm import Session
 
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
-from app.fleet.models import Worker
-from app.grading.celery_app import GPU_QUEUE
-from app.grading.models import GradingJob, JobState
+from app.jobs.celery_app import GPU_QUEUE
+from app.jobs.models import Worker
 from app.profiling import jobs
 from app.profiling.jobs import FAILED_ON_OUR_SIDE, profile_job
 from app.profiling.models import KernelProfile, ProfileState
 from app.profiling.service import latest_profile, request_profile
 from app.profiling.sweep import profiles_to_send
+from app.submissions.models import GradingJob, JobState
 from graders.profile import tool
 from tests.app.conftest import World, unique
 from tests.app.factories import make_submission, make_timed_submission
@@ -76,7 +76,7 @@ def test_a_profile_goes_out_only_once_no_grading_waits(
         .values(state=JobState.done.value)
     )
     sent = profiles_to_send(session, now=utcnow())
-    assert [(pid, queue) for pid, queue, _ in sent] == [(profile.id, GPU_QUEUE)]
+    assert [(s.job_id, s.queue) for s in sent] == [(profile.id, GPU_QUEUE)]
     session.refresh(profile)
     assert profile.sent_at is not None and profile.sent_queue == GPU_QUEUE
 
@@ -98,7 +98,7 @@ def test_one_at_a_time_and_staffs_requests_first(
     other, _ = make_submission(session, user=world.other_student.user, lab=world.lab)
     asked = request_profile(session, user=world.ta.user, submission=other, now=utcnow())
     sent = profiles_to_send(session, now=utcnow())
-    assert [pid for pid, _, _ in sent] == [asked.id]
+    assert [s.job_id for s in sent] == [asked.id]
     assert profiles_to_send(session, now=utcnow()) == []  # one is out already
     queued = latest_profile(session, submission_id=first.id)
     assert queued is not None and queued.sent_at is None

@@ -17,8 +17,8 @@ from app.core.database import utcnow
 from app.core.errors import Closed
 from app.courses.release import regrade_requests_close_at
 from app.courses.service import add_lab
-from app.grading.models import CaseResult
 from app.regrades.service import ask
+from app.submissions.models import CaseResult
 from tests.app.conftest import make_world
 from tests.app.factories import make_submission
 from tests.app.latedays.helpers import graded
@@ -139,7 +139,7 @@ async def test_what_an_asker_reads_when_a_request_cannot_be_made(
     world.lab.team_size = 2
     world.pair_up(session, now=utcnow() - timedelta(hours=1))
     sub, job = make_submission(session, user=world.student.user, lab=world.lab, score=6)
-    from app.teams.service import credit_submission
+    from app.submissions.credits import credit_submission
 
     credit_submission(session, submission=sub, lab=world.lab)
     # Another student's submission has a case this one lacks.

@@ -85,7 +85,7 @@ async def test_teammates_asking_at_once_open_one_request_between_them(
     world.lab.team_size = 2
     world.pair_up(session, now=utcnow() - timedelta(hours=1))
     sub, _ = make_submission(session, user=world.student.user, lab=world.lab, score=6)
-    from app.teams.service import credit_submission
+    from app.submissions.credits import credit_submission
 
     credit_submission(session, submission=sub, lab=world.lab)
     session.commit()

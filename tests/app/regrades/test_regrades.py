@@ -15,9 +15,8 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.gradebook.service import canvas_csv, gradebook_csv
-from app.grading.models import GradingJob, JobState
 from app.rubric.service import add_item
-from app.submissions.models import Status
+from app.submissions.models import GradingJob, JobState, Status
 from tests.app.conftest import make_world
 from tests.app.factories import make_submission
 

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.grading.models import CaseResult, GradingJob
 from app.regrades.models import RegradeEvent
+from app.submissions.models import CaseResult, GradingJob
 from tests.app.conftest import World, make_world
 from tests.app.factories import make_submission
 from tests.app.regrades.test_answers import _answer, _ask

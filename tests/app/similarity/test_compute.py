@@ -17,12 +17,12 @@ import app.similarity.compute as similarity_compute
 from app.core.database import utcnow
 from app.courses.models import Lab, Role
 from app.courses.service import add_lab, create_course, enroll
-from app.grading.models import JobState
 from app.similarity.models import EarlierOffering, SimilarityReport
 from app.similarity.service import pairs_of
 from app.similarity.tasks import compute
-from app.submissions.models import Status, Submission
-from app.teams.service import credit_submission, form_team
+from app.submissions.credits import credit_submission
+from app.submissions.models import JobState, Status, Submission
+from app.teams.service import form_team
 from app.users.models import User
 from tests.app.conftest import World, make_member, make_world, unique
 from tests.app.factories import make_submission

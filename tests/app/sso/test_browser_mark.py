@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.main import create_app
-from app.sso.routes import BROWSER_COOKIE, SAML_STATE_SECONDS
+from app.sso.pages import BROWSER_COOKIE, SAML_STATE_SECONDS
 from tests.app.conftest import unique
 from tests.app.lti.conftest import Browser
 from tests.app.sso.idp import TestIdp

@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.auth.models import SignInProblem, UserIdentity
+from app.auth.models import SignInProblem
 from app.core.mail import outbox
 from app.sso.service import add_provider
-from app.users.models import User
+from app.users.models import User, UserIdentity
 from app.users.service import find_user
 from tests.app.conftest import World, make_world, unique
 from tests.app.lti.conftest import Browser, log_in, registered_and_linked

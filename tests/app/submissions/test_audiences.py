@@ -58,7 +58,7 @@ async def test_a_compiled_submission_tells_its_student_no_staff_detail(
 async def test_staff_notes_show_commands_as_code_never_raw_backticks(
     client: httpx.AsyncClient, world: World, session: Session
 ) -> None:
-    from app.fleet.service import NO_RUNNER
+    from app.jobs.workers import NO_RUNNER
     from app.submissions.models import Status
     from app.submissions.service import set_status
 

@@ -16,13 +16,12 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
 from app.core.timefmt import when_text
-from app.courses.extensions import grant_extension
 from app.courses.models import LatePolicy, Role
 from app.courses.service import add_lab, enroll
-from app.fleet.service import queued_message
-from app.grading.models import GradingJob, JobState, Priority
+from app.jobs.workers import queued_message
+from app.policy.rules import grant_extension
 from app.submissions import service
-from app.submissions.models import Status, Submission
+from app.submissions.models import GradingJob, JobState, Priority, Status, Submission
 from app.teams.models import SubmissionCredit, Team
 from tests.app.conftest import World, make_member, make_world
 from tests.app.factories import make_submission

@@ -18,8 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import get_engine
 from app.courses.models import Role
-from app.grading.models import JobState
-from app.submissions.models import Status
+from app.submissions.models import JobState, Status
 from tests.app.conftest import World, make_member, make_world
 from tests.app.factories import make_submission, make_timed_submission
 from tests.app.web.test_routes import login
@@ -199,3 +198,61 @@ async def test_the_canvas_gradebook_and_the_pending_counts_come_from_the_same_on
             assert statements.reading(column) == [], column
         counts.append(len([s for s in statements.seen if s.startswith("select")]))
     assert counts[0] == counts[2] and counts[1] == counts[3], counts
+
+
+def test_a_submission_reads_in_three_queries(
+    world: World, session: Session, statements: Statements
+) -> None:
+    from app.submissions.models import Submission
+    from app.submissions.schemas import submission_read
+
+    timed = make_timed_submission(session, user=world.student.user, lab=world.lab, median_ms=0.5)
+    session.commit()
+    for staff in (False, True):
+        session.expire_all()
+        submission = session.get_one(Submission, timed.id)
+        statements.seen.clear()
+        view = submission_read(session, submission=submission, viewer_is_staff=staff)
+        assert view.cases and view.gpu_model == "NVIDIA H100 80GB HBM3"
+        selects = [s for s in statements.seen if s.startswith("select")]
+        # Its lab, course, author and jobs; its jobs' cases (and the hidden ones' names); its
+        # history. Five before the reads were folded (the lab, the jobs, the cases, the hidden
+        # cases' names, the history).
+        assert len(selects) == 3, "\n".join(selects)
+
+
+def test_a_student_reads_a_hidden_case_by_its_name_only_whichever_job_ran_it(
+    world: World, session: Session
+) -> None:
+    from datetime import timedelta
+
+    from app.core.database import utcnow
+    from app.submissions.models import CaseResult, GradingJob
+    from app.submissions.schemas import submission_read
+    from app.submissions.service import set_status
+
+    first_summary = "1 of 2 cases passed; the first failure is big-hidden (wrong answer)."
+    submission, first = make_submission(session, user=world.student.user, lab=world.lab)
+    first.attempt, first.finished_at = 1, utcnow() - timedelta(minutes=5)
+    session.add(CaseResult(job_id=first.id, name="big-hidden", hidden=True, verdict="wrong_answer"))
+    set_status(session, submission, Status.graded, first_summary)
+    # A regrade ran only visible cases; the first grading's history still names the hidden one.
+    again = GradingJob(
+        submission_id=submission.id,
+        state=JobState.done.value,
+        attempt=1,
+        queued_at=utcnow(),
+        finished_at=utcnow(),
+    )
+    session.add(again)
+    session.flush()
+    session.add(CaseResult(job_id=again.id, name="small", passed=True, verdict="pass"))
+    set_status(session, submission, Status.graded, "All cases passed.")
+    session.commit()
+    # The lab has no due date, so its grades (and hidden cases' details) are not released.
+    student = submission_read(session, submission=submission, viewer_is_staff=False)
+    assert [case.name for case in student.cases] == ["small"]
+    history = " ".join(change.message for change in student.history)
+    assert "big-hidden (hidden)" in history and "wrong answer" not in history
+    staff = submission_read(session, submission=submission, viewer_is_staff=True)
+    assert "big-hidden (wrong answer)" in " ".join(change.message for change in staff.history)

@@ -233,7 +233,7 @@ def test_the_leaderboard_counts_a_team_once(session: Session) -> None:
         )
     for member, ms in ((world.student, 2.0), (world.other_student, 1.5)):
         sub = make_timed_submission(session, user=member.user, lab=world.lab, median_ms=ms)
-        from app.teams.service import credit_submission
+        from app.submissions.credits import credit_submission
 
         credit_submission(session, submission=sub, lab=world.lab)
     session.commit()

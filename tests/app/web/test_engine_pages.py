@@ -10,9 +10,8 @@ from sqlalchemy.orm import Session
 
 from app.courses.models import Role
 from app.courses.service import add_lab, create_course
-from app.grading.models import JobState
 from app.grading.record import record_report
-from app.submissions.models import Status
+from app.submissions.models import JobState, Status
 from graders.results import CaseResult, GradeReport
 from tests.app.conftest import make_member, unique
 from tests.app.factories import make_submission

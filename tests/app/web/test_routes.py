@@ -167,9 +167,8 @@ def _graded_before_due_date(session: Session, report: Any) -> tuple[World, int]:
     from datetime import timedelta
 
     from app.core.database import utcnow
-    from app.grading.models import JobState
     from app.grading.record import record_report
-    from app.submissions.models import Status
+    from app.submissions.models import JobState, Status
     from tests.app.conftest import make_world
     from tests.app.factories import make_submission
 
@@ -273,8 +272,8 @@ async def test_the_source_view_numbers_lines_as_the_compiler_does(
 ) -> None:
     from sqlalchemy import select
 
-    from app.grading.models import GradingJob
     from app.grading.worker import grade_job
+    from app.submissions.models import GradingJob
 
     # A form feed (old editors put them between sections) is whitespace to the compiler, not a
     # line break: the error on line 4 must be line 4 of the page too.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from graders.config import DEFAULT_GPU_JOBS, DEFAULT_RESERVE_MB
 from graders.run import memory
 from graders.spec import load_builtin_lab
 
@@ -106,14 +107,13 @@ def test_a_lab_needs_more_than_its_largest_case_and_timing_adds_arms() -> None:
     assert memory.need_bytes(lab, timing=False, sanitizer=False, global_bytes=GIB) == plain + GIB
 
 
-def test_the_reserve_comes_from_the_environment_where_the_worker_gives_none(
+def test_the_reserve_is_the_workers_or_the_default_never_the_environments(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The worker passes its setting (graders.config.EngineSettings); the engine reads none.
     monkeypatch.setenv("KERNELGRADER_GPU_MEMORY_RESERVE_MB", "512")
-    assert memory.reserve_bytes() == 512 << 20
+    assert memory.reserve_bytes() == DEFAULT_RESERVE_MB << 20
     assert memory.reserve_bytes(100) == 100 << 20
-    monkeypatch.delenv("KERNELGRADER_GPU_MEMORY_RESERVE_MB")
-    assert memory.reserve_bytes() == memory.DEFAULT_RESERVE_MB << 20
 
 
 class FakeTime:
@@ -226,15 +226,12 @@ def test_a_wait_cut_short_leaves_the_queue(tmp_path: Path) -> None:
     t.release()
 
 
-def test_the_jobs_cap_comes_from_the_environment_where_the_worker_gives_none(
+def test_the_jobs_cap_is_the_workers_or_the_default_never_the_environments(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("KERNELGRADER_GPU_JOBS", raising=False)
-    assert memory.jobs_cap() == memory.DEFAULT_JOBS == 3
     monkeypatch.setenv("KERNELGRADER_GPU_JOBS", "5")
-    assert memory.jobs_cap() == 5
-    monkeypatch.setenv("KERNELGRADER_GPU_JOBS", "0")
-    assert memory.jobs_cap() == 0
+    assert memory.jobs_cap() == DEFAULT_GPU_JOBS == 3
+    assert memory.jobs_cap(0) == 0
     assert memory.jobs_cap(2) == 2
 
 
@@ -355,11 +352,7 @@ def test_ledger_folders_are_made_with_their_parents(tmp_path: Path) -> None:
     t.release()
 
 
-def test_reserve_and_jobs_ignore_what_is_not_a_number(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KERNELGRADER_GPU_MEMORY_RESERVE_MB", "lots")
-    assert memory.reserve_bytes() == memory.DEFAULT_RESERVE_MB << 20
-    monkeypatch.setenv("KERNELGRADER_GPU_JOBS", "many")
-    assert memory.jobs_cap() == memory.DEFAULT_JOBS
+def test_reserve_and_jobs_below_zero_are_none() -> None:
     assert memory.reserve_bytes(0) == 0
     assert memory.reserve_bytes(-5) == 0
 

@@ -1,0 +1,140 @@
+"""The rubric's pages: a lab's rubric items, reusable comments and each student's points."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.database import utcnow
+from app.core.errors import DomainError, Invalid
+from app.courses.models import Course, Enrollment, Lab, Role
+from app.courses.release import is_released
+from app.courses.service import find_lab, require_staff
+from app.rubric import service as rubric
+from app.users.models import User
+from app.users.service import find_user
+from app.web.deps import WebDb
+from app.web.forms import back_to, refused
+from app.web.templating import check_csrf, render
+
+router = APIRouter(include_in_schema=False)
+
+
+def _rubric_context(
+    session: Session, user: User, found: Course, row: Lab, email: str
+) -> dict[str, object]:
+    role = require_staff(session, user=user, course=found)
+    students = session.scalars(
+        select(User)
+        .join(Enrollment, Enrollment.user_id == User.id)
+        .where(Enrollment.course_id == found.id, Enrollment.role == Role.student.value)
+        .order_by(User.email)
+    ).all()
+    chosen = find_user(session, email=email) if email else None
+    return {
+        "course": found,
+        "lab": row,
+        "role": role,
+        "items": rubric.items_of(session, lab=row),
+        "comments": rubric.comments_of(session, lab=row),
+        "students": students,
+        "graded": rubric.graded_counts(session, lab=row),
+        "chosen": chosen,
+        "grades": rubric.grades_of(session, lab=row, user_id=chosen.id) if chosen else [],
+        "released": is_released(found, row, now=utcnow()),
+        "message": "",
+        "error": None,
+    }
+
+
+@router.get("/courses/{course}/labs/{lab}/rubric", response_class=HTMLResponse)
+async def rubric_page(
+    request: Request, course: str, lab: str, web: WebDb, email: str = "", message: str = ""
+) -> Response:
+    def page(session: Session, user: User) -> Response:
+        found, row = find_lab(session, course=course, lab=lab)
+        context = _rubric_context(session, user, found, row, email)
+        context["message"] = message[:300]
+        return render(request, "rubric.html", context)
+
+    return await web.run(page)
+
+
+@router.post("/courses/{course}/labs/{lab}/rubric", response_class=HTMLResponse)
+async def rubric_form(request: Request, course: str, lab: str, web: WebDb) -> Response:
+    """Add an item (instructors), a reusable comment, or a student's points (staff). The form's
+    fields are read as sent: one points and one comment field per item."""
+    form = await request.form()
+    fields = {k: str(v) for k, v in form.items()}
+
+    def work(session: Session, user: User) -> Response:
+        check_csrf(request, fields.get("csrf_token", ""))
+        found, row = find_lab(session, course=course, lab=lab)
+        email = fields.get("email", "")
+        back = f"/courses/{found.slug}/labs/{row.slug}/rubric"
+        try:
+            role = require_staff(session, user=user, course=found)
+            action = fields.get("action", "")
+            if action == "item":
+                if role is not Role.instructor:
+                    raise Invalid("Only instructors add rubric items.")
+                try:
+                    worth = float(fields.get("max_points", ""))
+                except ValueError:
+                    raise Invalid("Give the item's points as a number.") from None
+                item = rubric.add_item(
+                    session,
+                    lab=row,
+                    title=fields.get("title", ""),
+                    max_points=worth,
+                    description=fields.get("description", ""),
+                )
+                said = f"Added {item.title} ({item.max_points:g} points)."
+            elif action == "comment":
+                item_id = int(fields.get("item", "0") or 0)
+                item = rubric.get_item(session, lab=row, item_id=item_id)
+                rubric.add_comment(session, item=item, text=fields.get("text", ""), by=user)
+                said = f"Saved a reusable comment for {item.title}."
+            elif action == "grade":
+                student = find_user(session, email=email)
+                if student is None:
+                    raise Invalid("Choose a student to grade.")
+                scores: dict[int, tuple[float | None, str]] = {}
+                for item in rubric.items_of(session, lab=row):
+                    raw = fields.get(f"points_{item.id}", "").strip()
+                    comment = fields.get(f"comment_{item.id}", "").strip()
+                    reuse = fields.get(f"reuse_{item.id}", "").strip()
+                    if reuse:
+                        comment = (reuse + ("\n" + comment if comment else "")).strip()
+                    try:
+                        points = float(raw) if raw else None
+                    except ValueError:
+                        raise Invalid(f"{item.title}: {raw!r} is not a number.") from None
+                    scores[item.id] = (points, comment)
+                rubric.grade(
+                    session,
+                    course=found,
+                    lab=row,
+                    student=student,
+                    scores=scores,
+                    by=user,
+                    now=utcnow(),
+                )
+                said = f"Saved the rubric points of {student.email}."
+                back += f"?email={student.email}"
+                return RedirectResponse(f"{back}&message={said}", status_code=303)
+            else:
+                raise Invalid("That is not something this page does; reload it.")
+        except DomainError as exc:
+            return refused(
+                request,
+                session,
+                exc,
+                "rubric.html",
+                lambda: _rubric_context(session, user, found, row, email),
+            )
+        return back_to(back, said)
+
+    return await web.run(work)
