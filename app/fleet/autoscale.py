@@ -342,11 +342,14 @@ def run_pass(
         # again (a worker killed right after taking a job was ended as though it had none).
         _link_workers(session, backend.name, now)
         session.flush()
+        observed = set(open_ids)
         for row in session.scalars(
             select(BorrowedWorker).where(
                 BorrowedWorker.backend == backend.name, BorrowedWorker.state.in_(OPEN)
             )
         ):
+            if row.job_id not in observed:
+                continue  # adopted just now, after the scheduler was asked: followed next pass
             if _follow(session, row, statuses.get(row.job_id), now=now, settings=settings):
                 report.ended.append(row.key)
         session.flush()
