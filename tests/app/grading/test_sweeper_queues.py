@@ -18,7 +18,7 @@ from app.core.settings import get_settings
 from app.grading import worker
 from app.grading.bulk import BACKGROUND_IN_FLIGHT
 from app.grading.sweeper import sweep
-from app.jobs.celery_app import GPU_QUEUE, QUEUE, celery_app
+from app.jobs.celery_app import GPU_QUEUE, GRADE_TASK, QUEUE, celery_app
 from app.submissions.models import GradingJob, JobState, Priority, Status
 from tests.app.conftest import World, make_world
 from tests.app.factories import make_submission
@@ -29,7 +29,8 @@ QUEUES = (QUEUE, GPU_QUEUE, H100)
 
 
 def job_ids_on(queue: str) -> list[int]:
-    """Take every message off a broker queue; the job ids they name."""
+    """Take every message off a broker queue; the grading jobs they name (an earlier test's
+    similarity report or profile, sent on the same queue, is taken off and not counted)."""
     found = []
     with celery_app.connection_for_read() as connection:
         simple = connection.SimpleQueue(queue)
@@ -37,7 +38,8 @@ def job_ids_on(queue: str) -> list[int]:
             while True:
                 message = simple.get_nowait()
                 message.ack()
-                found.append(int(message.payload[0][1]))
+                if message.headers.get("task") == GRADE_TASK:
+                    found.append(int(message.payload[0][1]))
         except simple.Empty:
             pass
         finally:
