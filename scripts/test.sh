@@ -14,11 +14,11 @@ KERNELGRADER_DATABASE_URL="sqlite:///$(mktemp -d)/alembic-check.db" scripts/alem
 if [ "$#" -gt 0 ]; then
     exec pytest "$@"
 fi
-# The whole suite: most of it in two processes (pytest-xdist, a test file per process at a
-# time; CI's machine has two cores), then the tests marked `alone` (time limits and answer times,
-# named in tests/conftest.py) in one process with nothing beside them. Both parts always run;
-# the script fails if either does.
+# The whole suite: most of it in two processes (pytest-xdist; each takes every other test file,
+# always the same ones in the same order, as tests/conftest.py groups them; CI's machine has two
+# cores), then the tests marked `alone` (time limits and answer times, named in tests/conftest.py)
+# in one process with nothing beside them. Both parts always run; the script fails if either does.
 status=0
-pytest -n 2 --dist loadfile -m "not alone" || status=$?
+pytest -n 2 --dist loadgroup -m "not alone" || status=$?
 pytest -m alone || status=$?
 exit "$status"
