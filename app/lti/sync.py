@@ -13,9 +13,7 @@ from sqlalchemy import select
 from app.auth.pages import installed
 from app.auth.states import forget_expired
 from app.core.database import session_scope
-from app.lti.grades import send_due_scores
 from app.lti.models import LtiPlatform
-from app.lti.roster import sync_wanted_rosters
 
 log = logging.getLogger(__name__)
 
@@ -23,12 +21,15 @@ EVERY_SECONDS = 10.0
 
 
 def sync_once() -> None:
-
     with session_scope() as session:
         forget_expired(session)
         registered = session.scalar(select(LtiPlatform.id).limit(1)) is not None
     if not registered:
         return  # no LMS here: the LTI library is not even imported
+    # Here, not at the top: they load pylti1p3 (the `sso` extra), and a worker installed
+    # without it imports this module and must start (the Docker worker image has no extra).
+    from app.lti.grades import send_due_scores
+    from app.lti.roster import sync_wanted_rosters
 
     for sentence in sync_wanted_rosters():
         log.info("LTI roster: %s", sentence)
