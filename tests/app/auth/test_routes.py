@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -30,3 +35,56 @@ def test_with_it_installed_the_routes_are_there() -> None:
     assert routes.installed()
     paths = {getattr(r, "path", "") for router in main.sign_in_routers() for r in router.routes}
     assert {"/lti/login", "/lti/launch", "/lti/jwks", "/sso/{slug}/callback"} <= paths
+
+
+# A worker installed without the `sso` extra (the Docker worker image) starts: the modules its
+# command imports load none of pylti1p3, Authlib or pysaml2 (Docker's smoke test found a worker
+# that died at start with "No module named 'pylti1p3'", its upload left queued).
+ROOT = Path(__file__).resolve().parents[3]
+# What `kernelgrader worker` imports (app/cli/workers.py's `worker`), and the task modules Celery
+# loads at its start (app/jobs/celery_app.py's `include`).
+WORKER_IMPORTS = [
+    "app.cli.workers",
+    "app.jobs.gpu_probe",
+    "app.core.settings",
+    "app.grading.engine",
+    "app.grading.sandbox_cleanup",
+    "app.grading.sweeper",
+    "app.jobs.celery_app",
+    "app.jobs.presence",
+    "app.jobs.routing",
+    "app.jobs.workers",
+    "app.lti.sync",
+    "app.grading.tasks",
+    "app.profiling.tasks",
+    "app.similarity.tasks",
+]
+
+
+def test_the_workers_modules_load_without_the_sso_extra(tmp_path: Path) -> None:
+    program = textwrap.dedent(
+        f"""
+        import importlib, sys
+
+        # As though not installed: an import fails, importlib.util.find_spec finds nothing.
+        for name in ("pylti1p3", "authlib", "saml2"):
+            sys.modules[name] = None
+        for module in {WORKER_IMPORTS!r}:
+            importlib.import_module(module)
+        from app.lti.sync import LtiSyncThread
+        from app.auth.pages import installed
+        print("loaded", installed())
+        """
+    )
+    env = {
+        "KERNELGRADER_ENV": "test",
+        "KERNELGRADER_DATA_DIR": str(tmp_path),
+        "KERNELGRADER_SECRET_KEY": "test-secret-key-not-for-production",
+        "KERNELGRADER_GRADING_SECRET": "test-grading-secret",
+        "PATH": "/usr/bin:/bin",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "loaded False", done.stdout
