@@ -330,10 +330,15 @@ async def offer_uploads(
     return owners
 
 
+# /health is asked with this long a wait: longer is "no answer". How long it took is a figure
+# (the slowest, and how many took over a second), never a verdict: the machine may be shared.
+HEALTH_WAIT_SECONDS = 10.0
+
+
 async def watch_health(base: str, results: Results, stop: asyncio.Event, start: float) -> None:
     import httpx
 
-    async with httpx.AsyncClient(timeout=1.0) as client:
+    async with httpx.AsyncClient(timeout=HEALTH_WAIT_SECONDS) as client:
         while not stop.is_set():
             t0 = time.monotonic()
             try:
@@ -803,11 +808,9 @@ async def _run(
     statuses = _count(s for s, _, _ in results.uploads)
     accepted = [t for s, t, _ in results.uploads if s == 202]
     answered = [t for s, t, _ in results.uploads if s]
-    # Answered means an answer within a second: 200, or 503 while the database was away.
+    # Answered means 200, or 503 while the database was away, within HEALTH_WAIT_SECONDS.
     bad_health = [
-        (round(t, 1), status)
-        for t, took, status in results.health
-        if status not in (200, 503) or took > 1.0
+        (round(t, 1), status) for t, _, status in results.health if status not in (200, 503)
     ]
     slowest = sorted(results.timeline, key=lambda item: -item[1])[:5]
     reads_ok = [t for s, t in results.reads if s == 200]
@@ -848,6 +851,7 @@ async def _run(
             "asked": len(results.health),
             "bad": len(bad_health),
             "bad_examples": bad_health[:5],
+            "over_a_second": sum(1 for _, took, _ in results.health if took > 1.0),
             "max_seconds": max((t for _, t, _ in results.health), default=None),
         },
         "events": [(round(t, 1), what) for t, what in results.events],
@@ -898,7 +902,10 @@ def verdict(result: dict[str, Any]) -> list[str]:
     if result["refusals_without_sentence"]:
         problems.append(f"{result['refusals_without_sentence']} refusals lacked a sentence")
     if result["health"]["bad"]:
-        problems.append(f"/health did not answer within 1 s {result['health']['bad']} times")
+        problems.append(
+            f"/health did not answer (200 or 503 within {HEALTH_WAIT_SECONDS:.0f} s) "
+            f"{result['health']['bad']} times"
+        )
     return problems
 
 
@@ -919,8 +926,9 @@ def show(result: dict[str, Any]) -> None:
         "slowest uploads (sent at s, seconds, status): "
         + ", ".join(str(tuple(u.values())) for u in result["slowest_uploads"]),
         f"health: asked {result['health']['asked']} times, 503 (database away) "
-        f"{result['health']['503']}, no answer or > 1 s: "
-        f"{result['health']['bad']}, slowest {ms(result['health']['max_seconds'])}",
+        f"{result['health']['503']}, no answer: {result['health']['bad']}, "
+        f"over 1 s: {result['health']['over_a_second']}, "
+        f"slowest {ms(result['health']['max_seconds'])}",
         f"faults: {result['events']}",
         f"all final {result['all_final_after_seconds']} s after the start; "
         f"after the broker restart: {result['final_after_broker_restart_seconds']} s",

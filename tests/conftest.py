@@ -43,9 +43,9 @@ def command_lines_with(text: str) -> list[str]:
     return found
 
 
-# Tests that hold a wall-clock limit or an answer time against a busy machine (a sandbox's
-# 2 s limit, a compile bomb that must meet its memory limit before its time limit, /health
-# within 1 s during a rush). scripts/test.sh runs the rest in two processes and these after
+# Tests that hold a wall-clock limit or load the machine themselves (a sandbox's 2 s limit, a
+# compile bomb that must meet its memory limit before its time limit, a rush whose uploads and
+# /health must keep answering). scripts/test.sh runs the rest in two processes and these after
 # them, alone, so the machine's other process cannot push them over their limits.
 ALONE = (
     "tests/app/fleet/test_supervisor.py",
