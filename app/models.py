@@ -4,7 +4,7 @@ from app.auth.models import SignInProblem, SignInState
 from app.core.database import Base
 from app.courses.models import Course, Enrollment, Extension, Lab, LeaderboardEntry
 from app.fleet.models import BorrowedWorker, FleetRunner
-from app.grading.models import ReferenceTiming
+from app.grading.models import KeptProgram, ReferenceTiming
 from app.jobs.models import Worker
 from app.latedays.models import LateDayCharge, LateDayEvent, LateDayReservation
 from app.lti.models import (
@@ -41,6 +41,7 @@ __all__ = [
     "LateDayCharge",
     "LateDayEvent",
     "LateDayReservation",
+    "KeptProgram",
     "LeaderboardEntry",
     "ProfileReport",
     "ReferenceProfile",

@@ -1,11 +1,12 @@
-"""Reference kernels' timings, kept per GPU model and lab version and shared by every worker."""
+"""What workers keep for one another: reference kernels' timings, per GPU model and lab
+version, and compiled programs waiting for a GPU worker."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, String, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, LargeBinary, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base, utcnow
@@ -40,3 +41,25 @@ class ReferenceTiming(Base):
     # graders.results.TimingStats as JSON: median, spread, repetitions, clock, temperature.
     stats: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     measured_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+
+
+class KeptProgram(Base):
+    """A compiled submission kept for the GPU worker that runs it.
+
+    A worker without the GPU a job needs compiles it, records the verdict and leaves the job
+    waiting for a GPU worker; the machine code is kept here so that worker runs it without
+    compiling again. Kept only while the job waits or runs, and used only where `recipe` (the
+    architecture, the NVRTC version, the lab's version and the compile options) is the one the
+    GPU worker would compile with itself.
+    """
+
+    __tablename__ = "kept_programs"
+
+    job_id: Mapped[int] = mapped_column(
+        ForeignKey("grading_jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    recipe: Mapped[str] = mapped_column(String(300))
+    # graders.results.CompileResult without its cubin, as JSON.
+    result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    cubin: Mapped[bytes] = mapped_column(LargeBinary)
+    kept_at: Mapped[datetime] = mapped_column(default=utcnow)

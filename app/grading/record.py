@@ -9,6 +9,7 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
+from app.grading import programs
 from app.grading.flows import after_grading
 from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
 from app.submissions.report import StoredReport
@@ -32,6 +33,7 @@ def _failed_on_our_side(
     job.state = JobState.failed.value
     job.finished_at = utcnow()
     job.error = error
+    programs.forget(session, job_id=job.id)
     set_status(session, submission, Status.error, NOT_YOUR_FAULT, staff_note=error)
     after_grading(session, submission=submission, job=job, verdict=False)
 
@@ -127,6 +129,7 @@ def record_report(
         _failed_on_our_side(session, submission=submission, job=job, error=f"run: {report.summary}")
         return
     _replace_cases(session, job, report.cases)
+    programs.forget(session, job_id=job.id)  # run: a regrade is a new job, compiled anew
     job.report = StoredReport.of(report).to_json()
     job.state = JobState.done.value
     job.finished_at = utcnow()

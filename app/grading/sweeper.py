@@ -28,6 +28,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
+from app.grading import programs
 from app.grading.bulk import background_jobs_to_send
 from app.grading.flows import after_grading
 from app.grading.worker import NOT_YOUR_FAULT, held_here
@@ -137,6 +138,7 @@ def sweep(
                     session, job, JobState.started, JobState.failed, stale_before=stale_before
                 )
                 if moved:
+                    programs.forget(session, job_id=job.id)
                     job.finished_at = now
                     job.error = f"worker {job.worker_id} stopped after {job.attempt} attempts"
                     set_status(
@@ -162,6 +164,8 @@ def sweep(
                 sent_queue=queue,
             )
             if moved:
+                # The next attempt compiles afresh: a kept program is run once, not after a fault.
+                programs.forget(session, job_id=job.id)
                 set_status(
                     session,
                     submission,
@@ -180,6 +184,7 @@ def sweep(
                         )
                     )
                 report.requeued.append(job.id)
+        programs.forget_finished(session)
         if has_gpu:
             # Only jobs whose lab names no GPU model or one this GPU serves, each onto the
             # queue of the model it needs, so that only workers of that model take it.

@@ -20,6 +20,7 @@ from app.core.overload import database_unavailable
 from app.core.settings import Settings, get_settings
 from app.courses.models import Lab
 from app.courses.specs import required_gpu_model, spec_for
+from app.grading import programs
 from app.grading.flows import after_grading
 from app.grading.record import (
     NOT_YOUR_FAULT,
@@ -156,10 +157,17 @@ def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) ->
                 source, filename = submission.source_text, submission.filename
             spec = spec_for(lab)
             model = required_gpu_model(lab, spec)
-            # Line info leaves the machine code as it is and lets the sanitizer name lines.
-            compiled = compile_submission(
-                spec, source, arch=worker_arch(), filename=compile_name(filename), line_info=True
-            )
+            arch, name = worker_arch(), compile_name(filename)
+            how = programs.recipe(arch=arch, digest=spec.digest, filename=name)
+            with session_scope() as session:
+                compiled = programs.kept(session, job_id=job_id, recipe=how)
+            if compiled is None:
+                # Line info leaves the machine code as it is and lets the sanitizer name lines.
+                compiled = compile_submission(
+                    spec, source, arch=arch, filename=name, line_info=True
+                )
+            else:
+                log.info("job %s: running the program compiled when it was taken before", job_id)
             reason = _cannot_run_here(model) if compiled.ok else None
             with session_scope() as session:
                 if not GRADING.hold(session, job_id, me):
@@ -174,6 +182,7 @@ def _grade_held(submission_id: int, job_id: int, me: str, settings: Settings) ->
                 if reason is not None:
                     job.state = JobState.waiting_gpu.value
                     job.gpu_model = model_key(model)
+                    programs.keep(session, job_id=job_id, result=compiled, recipe=how)
                     note = no_runner_note(session, required_key=job.gpu_model, model=model)
                     set_status(
                         session,
@@ -303,6 +312,8 @@ def _fail(submission_id: int, job_id: int, me: str, error: str) -> None:
             return
         job = session.get_one(GradingJob, job_id)
         job.error = error
+        # The next attempt compiles afresh: a kept program is run once, not after a fault.
+        programs.forget(session, job_id=job_id)
         submission = session.get_one(Submission, submission_id)
         if job.attempt >= settings.max_attempts:
             job.state = JobState.failed.value

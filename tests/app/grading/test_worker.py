@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import httpx
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.courses.specs import spec_for
+from app.grading import programs
+from app.grading.models import KeptProgram
 from app.grading.worker import Outcome, grade_job
 from app.submissions.models import (
     CaseResult,
@@ -16,6 +22,9 @@ from app.submissions.models import (
     Submission,
     SubmissionEvent,
 )
+from app.submissions.service import compile_name
+from graders.compile.compiler import compile_submission
+from graders.results import CompileResult
 from tests.app.conftest import GOOD_KERNEL, World
 from tests.app.factories import upload
 
@@ -257,3 +266,96 @@ async def test_a_grader_fault_queues_the_job_again_until_its_attempts_are_spent(
     assert session.get_one(GradingJob, again).state == JobState.failed.value
     assert session.get_one(Submission, sid).status == Status.error.value
     assert grade_job(sid, again, me="test-worker:8") is not Outcome.compiled
+
+
+# A compiled job's program is kept for the GPU worker that runs it (app.grading.programs).
+SANDBOX_DIR = re.compile(rb"/tmp/kg-sandbox-[0-9]+-[a-z0-9_]+")
+
+
+def _same_program(a: CompileResult, b: CompileResult) -> bool:
+    # Line info names the compile's own sandbox folder; nothing else differs between compiles.
+    assert a.cubin and b.cubin
+    return replace(a, seconds=0, cubin=None) == replace(
+        b, seconds=0, cubin=None
+    ) and SANDBOX_DIR.sub(b"", a.cubin) == SANDBOX_DIR.sub(b"", b.cubin)
+
+
+async def test_a_job_left_for_a_gpu_worker_keeps_the_program_that_worker_would_compile(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    submission, outcome = await submit_and_grade(client, world, session, GOOD_KERNEL)
+    assert outcome is Outcome.compiled
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id)).one()
+    how = programs.recipe(arch="sm_90", digest=world.lab.digest, filename=compile_name("scale.cu"))
+    kept = programs.kept(session, job_id=job.id, recipe=how)
+    assert kept is not None
+    spec = spec_for(world.lab)
+    fresh = compile_submission(
+        spec, GOOD_KERNEL, arch="sm_90", filename=compile_name("scale.cu"), line_info=True
+    )
+    assert _same_program(kept, fresh)
+    assert kept.seconds == job.compile_seconds
+    # Made otherwise than this worker would make it: not used.
+    for other in (
+        programs.recipe(arch="sm_80", digest=world.lab.digest, filename=compile_name("scale.cu")),
+        programs.recipe(arch="sm_90", digest="0" * 64, filename=compile_name("scale.cu")),
+    ):
+        assert programs.kept(session, job_id=job.id, recipe=other) is None
+
+
+async def test_the_next_worker_runs_the_kept_program_unless_it_was_made_otherwise(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    submission, _ = await submit_and_grade(client, world, session, GOOD_KERNEL)
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id)).one()
+    row = session.get_one(KeptProgram, job.id)
+    made_as = row.recipe
+
+    def taken_again(recipe: str) -> Submission:
+        # As the sweeper hands a waiting job to a GPU worker: queued again, the same row.
+        kept = session.get_one(KeptProgram, job.id)
+        kept.result = {**kept.result, "message": "Kept program."}
+        kept.recipe = recipe
+        session.get_one(GradingJob, job.id).state = JobState.queued.value
+        session.commit()
+        assert grade_job(submission.id, job.id, me="test-worker:2") is Outcome.compiled
+        session.expire_all()
+        return session.get_one(Submission, submission.id)
+
+    # Made as this worker would make it: its compile result is the kept one, not compiled anew.
+    assert taken_again(made_as).compile_message == "Kept program."
+    # Made for another GPU: compiled again here, and that program kept in its place.
+    again = taken_again(made_as.replace("sm_90", "sm_80"))
+    assert again.compile_message == "Compiled for sm_90."
+    assert session.get_one(KeptProgram, job.id).recipe == made_as
+
+
+def test_a_recorded_report_or_a_failed_attempt_forgets_the_kept_program(session: Session) -> None:
+    from app.grading.record import record_report
+    from app.grading.worker import _fail
+    from tests.app.conftest import make_world
+    from tests.app.factories import make_submission
+    from tests.app.grading.test_record import _report
+
+    world = make_world(session)
+    program = CompileResult(ok=True, message="Compiled for sm_90.", arch="sm_90", cubin=b"\x7fELF")
+    for ends in ("recorded", "failed"):
+        submission, job = make_submission(
+            session,
+            user=world.student.user,
+            lab=world.lab,
+            status=Status.running,
+            job_state=JobState.started,
+        )
+        job.worker_id, job.attempt = "test-worker:1", 1
+        assert programs.keep(session, job_id=job.id, result=program, recipe="r")
+        session.commit()
+        assert programs.kept(session, job_id=job.id, recipe="r") == program
+        if ends == "recorded":
+            record_report(session, submission=submission, job=job, report=_report(True))
+            session.commit()
+        else:
+            _fail(submission.id, job.id, "test-worker:1", "RuntimeError: boom")
+            session.expire_all()
+            assert session.get_one(GradingJob, job.id).state == JobState.queued.value
+        assert session.get(KeptProgram, job.id) is None, ends

@@ -15,9 +15,11 @@ from sqlalchemy.orm import Session
 from app.core.settings import get_settings
 from app.courses.models import Role
 from app.courses.service import add_lab, create_course
+from app.grading.models import KeptProgram
 from app.grading.worker import Outcome, grade_job
 from app.jobs.gpu_probe import run_unavailable_reason
-from app.submissions.models import CaseResult, GradingJob, Status, Submission
+from app.submissions.models import CaseResult, GradingJob, JobState, Status, Submission
+from graders.gpu import detect_arch
 from tests.app.conftest import GOOD_KERNEL, World, make_member, unique
 from tests.app.grading.test_worker import history, submit_and_grade
 
@@ -98,3 +100,32 @@ async def test_the_verdicts_show_before_timing_and_the_sanitizer_end(
     # While the timed repetitions ran, the page already had both verdicts.
     assert ("timing", 2) in seen
     assert submission.score == 10
+
+
+async def test_a_gpu_worker_runs_the_program_a_compile_only_worker_kept(
+    monkeypatch: pytest.MonkeyPatch, client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    # A compile-only worker (the default here) compiles it and leaves it waiting for a GPU.
+    submission, outcome = await submit_and_grade(client, world, session, GOOD_KERNEL)
+    assert outcome is Outcome.compiled
+    job = session.scalars(select(GradingJob).where(GradingJob.submission_id == submission.id)).one()
+    kept = session.get_one(KeptProgram, job.id)
+    kept.result = {**kept.result, "message": "Compiled for sm_90 (kept)."}
+    job.state = JobState.queued.value  # as the sweeper hands it to a GPU worker
+    session.commit()
+    monkeypatch.setenv("KERNELGRADER_RUN_ON_GPU", "true")
+    get_settings.cache_clear()
+    run_unavailable_reason.cache_clear()
+    try:
+        if not kept.recipe.startswith(f"{detect_arch()} "):
+            pytest.skip(f"this GPU is not {kept.recipe.split()[0]}: its worker compiles anew")
+        assert grade_job(submission.id, job.id, me="test-gpu-worker:1") is Outcome.graded
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+        run_unavailable_reason.cache_clear()
+    session.expire_all()
+    graded = session.get_one(Submission, submission.id)
+    assert graded.status == Status.graded.value and graded.score == 10
+    assert graded.compile_message == "Compiled for sm_90 (kept)."  # ran the kept program
+    assert session.get(KeptProgram, job.id) is None  # forgotten once its report is recorded

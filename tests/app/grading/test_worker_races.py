@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.core.database import session_scope, utcnow
 from app.core.settings import get_settings
 from app.grading import worker
+from app.grading.models import KeptProgram
 from app.grading.sweeper import sweep
 from app.grading.worker import Outcome, grade_job
 from app.submissions.models import GradingJob, JobState, Status, Submission
@@ -103,6 +104,9 @@ async def test_a_regrade_replaces_a_job_still_waiting_for_a_gpu(
     assert second in sent and first not in sent
     session.expire_all()
     assert session.get_one(GradingJob, first).state == JobState.failed.value
+    # The program kept for the replaced job is gone; the regrade's waits for its GPU worker.
+    assert session.get(KeptProgram, first) is None
+    assert session.get(KeptProgram, second) is not None
 
 
 async def test_a_grader_failure_while_compiling_is_not_the_students_compile_error(
