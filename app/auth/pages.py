@@ -53,9 +53,8 @@ SIGNED_OUT = (
 
 ASK_THE_STAFF = (
     "This server sends no e-mail, so it cannot mail you a link. If you sign in through your "
-    "university or your LMS, do that instead. Otherwise ask whoever runs this kernelgrader "
-    "server (your course staff know who) for a link to set a new password: they make one with "
-    "`kernelgrader user invite EMAIL`."
+    "university or your LMS, do that instead. Otherwise ask your course staff for a link to "
+    "set a new password: they, or whoever runs this kernelgrader server, can make you one."
 )
 
 MISSING = (
