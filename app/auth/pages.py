@@ -23,6 +23,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
+from app.auth import new_tokens
 from app.auth.problems import SignInRefused, record
 from app.core.database import utcnow
 from app.core.errors import DomainError, Invalid
@@ -40,7 +41,7 @@ from app.users.service import (
     tokens_of,
 )
 from app.web.deps import PublicDb, RowId, WebDb, start_session
-from app.web.forms import refused
+from app.web.forms import back_to, refused
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
@@ -181,7 +182,12 @@ def _account(session: Session, user: User, **extra: Any) -> dict[str, Any]:
 @router.get("/account", response_class=HTMLResponse)
 async def account_page(request: Request, web: WebDb, message: str = "") -> Response:
     def page(session: Session, user: User) -> Response:
-        return render(request, "account.html", _account(session, user, message=message[:200]))
+        token = new_tokens.take(session, request.session, user_id=user.id)
+        context = _account(session, user, message=message[:200], new_token=token)
+        shown = render(request, "account.html", context)
+        if token is not None:
+            shown.headers["Cache-Control"] = "no-store"  # the token must not sit in a cache
+        return shown
 
     return await web.run(page)
 
@@ -251,7 +257,8 @@ async def create_token_form(
     name: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    """A new API token, shown on the page this once (only its hash is kept)."""
+    """A new API token, shown once on the page the redirect leads to (app.auth.new_tokens), so
+    that reloading that page makes no second one."""
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
@@ -262,13 +269,8 @@ async def create_token_form(
             token = create_api_token(session, user=user, name=label)
         except DomainError as exc:
             return refused(request, session, exc, "account.html", lambda: _account(session, user))
-        page = render(
-            request,
-            "account.html",
-            _account(session, user, new_token=token, message=f"Created the token {label}."),
-        )
-        page.headers["Cache-Control"] = "no-store"  # the token must not sit in a cache
-        return page
+        new_tokens.hold(session, request.session, user_id=user.id, token=token)
+        return back_to("/account", f"Created the token {label}.")
 
     return await web.run(work)
 
