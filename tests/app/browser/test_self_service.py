@@ -55,7 +55,8 @@ def test_an_instructor_previews_and_applies_a_roster_then_manages_people(
     teacher.page.click("#roster button[type=submit]")
     teacher.page.wait_for_selector("#summary")
     summary = teacher.page.inner_text("#summary")
-    assert summary.startswith("1 to add (1 without an account yet, made now), 1 to get a new role")
+    assert summary.startswith("Applying this roster would add 1 (1 of them without an account yet")
+    assert "Nothing has changed yet: no account is made" in summary
     assert "Line 5" in teacher.page.inner_text("#problems")
     assert "newcomer@uni.edu" in teacher.page.inner_text("#adds")
     teacher.shot("19-roster-preview-1280")
