@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, Protocol
 from urllib.parse import quote, urlsplit
 
 from fastapi import APIRouter, Form, Request
@@ -42,6 +43,7 @@ from app.users.service import (
 )
 from app.web.deps import PublicDb, RowId, WebDb, start_session
 from app.web.forms import back_to, refused
+from app.web.panels import Panels
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
@@ -107,10 +109,28 @@ def client_network(host: str) -> str:
     return str(address)
 
 
+class SignInWay(Protocol):
+    """What the login page offers besides a password: a university's sign-in (app.sso), an
+    LMS (app.lti), each added by its feature where it is mounted, so that the page offers a
+    way only where one is set up."""
+
+    def __call__(self, session: Session) -> Mapping[str, object]: ...
+
+
+sign_in_ways: Panels[SignInWay] = Panels("login")
+
+
+async def _ways(db: PublicDb) -> dict[str, object]:
+    return await db.run(lambda session: sign_in_ways.context(session=session))
+
+
 @router.get("/login", response_class=HTMLResponse)
-async def login_form(request: Request, next: str = "/", signed_out: bool = False) -> Response:
+async def login_form(
+    request: Request, db: PublicDb, next: str = "/", signed_out: bool = False
+) -> Response:
     notice = SIGNED_OUT if signed_out else ""
-    return render(request, "login.html", {"next": safe_next(next), "error": None, "notice": notice})
+    context = {"next": safe_next(next), "error": None, "notice": notice, **await _ways(db)}
+    return render(request, "login.html", context)
 
 
 @router.post("/login", response_class=HTMLResponse)
@@ -140,6 +160,7 @@ async def login(
             {
                 "next": safe_next(next),
                 "error": f"Too many failed logins; wait {wait} seconds, then try again.",
+                **await _ways(db),
             },
             status_code=429,
         )
@@ -153,7 +174,11 @@ async def login(
         return render(
             request,
             "login.html",
-            {"next": safe_next(next), "error": "That email and password do not match; try again."},
+            {
+                "next": safe_next(next),
+                "error": "That email and password do not match; try again.",
+                **await _ways(db),
+            },
             status_code=401,
         )
     throttle.succeeded(account)
