@@ -14,7 +14,8 @@ from app.core.database import Base, utcnow
 class SignInState(Base):
     """A value made for one sign-in that may be used once before it expires: an LTI login's
     state and nonce, an OpenID Connect or SAML request's id. Kept in the database, not in a
-    cookie, since the LMS or the identity provider posts back from another site."""
+    cookie, since the LMS or the identity provider posts back from another site. A new API
+    token's pad waits here too, for the page that shows the token (app.auth.new_tokens)."""
 
     __tablename__ = "sign_in_states"
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, Protocol
 from urllib.parse import quote, urlsplit
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
+from app.auth import new_tokens
 from app.auth.problems import SignInRefused, record
 from app.core.database import utcnow
 from app.core.errors import DomainError, Invalid
@@ -40,7 +42,8 @@ from app.users.service import (
     tokens_of,
 )
 from app.web.deps import PublicDb, RowId, WebDb, start_session
-from app.web.forms import refused
+from app.web.forms import back_to, refused
+from app.web.panels import Panels
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
@@ -53,9 +56,8 @@ SIGNED_OUT = (
 
 ASK_THE_STAFF = (
     "This server sends no e-mail, so it cannot mail you a link. If you sign in through your "
-    "university or your LMS, do that instead. Otherwise ask whoever runs this kernelgrader "
-    "server (your course staff know who) for a link to set a new password: they make one with "
-    "`kernelgrader user invite EMAIL`."
+    "university or your LMS, do that instead. Otherwise ask your course staff for a link to "
+    "set a new password: they, or whoever runs this kernelgrader server, can make you one."
 )
 
 MISSING = (
@@ -107,10 +109,28 @@ def client_network(host: str) -> str:
     return str(address)
 
 
+class SignInWay(Protocol):
+    """What the login page offers besides a password: a university's sign-in (app.sso), an
+    LMS (app.lti), each added by its feature where it is mounted, so that the page offers a
+    way only where one is set up."""
+
+    def __call__(self, session: Session) -> Mapping[str, object]: ...
+
+
+sign_in_ways: Panels[SignInWay] = Panels("login")
+
+
+async def _ways(db: PublicDb) -> dict[str, object]:
+    return await db.run(lambda session: sign_in_ways.context(session=session))
+
+
 @router.get("/login", response_class=HTMLResponse)
-async def login_form(request: Request, next: str = "/", signed_out: bool = False) -> Response:
+async def login_form(
+    request: Request, db: PublicDb, next: str = "/", signed_out: bool = False
+) -> Response:
     notice = SIGNED_OUT if signed_out else ""
-    return render(request, "login.html", {"next": safe_next(next), "error": None, "notice": notice})
+    context = {"next": safe_next(next), "error": None, "notice": notice, **await _ways(db)}
+    return render(request, "login.html", context)
 
 
 @router.post("/login", response_class=HTMLResponse)
@@ -140,6 +160,7 @@ async def login(
             {
                 "next": safe_next(next),
                 "error": f"Too many failed logins; wait {wait} seconds, then try again.",
+                **await _ways(db),
             },
             status_code=429,
         )
@@ -153,7 +174,11 @@ async def login(
         return render(
             request,
             "login.html",
-            {"next": safe_next(next), "error": "That email and password do not match; try again."},
+            {
+                "next": safe_next(next),
+                "error": "That email and password do not match; try again.",
+                **await _ways(db),
+            },
             status_code=401,
         )
     throttle.succeeded(account)
@@ -182,7 +207,12 @@ def _account(session: Session, user: User, **extra: Any) -> dict[str, Any]:
 @router.get("/account", response_class=HTMLResponse)
 async def account_page(request: Request, web: WebDb, message: str = "") -> Response:
     def page(session: Session, user: User) -> Response:
-        return render(request, "account.html", _account(session, user, message=message[:200]))
+        token = new_tokens.take(session, request.session, user_id=user.id)
+        context = _account(session, user, message=message[:200], new_token=token)
+        shown = render(request, "account.html", context)
+        if token is not None:
+            shown.headers["Cache-Control"] = "no-store"  # the token must not sit in a cache
+        return shown
 
     return await web.run(page)
 
@@ -252,7 +282,8 @@ async def create_token_form(
     name: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    """A new API token, shown on the page this once (only its hash is kept)."""
+    """A new API token, shown once on the page the redirect leads to (app.auth.new_tokens), so
+    that reloading that page makes no second one."""
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
@@ -263,13 +294,8 @@ async def create_token_form(
             token = create_api_token(session, user=user, name=label)
         except DomainError as exc:
             return refused(request, session, exc, "account.html", lambda: _account(session, user))
-        page = render(
-            request,
-            "account.html",
-            _account(session, user, new_token=token, message=f"Created the token {label}."),
-        )
-        page.headers["Cache-Control"] = "no-store"  # the token must not sit in a cache
-        return page
+        new_tokens.hold(session, request.session, user_id=user.id, token=token)
+        return back_to("/account", f"Created the token {label}.")
 
     return await web.run(work)
 

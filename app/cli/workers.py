@@ -83,6 +83,7 @@ def worker(
         raise fail(cannot_compile_sentence(missing))
     from app.core.settings import get_settings
     from app.grading.engine import prepare_engine
+    from app.grading.privileges import as_root_sentence, leave_out_celerys_root_warning
     from app.grading.sandbox_cleanup import reap_orphaned_sandboxes
     from app.grading.sweeper import SweeperThread
     from app.jobs.celery_app import QUEUE, celery_app
@@ -121,6 +122,10 @@ def worker(
             f"Borrowed by the fleet ({borrowed}): it drains and exits when the fleet no longer "
             "needs it."
         )
+    as_root = as_root_sentence()
+    if as_root:
+        typer.secho(as_root, fg=typer.colors.YELLOW)
+        leave_out_celerys_root_warning()
     presence: Presence | None = None
     activity = Activity()
     activity.connect()

@@ -34,6 +34,7 @@ from app.gradebook.service import gradebook
 from app.latedays.service import balance, grace_days
 from app.policy.counting import best_scores
 from app.submissions.service import background_waiting
+from app.teams.service import open_invitations
 from app.users.models import User
 from app.web.charts import histogram, linear_bins, log_bins
 from app.web.deps import WebDb
@@ -90,6 +91,9 @@ async def course_page(request: Request, course: str, web: WebDb, message: str = 
                 "now": now,
                 "message": message[:300],
                 "late_days_left": left,
+                "invitations": (
+                    [] if role.is_staff else open_invitations(session, course=found, user=user)
+                ),
             },
         )
 

@@ -14,10 +14,11 @@ from urllib.parse import quote, urlsplit
 import anyio
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth import states
-from app.auth.pages import refused_page
+from app.auth.pages import refused_page, sign_in_ways
 from app.auth.problems import SignInRefused
 from app.core import outbound
 from app.core.database import utcnow
@@ -41,6 +42,12 @@ from app.web.deps import PublicDb, WebDb, start_session
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
+
+
+@sign_in_ways.add
+def lms_sign_in(session: Session) -> dict[str, object]:
+    """The login page says an LMS's course opens kernelgrader only where an LMS is registered."""
+    return {"lms": session.scalar(select(LtiPlatform.id).limit(1)) is not None}
 
 
 @router.get("/lti/jwks")

@@ -26,8 +26,8 @@ from app.users.models import ApiToken, Invite, User, UserIdentity
 
 IN_USE_SINCE = (
     "This link was made for an account that has been used since (or that another course has "
-    'enrolled), so it no longer works; log in the way you do now, or use "Forgot your '
-    'password?" on the login page.'
+    "enrolled), so it no longer works. Log in the way you do now; if you forgot your "
+    "password, ask for a new link."
 )
 
 

@@ -24,7 +24,7 @@ from app.courses.service import (
 from app.latedays.service import MAX_LATE_DAYS
 from app.policy.recount import recount
 from app.submissions.models import Submission
-from app.teams.service import set_team_size
+from app.teams.service import close_invitations_of_full_teams, set_team_size
 from app.users.models import User
 
 
@@ -45,6 +45,13 @@ def update_lab_policies(
         said = set_team_size(lab, team_size)
         if said:
             changes.append(said)
+            session.flush()
+            closed = close_invitations_of_full_teams(session, lab=lab, now=now)
+            if closed:
+                n = len(closed)
+                changes.append(
+                    f"closed {n} open invitation{'s' if n != 1 else ''} to teams full at that size"
+                )
     resettle = False
     if not isinstance(late_day_cap, Keep) and late_day_cap != lab.late_day_cap:
         if late_day_cap is not None and not (0 <= late_day_cap <= MAX_LATE_DAYS):

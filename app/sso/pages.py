@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth import states
-from app.auth.pages import refused_page, safe_next
+from app.auth.pages import refused_page, safe_next, sign_in_ways
 from app.auth.problems import SignInRefused, recent
 from app.core.settings import get_settings
 from app.courses.models import Course
@@ -82,6 +82,12 @@ def _set_browser_mark(request: Request, response: Response, mark: str) -> None:
 def _signed_in(request: Request, user_id: int, target: str) -> Response:
     start_session(request, user_id)
     return RedirectResponse(safe_next(target), status_code=303)
+
+
+@sign_in_ways.add
+def university_sign_in(session: Session) -> dict[str, object]:
+    """The login page's links to the universities' sign-in: one per provider set up, or none."""
+    return {"university": [(p.name, p.slug) for p in providers(session)]}
 
 
 @router.get("/sso", response_class=HTMLResponse)

@@ -45,7 +45,12 @@ from app.submissions.service import (
     visible_submission,
 )
 from app.submissions.status_words import status_tone, status_word
-from app.teams.service import team_of
+from app.teams.service import (
+    CLOSED_INVITATIONS_SHOWN,
+    closed_invitations,
+    open_invitations,
+    team_of,
+)
 from app.users.models import User
 from app.users.service import Student
 from app.web.deps import RowId, WebDb
@@ -127,14 +132,20 @@ def _lab_context(session: Session, user: User, course: str, lab: str) -> dict[st
 def _team_and_rubric(
     session: Session, *, user: User, course: Course, lab: Lab, staff: bool
 ) -> dict[str, object]:
-    """For a student's lab page: their team, where the lab has teams, and their rubric points
-    once the lab's grades are released."""
+    """For a student's lab page: their team, where the lab has teams, the invitations to one
+    (open, and closed lately because the team filled up), and their rubric points once the
+    lab's grades are released."""
     if staff:
         return {}
-    released = is_released(course, lab, now=utcnow())
+    now = utcnow()
+    released = is_released(course, lab, now=now)
     return {
         "my_team": team_of(session, lab=lab, user_id=user.id) if lab.team_size > 1 else None,
         "rubric_grades": grades_of(session, lab=lab, user_id=user.id) if released else [],
+        "invitations": open_invitations(session, course=course, user=user, lab=lab),
+        "closed_invitations": closed_invitations(
+            session, lab=lab, user=user, since=now - CLOSED_INVITATIONS_SHOWN
+        ),
     }
 
 

@@ -37,6 +37,13 @@ def _teams_context(session: Session, user: User, found: Course, row: Lab) -> dic
             (v for v in teams.teams_of(session, lab=row) if mine and v.team.id == mine.id), None
         ),
         "invitations": [] if role.is_staff else teams.invitations_for(session, lab=row, user=user),
+        "closed": (
+            []
+            if role.is_staff
+            else teams.closed_invitations(
+                session, lab=row, user=user, since=utcnow() - teams.CLOSED_INVITATIONS_SHOWN
+            )
+        ),
         "message": "",
         "error": None,
     }

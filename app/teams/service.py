@@ -14,7 +14,8 @@ import io
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -22,11 +23,14 @@ from sqlalchemy.orm import Session
 from app.core.errors import Conflict, Forbidden, Invalid, NotFound
 from app.courses.models import Course, Lab
 from app.courses.service import require_member, role_in
+from app.teams import notices
 from app.teams.models import Team, TeamInvite, TeamMember
 from app.users.models import User
 from app.users.service import find_user, normalize_email
 
 MAX_TEAM_SIZE = 20
+# How long a student's pages say that an invitation was closed because its team filled up.
+CLOSED_INVITATIONS_SHOWN = timedelta(days=14)
 _NAME = re.compile(r"^[\w][\w .'&+-]{0,58}[\w.)]?$")
 
 
@@ -156,7 +160,8 @@ def _join(
         )
     if len(current_members(session, team=team)) >= lab.team_size:
         raise Conflict(
-            f"The team {team.name} already has {lab.team_size} members, the most {lab.slug} allows."
+            f"The team {team.name} already has {lab.team_size} members, the most {lab.slug} "
+            "allows, so its invitations are closed."
         )
     session.add(
         TeamMember(
@@ -179,6 +184,36 @@ def _join(
         .execution_options(synchronize_session=False)
     )
     session.flush()
+    if len(current_members(session, team=team)) >= lab.team_size:
+        close_invitations_of_full_teams(session, lab=lab, now=now, teams=[team])
+
+
+def close_invitations_of_full_teams(
+    session: Session, *, lab: Lab, now: datetime, teams: list[Team] | None = None
+) -> list[TeamInvite]:
+    """Close the open invitations of the lab's teams (or of `teams`) that are full: an
+    invitation nobody can accept does not wait. A closed one is answered without a yes or no
+    (`accepted` stays None); its student reads why on the lab's pages, and by mail where the
+    server sends mail (app.teams.notices)."""
+    if teams is None:
+        teams = list(session.scalars(select(Team).where(Team.lab_id == lab.id)))
+    full = [t for t in teams if len(current_members(session, team=t)) >= lab.team_size]
+    if not full:
+        return []
+    closed = list(
+        session.scalars(
+            select(TeamInvite).where(
+                TeamInvite.team_id.in_([t.id for t in full]), TeamInvite.answered_at.is_(None)
+            )
+        )
+    )
+    for row in closed:
+        row.answered_at, row.accepted = now, None
+    session.flush()
+    by_id = {t.id: t for t in full}
+    for row in closed:
+        notices.closed_because_full(session, invite=row, team=by_id[row.team_id], lab=lab)
+    return closed
 
 
 def _leave(session: Session, *, lab: Lab, user_id: int, now: datetime) -> Team | None:
@@ -347,6 +382,7 @@ def invite(
     row = TeamInvite(team_id=team.id, user_id=guest.id, invited_by_id=user.id, created_at=now)
     session.add(row)
     session.flush()
+    notices.invited(session, invite=row, team=team, lab=lab, course=course, by=user, guest=guest)
     return row
 
 
@@ -366,6 +402,58 @@ def invitations_for(session: Session, *, lab: Lab, user: User) -> list[tuple[Tea
     ]
 
 
+@dataclass(frozen=True)
+class Invitation:
+    """An invitation as its student reads it on the course's and the lab's pages."""
+
+    invite: TeamInvite
+    team: Team
+    lab: Lab
+    by: User | None
+
+
+def _invitations(session: Session, *, user: User, where: list[Any]) -> list[Invitation]:
+    rows = session.execute(
+        select(TeamInvite, Team, Lab)
+        .join(Team, Team.id == TeamInvite.team_id)
+        .join(Lab, Lab.id == Team.lab_id)
+        .where(TeamInvite.user_id == user.id, Lab.archived_at.is_(None), *where)
+        .order_by(Lab.position, Lab.id, TeamInvite.id)
+    ).all()
+    people = {
+        u.id: u
+        for u in session.scalars(
+            select(User).where(User.id.in_({r[0].invited_by_id for r in rows} - {None}))
+        )
+    }
+    return [
+        Invitation(invite=i, team=t, lab=lab, by=people.get(i.invited_by_id or 0))
+        for i, t, lab in rows
+    ]
+
+
+def open_invitations(
+    session: Session, *, course: Course, user: User, lab: Lab | None = None
+) -> list[Invitation]:
+    """The invitations waiting for the student's answer, in the course (or one lab of it)."""
+    where = [Lab.course_id == course.id, TeamInvite.answered_at.is_(None), Lab.team_size > 1]
+    if lab is not None:
+        where.append(Lab.id == lab.id)
+    return _invitations(session, user=user, where=where)
+
+
+def closed_invitations(
+    session: Session, *, lab: Lab, user: User, since: datetime
+) -> list[Invitation]:
+    """The student's invitations to the lab's teams closed since then because they filled up."""
+    where = [
+        Lab.id == lab.id,
+        TeamInvite.answered_at >= since,
+        TeamInvite.accepted.is_(None),
+    ]
+    return _invitations(session, user=user, where=where)
+
+
 def answer_invitation(
     session: Session, *, lab: Lab, user: User, invite_id: int, accept: bool, now: datetime
 ) -> Team:
@@ -373,6 +461,10 @@ def answer_invitation(
     team = session.get(Team, row.team_id) if row is not None else None
     if row is None or team is None or row.user_id != user.id or team.lab_id != lab.id:
         raise NotFound(f"There is no invitation {invite_id} for you in {lab.slug}.")
+    if row.answered_at is not None and row.accepted is None:
+        raise Conflict(
+            f"The team {team.name} filled up before you answered, so its invitation is closed."
+        )
     if row.answered_at is not None:
         raise Conflict("That invitation was answered already.")
     _lock_lab_teams(session, lab)

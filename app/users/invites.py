@@ -23,13 +23,17 @@ from app.users.models import Invite, InviteKind, User
 from app.users.passwords import set_password
 
 MIN_PASSWORD = 8
+# Read by the person the link was for, on the page the link opens, beside links to log in and
+# to "forgot password" (invite.html): what happened, in their words, and what to do next.
 EXPIRED = (
-    'This link expired on {when}; ask for a new one with "Forgot your password?" on the '
-    "login page, or ask your course staff."
+    "This link expired on {when}, so it cannot set a password any more. If you already have "
+    "a password, log in; if not, or if you forgot it, ask for a new link."
 )
 UNKNOWN = (
-    "This link is not valid, or it was already used (or the account's password was set since); "
-    'log in, or ask for a new link with "Forgot your password?" on the login page.'
+    "This link cannot be used any more: it was already used, a newer link replaced it, or a "
+    "password was set for the account since. If you set your password, log in with it; if "
+    "you forgot it, ask for a new link. A link cut short when it was copied ends here too: "
+    "open the whole link from the mail."
 )
 
 

@@ -214,6 +214,9 @@ async def test_an_invite_link_sets_a_password_once(course: str) -> None:
         assert (await client.get(f"/courses/{course}")).status_code == 200
         again = await client.get(path)
         assert again.status_code == 404
+        # Used: said in the student's words, with the ways on (issue 36, item 9).
+        assert "already used" in again.text and "`" not in again.text
+        assert 'href="/login"' in again.text and 'href="/password/forgot"' in again.text
     with session_scope() as session:
         assert authenticate(session, email=email, password="a fine new password") is not None
         from app.users.models import Invite

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -9,10 +10,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app import main
 from app.auth import pages as routes
+from app.lti.models import LtiPlatform
 from app.main import create_app
+from app.sso.models import SsoProvider
+from app.sso.service import add_provider, remove_provider
+from tests.app.conftest import unique
 
 
 @pytest.mark.anyio
@@ -35,6 +42,43 @@ def test_with_it_installed_the_routes_are_there() -> None:
     assert routes.installed()
     paths = {getattr(r, "path", "") for router in main.sign_in_routers() for r in router.routes}
     assert {"/lti/login", "/lti/launch", "/lti/jwks", "/sso/{slug}/callback"} <= paths
+
+
+@pytest.mark.anyio
+async def test_the_login_page_offers_the_sign_in_ways_set_up_and_no_other(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    """University sign-in is offered by name for each provider set up, and not at all where
+    none is; "open kernelgrader from your LMS course" only where an LMS is registered (issue
+    36, item 9: the page offered university sign-in on a server with none)."""
+
+    async def offered() -> tuple[set[str], bool, str]:
+        page = (await client.get("/login")).text
+        links = set(re.findall(r'href="/sso/([\w-]+)/login', page))
+        return links, "from your LMS course" in page, page
+
+    session.expire_all()
+    providers = set(session.scalars(select(SsoProvider.slug)))
+    lms = session.scalar(select(LtiPlatform.id).limit(1)) is not None
+    links, says_lms, page = await offered()
+    assert (links, says_lms) == (providers, lms)
+    assert 'href="/sso?' not in page and "through your university" not in page
+    slug = unique("campus")
+    add_provider(
+        session,
+        slug=slug,
+        name="Campus Login",
+        kind="oidc",
+        issuer="https://idp.campus.example",
+        client_id="kernelgrader",
+    )
+    session.commit()
+    links, _, page = await offered()
+    assert links == providers | {slug} and "Sign in with Campus Login" in page
+    assert remove_provider(session, slug=slug)
+    session.commit()
+    links, _, page = await offered()
+    assert links == providers and "Campus Login" not in page
 
 
 # A worker installed without the `sso` extra (the Docker worker image) starts: the modules its

@@ -10,11 +10,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
+from app.core.mail import outbox
 from app.courses.models import Role
 from app.gradebook.service import gradebook_csv
 from app.submissions.models import Submission
 from app.teams.models import TeamInvite, TeamMember
 from tests.app.conftest import GOOD_KERNEL, Member, World, make_member, make_world
+from tests.app.mail.smtp import Inbox, body_of, mail_server  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 
@@ -108,16 +110,24 @@ async def test_an_invitation_is_for_its_own_lab(
     assert (await _mine(client, world, world.other_student))["team"] is None
 
 
-async def test_a_full_team_takes_no_one_more_and_a_declined_invitation_adds_no_one(
+async def _pair_with_two_invited(
     client: httpx.AsyncClient, session: Session
-) -> None:
+) -> tuple[World, Member, int, int]:
+    """A team Pair of one (of at most two), and two students invited while one place is free:
+    the world, the third student, and the two invitations (the other student's, the third's)."""
     world = teamed_world(session, size=2)
     third = make_member(session, world.course, Role.student)
     session.commit()
     await _start(client, world, world.student, "Pair")
-    # Both invited while there is one free place.
     second = await _invite(client, world, world.student, world.other_student)
     late = await _invite(client, world, world.student, third)
+    return world, third, second, late
+
+
+async def test_a_full_team_takes_no_one_more_and_a_declined_invitation_adds_no_one(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world, third, second, late = await _pair_with_two_invited(client, session)
     declined = await _answer(client, world, third, late, accept=False)
     assert declined.status_code == 200 and declined.json()["team"] is None
     assert (await _answer(client, world, world.other_student, second)).status_code == 200
@@ -231,3 +241,63 @@ async def test_a_team_score_reaches_its_own_members_only(
     for member, foreign in ((carol, red), (world.other_student, blue), (loner, red)):
         r = await client.get(f"/api/v1/submissions/{foreign}", headers=member.auth)
         assert r.status_code == 404, (member.email, foreign)
+
+
+async def test_a_team_that_fills_up_closes_its_other_invitations_and_says_so(
+    client: httpx.AsyncClient,
+    session: Session,
+    mail_server: Inbox,  # noqa: F811
+) -> None:
+    """Issue 36, item 9: an invitation to a full team stayed pending, acceptable by nobody. Now
+    the team's filling (by an accepted invitation, or the staff's smaller size) closes it, its
+    student is told (the answer's sentence, the lab's pages, and mail where mail is set up)."""
+    world, third, second, late = await _pair_with_two_invited(client, session)
+    outbox.wait_until_sent()
+    (mail,) = mail_server.to(third.email)
+    assert "Pair" in body_of(mail) and f"/labs/{world.lab.slug}/teams" in body_of(mail)
+    assert world.student.email in mail["Subject"]
+    assert (await _answer(client, world, world.other_student, second)).status_code == 200
+    # Full: the third student's invitation waits no more.
+    assert (await _mine(client, world, third))["invitations"] == []
+    session.expire_all()
+    row = session.get_one(TeamInvite, late)
+    assert row.answered_at is not None and row.accepted is None
+    r = await _answer(client, world, third, late)
+    assert r.status_code == 409
+    assert r.json()["detail"] == (
+        "The team Pair filled up before you answered, so its invitation is closed."
+    )
+    outbox.wait_until_sent()
+    invited, closed = mail_server.to(third.email)
+    assert "is full" in closed["Subject"] and "closed" in body_of(closed)
+    # The staff list no open invitation for the full team.
+    listed = await client.get(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}/teams", headers=world.ta.auth
+    )
+    assert {t["name"]: t["invited"] for t in listed.json()} == {"Pair": []}
+
+
+async def test_a_smaller_team_size_closes_the_invitations_of_teams_it_fills(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = teamed_world(session, size=3)
+    third, fourth = (make_member(session, world.course, Role.student) for _ in range(2))
+    session.commit()
+    await _start(client, world, world.student, "Trio")
+    await _start(client, world, fourth, "Solo")
+    joined = await _invite(client, world, world.student, world.other_student)
+    assert (await _answer(client, world, world.other_student, joined)).status_code == 200
+    to_trio = await _invite(client, world, world.student, third)
+    to_solo = await _invite(client, world, fourth, third)
+    r = await client.patch(
+        f"/api/v1/courses/{world.course.slug}/labs/{world.lab.slug}",
+        headers=world.instructor.auth,
+        json={"team_size": 2},
+    )
+    assert r.status_code == 200, r.text
+    # Trio has two members, full at 2: closed. Solo has one: still open.
+    assert [i["id"] for i in (await _mine(client, world, third))["invitations"]] == [to_solo]
+    session.expire_all()
+    assert session.get_one(TeamInvite, to_trio).accepted is None
+    assert session.get_one(TeamInvite, to_trio).answered_at is not None
+    assert session.get_one(TeamInvite, to_solo).answered_at is None

@@ -152,12 +152,18 @@ async def test_a_roster_is_previewed_then_applied(
     )
     assert r.status_code == 200
     summary = re.sub(r"\s+", " ", r.text.split('id="summary">', 1)[1].split("</p>", 1)[0])
-    assert summary.startswith(
-        "1 to add (1 without an account yet, made now), 1 to get a new role, 0 to remove, "
-        "1 already as the file says, 2 lines that cannot be used"
+    # In the conditional, as nothing is done yet; the new account is made only on applying
+    # (issue 36, item 9: it said "made now" beside "Nothing has changed yet").
+    assert summary == (
+        "Applying this roster would add 1 (1 of them without an account yet: applying makes "
+        "it), give 1 a new role, remove 0, and leave 1 as the file already says; 2 lines cannot "
+        "be used. Nothing has changed yet: no account is made and no one is added until you "
+        "apply."
     )
+    assert "made now" not in r.text
     assert "Line 5" in r.text and "Line 6" in r.text
-    # Nothing changed yet.
+    # Nothing changed yet: not even the new account.
+    assert find_user(session, email=fresh) is None
     assert role_of(session, world, fresh) is None
     assert role_of(session, world, world.other_student.email) is Role.student
     digest = re.search(r'name="digest" value="([0-9a-f]+)"', r.text)
