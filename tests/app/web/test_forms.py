@@ -1,0 +1,73 @@
+"""The form helper every page uses (app.web.forms): every field's error at once, beside its
+field, what was typed kept (never a password), and the refusal's status."""
+
+from __future__ import annotations
+
+from app.core.errors import Forbidden, Invalid
+from app.web.forms import Form, whole_number
+from app.web.templating import templates
+
+
+def test_every_fields_error_is_kept_not_only_the_first() -> None:
+    form = Form({"days": "two", "cap": "x", "reason": "travel"})
+    days = form.read("days", lambda text: whole_number(text, "Days"))
+    cap = form.read("cap", lambda text: whole_number(text, "Cap"))
+    reason = form.read("reason", str.strip)
+    assert (days, cap, reason) == (None, None, "travel")
+    assert form.errors == {
+        "days": "Days must be a whole number, not 'two'.",
+        "cap": "Cap must be a whole number, not 'x'.",
+    }
+    assert not form.ok and form.status_code == 422
+
+
+def test_a_services_error_lands_beside_the_field_it_names() -> None:
+    form = Form({"answer": "", "points": ""})
+
+    def answer() -> None:
+        raise Invalid("Write the answer; it cannot be empty.", field="text")
+
+    assert form.attempt(answer, fields={"text": "answer"}) is None
+    assert form.attempt(lambda: 3) == 3
+    assert form.errors == {"answer": "Write the answer; it cannot be empty."}
+
+
+def test_the_first_refusals_status_is_the_pages() -> None:
+    form = Form()
+    form.take(Forbidden("Only instructors may."))
+    form.refuse("team_size", "Too many.")
+    assert form.status_code == 403
+    assert form.errors == {"": "Only instructors may.", "team_size": "Too many."}
+
+
+def test_two_forms_of_one_page_are_told_apart_and_passwords_are_not_kept() -> None:
+    form = Form({"days": "x", "password": "secret", "csrf_token": "t"}, prefix="budget-")
+    form.read("days", lambda text: whole_number(text, "Late days"))
+    assert form.values == {"budget-days": "x"}
+    assert list(form.errors) == ["budget-days"]
+
+
+def test_the_macros_mark_the_field_and_name_every_error_in_the_summary() -> None:
+    form = Form({"due_at": "2031-06-01T09:00", "late_day_cap": "400"})
+    form.refuse("due_at", "The due date would be before the release date.")
+    form.refuse("late_day_cap", "A lab's late-day cap is 0 to 365 days, or none.")
+    page = templates.env.from_string(
+        '{% from "_macros.html" import problems, invalid, field_error, typed %}'
+        "{{ problems(form) }}"
+        '<input id="due_at" value="{{ typed(form, "due_at", "old") }}"'
+        '{{ invalid(form, "due_at") }}>'
+        '{{ field_error(form, "due_at") }}'
+        '<input id="team_size" value="{{ typed(form, "team_size", "1") }}"'
+        '{{ invalid(form, "team_size") }}>'
+    ).render(form=form)
+    assert "2 problems to fix" in page
+    assert '<a href="#due_at">The due date' in page and '<a href="#late_day_cap">' in page
+    assert 'value="2031-06-01T09:00" aria-invalid="true" aria-describedby="due_at-error"' in page
+    assert '<span class="field-error" id="due_at-error">The due date' in page
+    assert '<input id="team_size" value="1">' in page
+    blank = templates.env.from_string(
+        '{% from "_macros.html" import problems, typed %}{{ problems(form, error) }}'
+        '{{ typed(form, "due_at", "old") }}'
+    )
+    assert blank.render(form=None, error=None).strip() == "old"
+    assert 'id="error" role="alert">Gone.</p>' in blank.render(form=None, error="Gone.")
