@@ -1,7 +1,7 @@
 """What the forms of every feature's pages share: reading their fields, collecting every error
 found on them, and answering them.
 
-A page reads a posted form into a `Form` (`await posted(request)`), reads each field through
+A page reads a posted form into a `PostedForm` (`await posted(request)`), reads each field through
 `form.read` (a parser that raises a DomainError leaves its sentence beside the field and reads
 on), runs its service through `form.attempt` only while the form is still whole, and, where
 anything was refused, answers with `form.refused(...)`: the work rolled back and the page shown
@@ -30,7 +30,7 @@ T = TypeVar("T")
 _NOT_SHOWN_AGAIN = frozenset({"csrf_token", "password", "current", "confirm"})
 
 
-class Form:
+class PostedForm:
     """One posted form: the text typed in each field, and every error found on it.
 
     `prefix` tells apart two forms of one page that share field names (say "adjust-" and
@@ -88,12 +88,13 @@ class Form:
     def refused(
         self,
         request: Request,
-        session: Session,
+        session: Session | None,
         template: str,
         context: Callable[[], dict[str, Any]],
     ) -> HTMLResponse:
         """The page again, its work rolled back, with what was typed and every error."""
-        session.rollback()
+        if session is not None:
+            session.rollback()
         page = context()
         page["form"] = self
         # A template that shows only `error` (not yet through the macros) still says why.
@@ -101,8 +102,8 @@ class Form:
         return render(request, template, page, status_code=self.status_code)
 
 
-async def posted(request: Request, *, prefix: str = "") -> Form:
-    return Form(await request.form(), prefix=prefix)
+async def posted(request: Request, *, prefix: str = "") -> PostedForm:
+    return PostedForm(await request.form(), prefix=prefix)
 
 
 def back_to(url: str, message: str) -> RedirectResponse:
@@ -145,8 +146,8 @@ def refused(
     template: str,
     context: Callable[[], dict[str, Any]],
 ) -> HTMLResponse:
-    """A form the service refused with one error, its page shown again (through `Form`,
+    """A form the service refused with one error, its page shown again (through `PostedForm`,
     without the typed values: a page that wants them reads its form with `posted`)."""
-    form = Form()
+    form = PostedForm()
     form.take(exc, field=exc.field)
     return form.refused(request, session, template, context)

@@ -4,12 +4,12 @@ field, what was typed kept (never a password), and the refusal's status."""
 from __future__ import annotations
 
 from app.core.errors import Forbidden, Invalid
-from app.web.forms import Form, whole_number
+from app.web.forms import PostedForm, whole_number
 from app.web.templating import templates
 
 
 def test_every_fields_error_is_kept_not_only_the_first() -> None:
-    form = Form({"days": "two", "cap": "x", "reason": "travel"})
+    form = PostedForm({"days": "two", "cap": "x", "reason": "travel"})
     days = form.read("days", lambda text: whole_number(text, "Days"))
     cap = form.read("cap", lambda text: whole_number(text, "Cap"))
     reason = form.read("reason", str.strip)
@@ -22,7 +22,7 @@ def test_every_fields_error_is_kept_not_only_the_first() -> None:
 
 
 def test_a_services_error_lands_beside_the_field_it_names() -> None:
-    form = Form({"answer": "", "points": ""})
+    form = PostedForm({"answer": "", "points": ""})
 
     def answer() -> None:
         raise Invalid("Write the answer; it cannot be empty.", field="text")
@@ -33,7 +33,7 @@ def test_a_services_error_lands_beside_the_field_it_names() -> None:
 
 
 def test_the_first_refusals_status_is_the_pages() -> None:
-    form = Form()
+    form = PostedForm()
     form.take(Forbidden("Only instructors may."))
     form.refuse("team_size", "Too many.")
     assert form.status_code == 403
@@ -41,14 +41,14 @@ def test_the_first_refusals_status_is_the_pages() -> None:
 
 
 def test_two_forms_of_one_page_are_told_apart_and_passwords_are_not_kept() -> None:
-    form = Form({"days": "x", "password": "secret", "csrf_token": "t"}, prefix="budget-")
+    form = PostedForm({"days": "x", "password": "secret", "csrf_token": "t"}, prefix="budget-")
     form.read("days", lambda text: whole_number(text, "Late days"))
     assert form.values == {"budget-days": "x"}
     assert list(form.errors) == ["budget-days"]
 
 
 def test_the_macros_mark_the_field_and_name_every_error_in_the_summary() -> None:
-    form = Form({"due_at": "2031-06-01T09:00", "late_day_cap": "400"})
+    form = PostedForm({"due_at": "2031-06-01T09:00", "late_day_cap": "400"})
     form.refuse("due_at", "The due date would be before the release date.")
     form.refuse("late_day_cap", "A lab's late-day cap is 0 to 365 days, or none.")
     page = templates.env.from_string(
