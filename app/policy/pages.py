@@ -6,6 +6,7 @@ late penalty and release of grades. A form that fails renders its page again wit
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from enum import Enum
 from typing import Annotated, TypeVar
 
@@ -15,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.errors import DomainError, Invalid
+from app.core.errors import Invalid
 from app.core.timefmt import when_text
 from app.courses.extensions import extensions_of
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
@@ -51,7 +52,7 @@ from app.teams.service import check_team_size
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import WebDb
-from app.web.forms import a_number, back_to, form_time, posted, refused, whole_number
+from app.web.forms import a_number, back_to, form_time, posted, whole_number
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
@@ -220,6 +221,13 @@ async def extensions_page(
     return await web.run(page)
 
 
+def _until(text: str) -> datetime:
+    due_at = form_time(text, "Until")
+    if due_at is None:
+        raise Invalid("Give the date and time the extension ends.")
+    return due_at
+
+
 @router.post("/courses/{course}/extensions", response_class=HTMLResponse)
 async def grant_extension_form(
     request: Request,
@@ -231,28 +239,32 @@ async def grant_extension_form(
     note: Annotated[str, Form()] = "",
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
+    form = await posted(request)
+
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)
-        try:
-            due_at = form_time(until, "Until")
-            if due_at is None:
-                raise Invalid("Give the date and time the extension ends.")
-            grant_extension(
-                session,
-                course=found,
-                lab=get_lab(session, course=found, slug=lab),
-                student=get_user(session, email=email),
-                due_at=due_at,
-                granted_by=user,
-                note=note,
+        lab_row = form.read("lab", lambda slug: get_lab(session, course=found, slug=slug))
+        student = form.read("email", lambda address: get_user(session, email=address))
+        due_at = form.read("until", _until)
+        if lab_row is not None and student is not None and due_at is not None:
+            form.attempt(
+                lambda: grant_extension(
+                    session,
+                    course=found,
+                    lab=lab_row,
+                    student=student,
+                    due_at=due_at,
+                    granted_by=user,
+                    note=note,
+                ),
+                fields={"student": "email", "due_at": "until"},
             )
-        except DomainError as exc:
-            return refused(
+        if not form.ok:
+            return form.refused(
                 request,
                 session,
-                exc,
                 "extensions.html",
                 lambda: _extensions_context(session, found, lab, email),
             )
@@ -325,51 +337,69 @@ async def late_days_form(
     action: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
     email: Annotated[str, Form()] = "",
-    days: Annotated[str, Form()] = "",
     reason: Annotated[str, Form()] = "",
-    cap: Annotated[str, Form()] = "",
-    regrade_window: Annotated[str, Form()] = "",
 ) -> Response:
     """Staff adjust a student's late days; instructors set the course's budget and cap."""
+    # Two forms on one page share field names: each field's id starts with its form's action.
+    form = await posted(request, prefix=f"{action}-")
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
-        try:
-            if action == "adjust":
-                require_staff(session, user=user, course=found)
-                left = adjust(
-                    session,
-                    course=found,
-                    student=get_user(session, email=email),
-                    delta=whole_number(days, "Days"),
-                    reason=reason,
-                    by=user,
-                    now=utcnow(),
-                ).left
-                said = f"{email} now has {left} late day{'s' if left != 1 else ''} left."
-            elif action == "budget":
-                require_instructor(session, user=user, course=found)
-                changes = set_regrade_window(found, whole_number(regrade_window, "Regrade window"))
-                changes += latedays.set_budget(
-                    session,
-                    course=found,
-                    days=whole_number(days, "Late days"),
-                    cap=None if not cap.strip() else whole_number(cap, "Cap"),
-                    now=utcnow(),
+        said = ""
+        if action == "adjust":
+            require_staff(session, user=user, course=found)
+            student = form.read("email", lambda address: get_user(session, email=address))
+            delta = form.read("days", lambda text: whole_number(text, "Days"))
+            if student is not None and delta is not None:
+                left = form.attempt(
+                    lambda: (
+                        adjust(
+                            session,
+                            course=found,
+                            student=student,
+                            delta=delta,
+                            reason=reason,
+                            by=user,
+                            now=utcnow(),
+                        ).left
+                    ),
+                    fields={"student": "email", "delta": "days"},
                 )
-                said = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
+                if left is not None:
+                    said = f"{email} now has {left} late day{'s' if left != 1 else ''} left."
+        elif action == "budget":
+            require_instructor(session, user=user, course=found)
+            window = form.read("regrade_window", lambda text: whole_number(text, "Regrade window"))
+            budget = form.read("days", lambda text: whole_number(text, "Late days"))
+            most = form.read(
+                "cap", lambda text: whole_number(text, "Cap") if text.strip() else None
+            )
+            changes = form.attempt(
+                lambda: set_regrade_window(found, window) if window is not None else [],
+                field="regrade_window",
+            )
+            if not form.failed("days") and not form.failed("cap"):
+                more = form.attempt(
+                    lambda: latedays.set_budget(
+                        session, course=found, days=budget, cap=most, now=utcnow()
+                    )
+                )
+                changes = (changes or []) + (more or [])
+            if form.ok:
+                said = (
+                    ("Saved: " + "; ".join(changes or []) + ".") if changes else "Nothing changed."
+                )
                 # Committed first; then late days are settled again in short transactions.
                 session.commit()
                 if found.late_days_recount_at is not None:
                     recount_after_change(found.id)
-            else:
-                raise Invalid("That is not something this page does; reload it.")
-        except DomainError as exc:
-            return refused(
+        else:
+            form.refuse("", "That is not something this page does; reload it.")
+        if not form.ok:
+            return form.refused(
                 request,
                 session,
-                exc,
                 "late_days.html",
                 lambda: _late_days_context(session, user, found),
             )

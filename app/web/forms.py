@@ -50,6 +50,9 @@ class PostedForm:
     def ok(self) -> bool:
         return not self.errors
 
+    def failed(self, name: str) -> bool:
+        return self.prefix + name in self.errors
+
     def text(self, name: str) -> str:
         return str(self.values.get(self.prefix + name, ""))
 

@@ -3,9 +3,19 @@ field, what was typed kept (never a password), and the refusal's status."""
 
 from __future__ import annotations
 
+import html
+from datetime import timedelta
+
+import httpx
+import pytest
+from sqlalchemy.orm import Session
+
+from app.core.database import utcnow
 from app.core.errors import Forbidden, Invalid
 from app.web.forms import PostedForm, whole_number
 from app.web.templating import templates
+from tests.app.conftest import make_world
+from tests.app.web.test_routes import csrf_of, login
 
 
 def test_every_fields_error_is_kept_not_only_the_first() -> None:
@@ -71,3 +81,40 @@ def test_the_macros_mark_the_field_and_name_every_error_in_the_summary() -> None
     )
     assert blank.render(form=None, error=None).strip() == "old"
     assert 'id="error" role="alert">Gone.</p>' in blank.render(form=None, error="Gone.")
+
+
+@pytest.mark.anyio
+async def test_late_days_and_extensions_keep_what_was_typed_and_name_every_error(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session, due_at=utcnow() - timedelta(hours=30))
+    await login(client, world.instructor)
+    url = f"/courses/{world.course.slug}/late-days"
+    token = csrf_of((await client.get(url)).text)
+    budget = {"csrf_token": token, "action": "budget", "days": "2"}
+    r = await client.post(url, data={**budget, "cap": "900", "regrade_window": "9000"})
+    assert r.status_code == 422
+    page = html.unescape(r.text)
+    assert "2 problems to fix" in page
+    assert "The regrade window is 0 to 365 days" in page and "A per-lab cap is 0 to" in page
+    assert 'id="budget-cap" type="number" name="cap" min="0" value="900"' in page
+    assert 'value="9000" style="width:6rem" aria-invalid="true"' in page
+    assert 'aria-describedby="budget-regrade_window-error"' in page
+    # The other form of the page shares the field name "days", and is left alone.
+    assert 'id="adjust-days" type="number" name="days" required style="width:6rem" value=""' in page
+    session.refresh(world.course)
+    assert world.course.late_days != 2
+    adjust = {"csrf_token": token, "action": "adjust", "email": world.student.email}
+    r = await client.post(url, data={**adjust, "days": "0", "reason": "conference travel"})
+    assert r.status_code == 422
+    page = html.unescape(r.text)
+    assert f'<option value="{world.student.email}" selected>' in page
+    assert 'value="conference travel"' in page and 'aria-describedby="adjust-days-error"' in page
+    url = f"/courses/{world.course.slug}/extensions"
+    grant = {"csrf_token": token, "lab": world.lab.slug, "email": world.student.email}
+    early = (utcnow() - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M")
+    r = await client.post(url, data={**grant, "until": early, "note": "illness, see mail"})
+    assert r.status_code == 422
+    page = html.unescape(r.text)
+    assert f'value="{early}" aria-invalid="true" aria-describedby="until-error"' in page
+    assert 'value="illness, see mail"' in page and "not after the lab's own due" in page
