@@ -118,3 +118,42 @@ async def test_late_days_and_extensions_keep_what_was_typed_and_name_every_error
     page = html.unescape(r.text)
     assert f'value="{early}" aria-invalid="true" aria-describedby="until-error"' in page
     assert 'value="illness, see mail"' in page and "not after the lab's own due" in page
+
+
+@pytest.mark.anyio
+async def test_lab_settings_save_dates_and_policies_in_one_post(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world = make_world(session)
+    url = f"/courses/{world.course.slug}/labs/{world.lab.slug}/settings"
+    await login(client, world.instructor)
+    page = (await client.get(url)).text
+    assert page.count(">Save</button>") == 1 and "/policies" not in page
+    token = csrf_of(page)
+    r = await client.post(
+        url, data={"csrf_token": token, "due_at": "2031-05-02T17:00", "team_size": "3"}
+    )
+    assert r.status_code == 303
+    said = html.unescape((await client.get(r.headers["location"])).text)
+    assert "Saved: due 2031-05-02 17:00 UTC; is done in teams of up to 3." in said
+    # A field the post leaves out keeps its value: the team size is not reset to 1.
+    r = await client.post(url, data={"csrf_token": token, "late_policy": "refuse"})
+    assert r.status_code == 303
+    session.refresh(world.lab)
+    assert (world.lab.team_size, world.lab.late_policy) == (3, "refuse")
+    assert world.lab.due_at is not None and world.lab.grades_released_at is None
+    r = await client.post(url, data={"csrf_token": token, "release_now": "1"})
+    assert r.status_code == 303
+    session.refresh(world.lab)
+    assert world.lab.grades_released_at is not None
+    bad = {"release_at": "2031-06-10T09:00", "due_at": "2031-06-01T09:00", "team_size": "0"}
+    r = await client.post(url, data={"csrf_token": token, **bad, "late_penalty": "120"})
+    assert r.status_code == 422
+    page = html.unescape(r.text)
+    assert "3 problems to fix" in page
+    for field in ("due_at", "team_size", "late_penalty"):
+        assert f'aria-describedby="{field}-error"' in page, field
+    assert 'value="2031-06-10T09:00"' in page and 'value="120"' in page
+    session.refresh(world.lab)
+    assert world.lab.team_size == 3 and world.lab.due_at.year == 2031
+    assert world.lab.due_at.month == 5
