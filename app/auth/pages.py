@@ -42,7 +42,7 @@ from app.users.service import (
     tokens_of,
 )
 from app.web.deps import PublicDb, RowId, WebDb, start_session
-from app.web.forms import back_to, refused
+from app.web.forms import PostedForm, back_to, refused
 from app.web.panels import Panels
 from app.web.templating import check_csrf, render
 
@@ -153,17 +153,17 @@ async def login(
         request.app.state.login_address_throttle,
     )
     wait = max(throttle.retry_after(account), address_throttle.retry_after(address))
+    form = PostedForm({"email": email})
+    ways = await _ways(db)
+
+    def context() -> dict[str, Any]:
+        return {"next": safe_next(next), "notice": "", **ways}
+
     if wait:
-        page = render(
-            request,
-            "login.html",
-            {
-                "next": safe_next(next),
-                "error": f"Too many failed logins; wait {wait} seconds, then try again.",
-                **await _ways(db),
-            },
-            status_code=429,
+        form.refuse(
+            "", f"Too many failed logins; wait {wait} seconds, then try again.", status_code=429
         )
+        page = form.refused(request, None, "login.html", context)
         page.headers["Retry-After"] = str(wait)
         return page
     # The password hash is slow on purpose: in a request thread, never on the event loop.
@@ -171,16 +171,8 @@ async def login(
     if user is None:
         throttle.failed(account)
         address_throttle.failed(address)
-        return render(
-            request,
-            "login.html",
-            {
-                "next": safe_next(next),
-                "error": "That email and password do not match; try again.",
-                **await _ways(db),
-            },
-            status_code=401,
-        )
+        form.refuse("", "That email and password do not match; try again.", status_code=401)
+        return form.refused(request, None, "login.html", context)
     throttle.succeeded(account)
     start_session(request, user.id)
     return RedirectResponse(safe_next(next), status_code=303)
@@ -228,8 +220,9 @@ async def change_password_form(
 ) -> Response:
     def work(session: Session, user: User) -> tuple[Response, int | None]:
         check_csrf(request, csrf_token)
-        try:
-            revoked = change_password(
+        form = PostedForm()
+        revoked = form.attempt(
+            lambda: change_password(
                 session,
                 user=user,
                 current=current,
@@ -237,10 +230,11 @@ async def change_password_form(
                 confirm=confirm,
                 now=utcnow(),
             )
-        except DomainError as exc:
-            session.rollback()
-            page = _account(session, user, error=exc.message)
-            return render(request, "account.html", page, status_code=exc.status_code), None
+        )
+        if revoked is None:
+            return form.refused(
+                request, session, "account.html", lambda: _account(session, user)
+            ), None
         text = (
             "Your password was changed: every other browser logged in to your account is signed "
             f"out, and {_tokens(revoked)} revoked."
@@ -400,11 +394,10 @@ async def forgot_form(
     }
     if not settings.mail_enabled:
         return render(request, "forgot.html", context, status_code=503)
-    try:
-        address = normalize_email(email)
-    except Invalid as exc:
-        context["error"] = exc.message
-        return render(request, "forgot.html", context, status_code=422)
+    form = PostedForm({"email": email})
+    address = form.read("email", normalize_email)
+    if address is None:
+        return form.refused(request, None, "forgot.html", lambda: context)
     # Each request counts, per address and per client network: mail is not a free channel.
     checks = (
         (request.app.state.reset_throttle, "account:" + address),

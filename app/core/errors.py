@@ -4,13 +4,15 @@ from __future__ import annotations
 
 
 class DomainError(Exception):
-    """An error whose message is a sentence a user can act on."""
+    """An error whose message is a sentence a user can act on. `field`, where given, names the
+    keyword argument the sentence is about, so a page can show it beside that field."""
 
     status_code = 400
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, field: str = "") -> None:
         super().__init__(message)
         self.message = message
+        self.field = field
 
 
 class NotFound(DomainError):

@@ -38,7 +38,8 @@ def write_extension(
     if role_in(session, user=student, course=course) is None:
         raise NotFound(
             f"{student.email} is not enrolled in {course.slug}; enrol them before granting "
-            "an extension."
+            "an extension.",
+            field="student",
         )
     if lab.due_at is None:
         raise Invalid(
@@ -48,10 +49,11 @@ def write_extension(
     if due_at <= lab.due_at:
         raise Invalid(
             f"The extension ends at {when_text(due_at)}, not after the lab's own due "
-            f"date ({when_text(lab.due_at)}); give a later time."
+            f"date ({when_text(lab.due_at)}); give a later time.",
+            field="due_at",
         )
     if len(note) > 200:
-        raise Invalid("The note is longer than 200 characters; shorten it.")
+        raise Invalid("The note is longer than 200 characters; shorten it.", field="note")
     _take_turn(session, lab=lab)
     row = _extension_of(session, lab=lab, student=student)
     if row is None:

@@ -244,6 +244,13 @@ class Keep(enum.Enum):
 KEEP = Keep.keep
 
 
+def check_lab_dates(release_at: datetime | None, due_at: datetime | None) -> None:
+    if release_at and due_at and due_at < release_at:
+        raise Invalid(
+            "The due date would be before the release date; swap them or fix one.", field="due_at"
+        )
+
+
 def update_lab_row(
     session: Session,
     *,
@@ -257,8 +264,7 @@ def update_lab_row(
     that also moves what counts (late flags, late days) is app.policy.rules.update_lab."""
     new_release = lab.release_at if isinstance(release_at, Keep) else release_at
     new_due = lab.due_at if isinstance(due_at, Keep) else due_at
-    if new_release and new_due and new_due < new_release:
-        raise Invalid("The due date would be before the release date; swap them or fix one.")
+    check_lab_dates(new_release, new_due)
     changes = []
     if new_release != lab.release_at:
         lab.release_at = new_release

@@ -160,7 +160,8 @@ def set_budget(
     if days is not None:
         if days < 0 or days > MAX_LATE_DAYS:
             raise Invalid(
-                f"A late-day budget is 0 to {MAX_LATE_DAYS} days (0: none); {days} is not."
+                f"A late-day budget is 0 to {MAX_LATE_DAYS} days (0: none); {days} is not.",
+                field="days",
             )
         _, spent = late_day_sums(session, course=course)
         held = held_beyond_charges(session, course_id=course.id)
@@ -169,14 +170,15 @@ def set_budget(
             raise Invalid(
                 f"A student has already spent {most} late days in {course.slug} (or holds them "
                 "for late uploads still being graded); the budget cannot go below that. Refund "
-                f"them first, or keep at least {most}."
+                f"them first, or keep at least {most}.",
+                field="days",
             )
         if days != course.late_days:
             course.late_days = days
             changes.append(f"gives {days} late days per student" if days else "gives no late days")
     if cap != "keep":
         if cap is not None and (not isinstance(cap, int) or cap < 0 or cap > MAX_LATE_DAYS):
-            raise Invalid(f"A per-lab cap is 0 to {MAX_LATE_DAYS} days, or none.")
+            raise Invalid(f"A per-lab cap is 0 to {MAX_LATE_DAYS} days, or none.", field="cap")
         if cap != course.late_day_cap:
             course.late_day_cap = cap  # type: ignore[assignment]
             changes.append(f"caps late days at {cap} per lab" if cap is not None else "has no cap")

@@ -44,6 +44,7 @@ from app.people.service import (
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import WebDb
+from app.web.forms import PostedForm, posted
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
@@ -169,16 +170,24 @@ async def add_person_form(
     invite: Annotated[bool, Form()] = False,
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
+    form = await posted(request, prefix="add-")
+
     def work(session: Session, user: User) -> tuple[Response, list[Mail]]:
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
         require_instructor(session, user=user, course=found)
-        try:
-            person, _ = add_member(session, course=found, email=email, name=name, role=_role(role))
-        except DomainError as exc:
-            session.rollback()
-            context = _context(session, found, Role.instructor, error=exc.message)
-            return render(request, "people.html", context, status_code=exc.status_code), []
+        chosen = form.attempt(lambda: _role(role), field="role")
+        added = form.attempt(
+            lambda: (
+                add_member(session, course=found, email=email, name=name, role=chosen)[0]
+                if chosen is not None
+                else None
+            ),
+            field="email",
+        )
+        if added is None:
+            return _refused(request, session, found, form), []
+        person = added
         done = f"Added {person.email} as {_a(role)} {role}."
         handouts = [_invite(session, found, person)] if invite else []
         return _after_invites(request, session, found, handouts, done)
@@ -188,10 +197,15 @@ async def add_person_form(
     return page
 
 
-def _refused(request: Request, session: Session, course: Course, exc: DomainError) -> Response:
-    session.rollback()
-    context = _context(session, course, Role.instructor, error=exc.message)
-    return render(request, "people.html", context, status_code=exc.status_code)
+def _refused(
+    request: Request, session: Session, course: Course, refusal: DomainError | PostedForm
+) -> Response:
+    form = refusal if isinstance(refusal, PostedForm) else PostedForm()
+    if isinstance(refusal, DomainError):
+        form.take(refusal)
+    return form.refused(
+        request, session, "people.html", lambda: _context(session, course, Role.instructor)
+    )
 
 
 def _a(role: str) -> str:
@@ -329,8 +343,7 @@ async def roster_preview_form(
                 ) from None
             plan = plan_roster(session, course=found, text=text, remove_missing=remove_missing)
         except DomainError as exc:
-            context = _context(session, found, Role.instructor, error=exc.message)
-            return render(request, "people.html", context, status_code=exc.status_code)
+            return _refused(request, session, found, exc)
         return _preview(request, session, found, plan, text, remove_missing)
 
     return await web.run(work)

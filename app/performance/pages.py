@@ -10,7 +10,6 @@ from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
-from app.core.errors import DomainError
 from app.courses.models import Course, Lab
 from app.courses.service import (
     find_lab,
@@ -24,7 +23,7 @@ from app.submissions.schemas import SubmissionRead
 from app.users.models import User
 from app.web.charts import Bar, bar_chart, histogram, log_bins, meters
 from app.web.deps import WebDb
-from app.web.forms import back_to, refused
+from app.web.forms import back_to, posted
 from app.web.templating import check_csrf, number, render
 
 if TYPE_CHECKING:
@@ -108,16 +107,21 @@ async def join_leaderboard_form(
     pseudonym: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
+    form = await posted(request)
+
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
         found, row = find_lab(session, course=course, lab=lab)
-        try:
-            entry = join_leaderboard(session, course=found, lab=row, user=user, pseudonym=pseudonym)
-        except DomainError as exc:
-            return refused(
+        entry = form.attempt(
+            lambda: join_leaderboard(
+                session, course=found, lab=row, user=user, pseudonym=pseudonym
+            ),
+            field="pseudonym",
+        )
+        if entry is None:
+            return form.refused(
                 request,
                 session,
-                exc,
                 "leaderboard.html",
                 lambda: _leaderboard_context(session, user, found, row),
             )

@@ -5,7 +5,10 @@ late penalty and release of grades. A form that fails renders its page again wit
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
@@ -13,13 +16,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.errors import DomainError, Invalid
+from app.core.errors import Invalid
 from app.core.timefmt import when_text
 from app.courses.extensions import extensions_of
-from app.courses.models import Course, Enrollment, LatePolicy, Role, ScorePolicy
+from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
 from app.courses.release import late_day_cap, released_at
 from app.courses.service import (
+    KEEP,
+    Keep,
     archive_lab,
+    check_lab_dates,
     find_lab,
     get_course,
     get_lab,
@@ -33,6 +39,8 @@ from app.courses.service import (
 from app.latedays import service as latedays
 from app.policy.recount import recount_after_change, recount_state
 from app.policy.rules import (
+    check_late_day_cap,
+    check_late_penalty,
     grant_extension,
     revoke_extension,
     set_regrade_window,
@@ -40,13 +48,28 @@ from app.policy.rules import (
     update_lab_policies,
 )
 from app.policy.settle import adjust
+from app.teams.service import check_team_size
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import WebDb
-from app.web.forms import back_to, form_time, refused, whole_number
+from app.web.forms import a_number, back_to, form_time, posted, whole_number
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
+
+T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
+
+
+def _settings_context(found: Course, row: Lab, *, can_edit: bool) -> dict[str, object]:
+    return {
+        "course": found,
+        "lab": row,
+        "can_edit": can_edit,
+        "message": "",
+        "error": None,
+        "released_at": released_at(found, row),
+    }
 
 
 @router.get("/courses/{course}/labs/{lab}/settings", response_class=HTMLResponse)
@@ -56,20 +79,25 @@ async def lab_settings_page(
     def page(session: Session, user: User) -> Response:
         found, row = find_lab(session, course=course, lab=lab)
         role = require_staff(session, user=user, course=found)
-        return render(
-            request,
-            "lab_settings.html",
-            {
-                "course": found,
-                "lab": row,
-                "can_edit": role is Role.instructor,
-                "message": message[:300],
-                "error": None,
-                "released_at": released_at(found, row),
-            },
-        )
+        context = _settings_context(found, row, can_edit=role is Role.instructor)
+        context["message"] = message[:300]
+        return render(request, "lab_settings.html", context)
 
     return await web.run(page)
+
+
+def _choice(kind: type[E], sentence: str) -> Callable[[str], E]:
+    def parse(text: str) -> E:
+        try:
+            return kind(text)
+        except ValueError:
+            raise Invalid(sentence) from None
+
+    return parse
+
+
+def _cap(text: str) -> int | None:
+    return check_late_day_cap(whole_number(text, "Late-day cap")) if text.strip() else None
 
 
 @router.post("/courses/{course}/labs/{lab}/settings", response_class=HTMLResponse)
@@ -79,44 +107,69 @@ async def lab_settings_form(
     lab: str,
     web: WebDb,
     csrf_token: Annotated[str, Form()] = "",
-    release_at: Annotated[str, Form()] = "",
-    due_at: Annotated[str, Form()] = "",
-    late_policy: Annotated[str, Form()] = "accept",
-    score_policy: Annotated[str, Form()] = "best",
 ) -> Response:
+    """Instructors: the lab's one settings form, dates and policies, saved together. A field
+    the post leaves out is kept as it is."""
+    form = await posted(request)
+
+    def read(name: str, parse: Callable[[str], T]) -> T | None | Keep:
+        return form.read(name, parse) if name in form.values else KEEP
+
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
         found, row = find_lab(session, course=course, lab=lab)
         require_instructor(session, user=user, course=found)
-        try:
-            # A changed lab folder is checked and read again first; if it fails, nothing is saved.
-            changes = reread_lab(session, lab=row)
-            changes += update_lab(
-                session,
-                lab=row,
-                release_at=form_time(release_at, "Opens"),
-                due_at=form_time(due_at, "Due"),
-                late_policy=LatePolicy(late_policy),
-                score_policy=ScorePolicy(score_policy),
+        release = read("release_at", lambda text: form_time(text, "Opens"))
+        due = read("due_at", lambda text: form_time(text, "Due"))
+        if "release_at" not in form.errors and "due_at" not in form.errors:
+            form.attempt(
+                lambda: check_lab_dates(
+                    row.release_at if isinstance(release, Keep) else release,
+                    row.due_at if isinstance(due, Keep) else due,
+                )
             )
-        except ValueError:
-            session.rollback()
-            changes = None
-            error = "Choose accept or refuse, and best or last."
-        except DomainError as exc:
-            session.rollback()
-            changes, error = None, exc.message
-        if changes is None:
-            page = {
-                "course": found,
-                "lab": row,
-                "can_edit": True,
-                "message": "",
-                "error": error,
-                "released_at": released_at(found, row),
-            }
-            return render(request, "lab_settings.html", page, status_code=422)
-        text = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
+        late = read("late_policy", _choice(LatePolicy, "Choose accept or refuse late work."))
+        score = read("score_policy", _choice(ScorePolicy, "Choose the best or the last."))
+        team = read("team_size", lambda text: check_team_size(whole_number(text, "Team size")))
+        cap = read("late_day_cap", _cap)
+        penalty = read(
+            "late_penalty", lambda text: check_late_penalty(a_number(text or "0", "Late penalty"))
+        )
+        released = read("grades_released_at", lambda text: form_time(text, "Grades released"))
+        if form.text("release_now"):
+            released = utcnow()
+        if form.ok:
+            # A changed lab folder is checked and read again first; if it fails, nothing is saved.
+            changes = form.attempt(
+                lambda: (
+                    reread_lab(session, lab=row)
+                    + update_lab(
+                        session,
+                        lab=row,
+                        release_at=release,
+                        due_at=due,
+                        late_policy=None if isinstance(late, Keep) else late,
+                        score_policy=None if isinstance(score, Keep) else score,
+                    )
+                    + update_lab_policies(
+                        session,
+                        lab=row,
+                        now=utcnow(),
+                        team_size=None if isinstance(team, Keep) else team,
+                        late_day_cap=cap,
+                        late_penalty=None if isinstance(penalty, Keep) else penalty,
+                        grades_released_at=released,
+                    )
+                )
+            )
+        if not form.ok:
+            return form.refused(
+                request,
+                session,
+                "lab_settings.html",
+                lambda: _settings_context(found, row, can_edit=True),
+            )
+        text = ("Saved: " + "; ".join(changes or []) + ".") if changes else "Nothing changed."
         return back_to(f"/courses/{found.slug}/labs/{row.slug}/settings", text)
 
     return await web.run(work)
@@ -168,6 +221,13 @@ async def extensions_page(
     return await web.run(page)
 
 
+def _until(text: str) -> datetime:
+    due_at = form_time(text, "Until")
+    if due_at is None:
+        raise Invalid("Give the date and time the extension ends.")
+    return due_at
+
+
 @router.post("/courses/{course}/extensions", response_class=HTMLResponse)
 async def grant_extension_form(
     request: Request,
@@ -179,28 +239,32 @@ async def grant_extension_form(
     note: Annotated[str, Form()] = "",
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
+    form = await posted(request)
+
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)
-        try:
-            due_at = form_time(until, "Until")
-            if due_at is None:
-                raise Invalid("Give the date and time the extension ends.")
-            grant_extension(
-                session,
-                course=found,
-                lab=get_lab(session, course=found, slug=lab),
-                student=get_user(session, email=email),
-                due_at=due_at,
-                granted_by=user,
-                note=note,
+        lab_row = form.read("lab", lambda slug: get_lab(session, course=found, slug=slug))
+        student = form.read("email", lambda address: get_user(session, email=address))
+        due_at = form.read("until", _until)
+        if lab_row is not None and student is not None and due_at is not None:
+            form.attempt(
+                lambda: grant_extension(
+                    session,
+                    course=found,
+                    lab=lab_row,
+                    student=student,
+                    due_at=due_at,
+                    granted_by=user,
+                    note=note,
+                ),
+                fields={"student": "email", "due_at": "until"},
             )
-        except DomainError as exc:
-            return refused(
+        if not form.ok:
+            return form.refused(
                 request,
                 session,
-                exc,
                 "extensions.html",
                 lambda: _extensions_context(session, found, lab, email),
             )
@@ -273,110 +337,73 @@ async def late_days_form(
     action: Annotated[str, Form()],
     csrf_token: Annotated[str, Form()] = "",
     email: Annotated[str, Form()] = "",
-    days: Annotated[str, Form()] = "",
     reason: Annotated[str, Form()] = "",
-    cap: Annotated[str, Form()] = "",
-    regrade_window: Annotated[str, Form()] = "",
 ) -> Response:
     """Staff adjust a student's late days; instructors set the course's budget and cap."""
+    # Two forms on one page share field names: each field's id starts with its form's action.
+    form = await posted(request, prefix=f"{action}-")
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
         found = get_course(session, slug=course)
-        try:
-            if action == "adjust":
-                require_staff(session, user=user, course=found)
-                left = adjust(
-                    session,
-                    course=found,
-                    student=get_user(session, email=email),
-                    delta=whole_number(days, "Days"),
-                    reason=reason,
-                    by=user,
-                    now=utcnow(),
-                ).left
-                said = f"{email} now has {left} late day{'s' if left != 1 else ''} left."
-            elif action == "budget":
-                require_instructor(session, user=user, course=found)
-                changes = set_regrade_window(found, whole_number(regrade_window, "Regrade window"))
-                changes += latedays.set_budget(
-                    session,
-                    course=found,
-                    days=whole_number(days, "Late days"),
-                    cap=None if not cap.strip() else whole_number(cap, "Cap"),
-                    now=utcnow(),
+        said = ""
+        if action == "adjust":
+            require_staff(session, user=user, course=found)
+            student = form.read("email", lambda address: get_user(session, email=address))
+            delta = form.read("days", lambda text: whole_number(text, "Days"))
+            if student is not None and delta is not None:
+                left = form.attempt(
+                    lambda: (
+                        adjust(
+                            session,
+                            course=found,
+                            student=student,
+                            delta=delta,
+                            reason=reason,
+                            by=user,
+                            now=utcnow(),
+                        ).left
+                    ),
+                    fields={"student": "email", "delta": "days"},
                 )
-                said = ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
+                if left is not None:
+                    said = f"{email} now has {left} late day{'s' if left != 1 else ''} left."
+        elif action == "budget":
+            require_instructor(session, user=user, course=found)
+            window = form.read("regrade_window", lambda text: whole_number(text, "Regrade window"))
+            budget = form.read("days", lambda text: whole_number(text, "Late days"))
+            most = form.read(
+                "cap", lambda text: whole_number(text, "Cap") if text.strip() else None
+            )
+            changes = form.attempt(
+                lambda: set_regrade_window(found, window) if window is not None else [],
+                field="regrade_window",
+            )
+            if not form.failed("days") and not form.failed("cap"):
+                more = form.attempt(
+                    lambda: latedays.set_budget(
+                        session, course=found, days=budget, cap=most, now=utcnow()
+                    )
+                )
+                changes = (changes or []) + (more or [])
+            if form.ok:
+                said = (
+                    ("Saved: " + "; ".join(changes or []) + ".") if changes else "Nothing changed."
+                )
                 # Committed first; then late days are settled again in short transactions.
                 session.commit()
                 if found.late_days_recount_at is not None:
                     recount_after_change(found.id)
-            else:
-                raise Invalid("That is not something this page does; reload it.")
-        except DomainError as exc:
-            return refused(
+        else:
+            form.refuse("", "That is not something this page does; reload it.")
+        if not form.ok:
+            return form.refused(
                 request,
                 session,
-                exc,
                 "late_days.html",
                 lambda: _late_days_context(session, user, found),
             )
         return back_to(f"/courses/{found.slug}/late-days", said)
-
-    return await web.run(work)
-
-
-@router.post("/courses/{course}/labs/{lab}/policies", response_class=HTMLResponse)
-async def lab_policies_form(
-    request: Request,
-    course: str,
-    lab: str,
-    web: WebDb,
-    csrf_token: Annotated[str, Form()] = "",
-    team_size: Annotated[str, Form()] = "1",
-    late_day_cap: Annotated[str, Form()] = "",
-    late_penalty: Annotated[str, Form()] = "0",
-    grades_released_at: Annotated[str, Form()] = "",
-    release_now: Annotated[str, Form()] = "",
-) -> Response:
-    """Instructors: a lab's team size, late-day cap, late penalty and release of grades."""
-
-    def work(session: Session, user: User) -> Response:
-        check_csrf(request, csrf_token)
-        found, row = find_lab(session, course=course, lab=lab)
-        back = f"/courses/{found.slug}/labs/{row.slug}/settings"
-        try:
-            require_instructor(session, user=user, course=found)
-            try:
-                penalty = float(late_penalty.strip() or "0")
-            except ValueError:
-                raise Invalid(f"The late penalty must be a number, not {late_penalty!r}.") from None
-            released = utcnow() if release_now else form_time(grades_released_at, "Grades released")
-            changes = update_lab_policies(
-                session,
-                lab=row,
-                now=utcnow(),
-                team_size=whole_number(team_size, "Team size"),
-                late_day_cap=whole_number(late_day_cap, "Late-day cap")
-                if late_day_cap.strip()
-                else None,
-                late_penalty=penalty,
-                grades_released_at=released,
-            )
-        except DomainError as exc:
-            session.rollback()
-            page = {
-                "course": found,
-                "lab": row,
-                "can_edit": True,
-                "message": "",
-                "error": exc.message,
-                "released_at": released_at(found, row),
-            }
-            return render(request, "lab_settings.html", page, status_code=exc.status_code)
-        return back_to(
-            back, ("Saved: " + "; ".join(changes) + ".") if changes else "Nothing changed."
-        )
 
     return await web.run(work)
 

@@ -28,6 +28,23 @@ from app.teams.service import close_invitations_of_full_teams, set_team_size
 from app.users.models import User
 
 
+def check_late_day_cap(cap: int | None) -> int | None:
+    if cap is not None and not (0 <= cap <= MAX_LATE_DAYS):
+        raise Invalid(
+            f"A lab's late-day cap is 0 to {MAX_LATE_DAYS} days, or none.", field="late_day_cap"
+        )
+    return cap
+
+
+def check_late_penalty(percent: float) -> float:
+    if not (0 <= percent <= 100):
+        raise Invalid(
+            "A late penalty is 0 to 100 percent per late day; pick one in between.",
+            field="late_penalty",
+        )
+    return percent
+
+
 def update_lab_policies(
     session: Session,
     *,
@@ -54,8 +71,7 @@ def update_lab_policies(
                 )
     resettle = False
     if not isinstance(late_day_cap, Keep) and late_day_cap != lab.late_day_cap:
-        if late_day_cap is not None and not (0 <= late_day_cap <= MAX_LATE_DAYS):
-            raise Invalid(f"A lab's late-day cap is 0 to {MAX_LATE_DAYS} days, or none.")
+        check_late_day_cap(late_day_cap)
         lab.late_day_cap = late_day_cap
         changes.append(
             f"takes at most {late_day_cap} late days"
@@ -64,8 +80,7 @@ def update_lab_policies(
         )
         resettle = True
     if late_penalty is not None and late_penalty != lab.late_penalty:
-        if not (0 <= late_penalty <= 100):
-            raise Invalid("A late penalty is 0 to 100 percent per late day; pick one in between.")
+        check_late_penalty(late_penalty)
         lab.late_penalty = float(late_penalty)
         changes.append(f"loses {late_penalty:g}% per late day not covered")
     if not isinstance(grades_released_at, Keep) and grades_released_at != lab.grades_released_at:

@@ -236,19 +236,27 @@ def adjust(
     """Staff: give a student more late days (delta > 0) or take some away, with a reason."""
     reason = " ".join(reason.split())
     if not reason:
-        raise Invalid("Say why the late days change; the student and the staff see the reason.")
+        raise Invalid(
+            "Say why the late days change; the student and the staff see the reason.",
+            field="reason",
+        )
     if len(reason) > MAX_REASON:
-        raise Invalid(f"The reason is longer than {MAX_REASON} characters; shorten it.")
+        raise Invalid(
+            f"The reason is longer than {MAX_REASON} characters; shorten it.", field="reason"
+        )
     if delta == 0 or abs(delta) > MAX_LATE_DAYS:
-        raise Invalid(f"Change the late days by 1 to {MAX_LATE_DAYS} days, up or down.")
+        raise Invalid(
+            f"Change the late days by 1 to {MAX_LATE_DAYS} days, up or down.", field="delta"
+        )
     if role_in(session, user=student, course=course) != Role.student:
-        raise NotFound(f"{student.email} is not a student of {course.slug}.")
+        raise NotFound(f"{student.email} is not a student of {course.slug}.", field="student")
     take_turn(session, course_id=course.id, user_id=student.id)
     now_balance = balance(session, course=course, user_id=student.id)
     if now_balance.left + delta < 0:
         raise Invalid(
             f"{student.email} has {now_balance.left} late days left; taking {-delta} would "
-            "leave fewer than none. Take at most what is left."
+            "leave fewer than none. Take at most what is left.",
+            field="delta",
         )
     session.add(
         LateDayEvent(

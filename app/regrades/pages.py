@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.errors import DomainError, Invalid
+from app.core.errors import DomainError
 from app.courses.models import Course, Lab
 from app.courses.release import regrade_requests_close_at
 from app.courses.service import find_lab
@@ -22,7 +22,7 @@ from app.submissions.pages import lab_panels, submission_panels
 from app.submissions.schemas import SubmissionRead
 from app.users.models import User
 from app.web.deps import RowId, WebDb
-from app.web.forms import back_to
+from app.web.forms import a_number, back_to, posted
 from app.web.templating import check_csrf, render
 
 if TYPE_CHECKING:
@@ -59,27 +59,31 @@ async def ask_regrade_form(
     return await web.run(work)
 
 
+def _request_context(session: Session, user: User, request_id: int) -> dict[str, object]:
+    row = regrades.get_request(session, user=user, request_id=request_id)
+    return {
+        "r": row,
+        "course": session.get_one(Course, row.lab.course_id),
+        "staff": row.student.id != user.id,
+        "message": "",
+        "error": None,
+    }
+
+
 @router.get("/regrade-requests/{request_id}", response_class=HTMLResponse)
 async def regrade_request_page(
     request: Request, request_id: RowId, web: WebDb, message: str = ""
 ) -> Response:
     def page(session: Session, user: User) -> Response:
-        row = regrades.get_request(session, user=user, request_id=request_id)
-        course = session.get_one(Course, row.lab.course_id)
-        staff = row.student.id != user.id
-        return render(
-            request,
-            "regrade_request.html",
-            {
-                "r": row,
-                "course": course,
-                "staff": staff,
-                "message": message[:300],
-                "error": None,
-            },
-        )
+        context = _request_context(session, user, request_id)
+        context["message"] = message[:300]
+        return render(request, "regrade_request.html", context)
 
     return await web.run(page)
+
+
+def _points(text: str) -> float | None:
+    return a_number(text, "Points") if text.strip() else None
 
 
 @router.post("/regrade-requests/{request_id}", response_class=HTMLResponse)
@@ -88,45 +92,44 @@ async def regrade_request_form(
     request_id: RowId,
     web: WebDb,
     action: Annotated[str, Form()],
-    answer: Annotated[str, Form()] = "",
-    points: Annotated[str, Form()] = "",
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
     """Staff answer (regrade, adjust, decline); the student may withdraw."""
+    form = await posted(request)
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        try:
-            if action == "withdraw":
-                regrades.withdraw(session, user=user, request_id=request_id, now=utcnow())
+        said = ""
+        if action == "withdraw":
+            if form.attempt(
+                lambda: regrades.withdraw(session, user=user, request_id=request_id, now=utcnow())
+            ):
                 said = "You withdrew the request."
-            else:
-                try:
-                    value = float(points) if points.strip() else None
-                except ValueError:
-                    raise Invalid(f"Points must be a number, not {points!r}.") from None
-                answered, _job = regrades.answer(
-                    session,
-                    user=user,
-                    request_id=request_id,
-                    decision=action,
-                    text=answer,
-                    points=value,
-                    now=utcnow(),
-                )
+        else:
+            points = form.read("points", _points)
+            if form.ok:
                 # A regrade's job is sent once the request's work commits.
-                said = f"Request {request_id} is {answered.state}; the student sees the answer."
-        except DomainError as exc:
-            session.rollback()
-            row = regrades.get_request(session, user=user, request_id=request_id)
-            context = {
-                "r": row,
-                "course": session.get_one(Course, row.lab.course_id),
-                "staff": row.student.id != user.id,
-                "message": "",
-                "error": exc.message,
-            }
-            return render(request, "regrade_request.html", context, status_code=exc.status_code)
+                answered = form.attempt(
+                    lambda: regrades.answer(
+                        session,
+                        user=user,
+                        request_id=request_id,
+                        decision=action,
+                        text=form.text("answer"),
+                        points=points,
+                        now=utcnow(),
+                    )[0],
+                    fields={"text": "answer"},
+                )
+                if answered is not None:
+                    said = f"Request {request_id} is {answered.state}; the student sees the answer."
+        if not form.ok:
+            return form.refused(
+                request,
+                session,
+                "regrade_request.html",
+                lambda: _request_context(session, user, request_id),
+            )
         return back_to(f"/regrade-requests/{request_id}", said)
 
     return await web.run(work)

@@ -45,10 +45,11 @@ class RequestRow:
 def _text(value: str, *, limit: int, what: str) -> str:
     text = value.strip()
     if not text:
-        raise Invalid(f"Write the {what}; it cannot be empty.")
+        raise Invalid(f"Write the {what}; it cannot be empty.", field="text")
     if len(text) > limit:
         raise Invalid(
-            f"The {what} is {len(text)} characters, more than the {limit} allowed; shorten it."
+            f"The {what} is {len(text)} characters, more than the {limit} allowed; shorten it.",
+            field="text",
         )
     return text
 
@@ -225,9 +226,13 @@ def answer(
         job = regrade_submission(session, user=user, submission=submission, now=now)
     elif decision == "adjust":
         if points is None or points == 0:
-            raise Invalid("Give the points to add (or, negative, to take away); not 0.")
+            raise Invalid(
+                "Give the points to add (or, negative, to take away); not 0.", field="points"
+            )
         if abs(points) > MAX_POINTS:
-            raise Invalid(f"An adjustment is at most {MAX_POINTS:g} points either way.")
+            raise Invalid(
+                f"An adjustment is at most {MAX_POINTS:g} points either way.", field="points"
+            )
         # Added by the database to what it holds now, never to a copy read earlier.
         session.execute(
             update(Submission)

@@ -19,7 +19,7 @@ from app.teams import service as teams
 from app.users.models import User
 from app.users.service import get_user
 from app.web.deps import WebDb
-from app.web.forms import back_to, refused
+from app.web.forms import back_to, posted
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
@@ -77,6 +77,8 @@ async def teams_form(
     invite_id: Annotated[int, Form()] = 0,
 ) -> Response:
     """Every team action of the page, staff's and students', by its `action`."""
+    # Several forms on one page share field names: each field's id starts with its action.
+    form = await posted(request, prefix=f"{action}-")
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
@@ -129,10 +131,10 @@ async def teams_form(
             else:
                 raise Invalid("That is not something this page does; reload it.")
         except DomainError as exc:
-            return refused(
+            form.take(exc)
+            return form.refused(
                 request,
                 session,
-                exc,
                 "teams.html",
                 lambda: _teams_context(session, user, found, row),
             )

@@ -55,13 +55,19 @@ def check_team_name(text: str) -> str:
     return name
 
 
-def set_team_size(lab: Lab, size: int) -> str:
-    """Change how many students a team of the lab may hold; a sentence for the change."""
+def check_team_size(size: int) -> int:
     if size < 1 or size > MAX_TEAM_SIZE:
         raise Invalid(
             f"A team holds 1 to {MAX_TEAM_SIZE} students (1: everyone submits alone); "
-            f"{size} is outside that."
+            f"{size} is outside that.",
+            field="team_size",
         )
+    return size
+
+
+def set_team_size(lab: Lab, size: int) -> str:
+    """Change how many students a team of the lab may hold; a sentence for the change."""
+    check_team_size(size)
     if size == lab.team_size:
         return ""
     lab.team_size = size

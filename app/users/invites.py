@@ -98,13 +98,18 @@ def find_invite(session: Session, *, token: str, now: datetime) -> tuple[Invite,
 
 def check_new_password(password: str, confirm: str) -> None:
     if password != confirm:
-        raise Invalid("The two passwords differ; type the same new password twice.")
+        raise Invalid(
+            "The two passwords differ; type the same new password twice.", field="confirm"
+        )
     if len(password) < MIN_PASSWORD:
         raise Invalid(
-            f"The password is shorter than {MIN_PASSWORD} characters; choose a longer one."
+            f"The password is shorter than {MIN_PASSWORD} characters; choose a longer one.",
+            field="password",
         )
     if len(password) > 1000:
-        raise Invalid("The password is longer than 1000 characters; choose a shorter one.")
+        raise Invalid(
+            "The password is longer than 1000 characters; choose a shorter one.", field="password"
+        )
 
 
 def accept_invite(
@@ -134,6 +139,6 @@ def change_password(
 ) -> int:
     """The owner's new password; returns how many API tokens it revoked (app.users.passwords)."""
     if not verify_password(user.password_hash, current):
-        raise Invalid("The current password is not right; type it again.")
+        raise Invalid("The current password is not right; type it again.", field="current")
     check_new_password(password, confirm)
     return set_password(session, user=user, password=password, now=now)

@@ -113,4 +113,5 @@ def render(
 ) -> HTMLResponse:
     context = {"csrf_token": csrf_token(request), **context}
     context.setdefault("user", getattr(request.state, "viewer", None))
+    context.setdefault("form", None)  # a refused form (app.web.forms.PostedForm), for its macros
     return templates.TemplateResponse(request, name, context, status_code=status_code)

@@ -53,7 +53,7 @@ PAGES = [
         refused=(("student", 422),),
     ),
     Page(
-        "/courses/{course}/labs/{lab}/policies",
+        "/courses/{course}/labs/{lab}/settings",
         INSTRUCTOR,
         lambda n: {"team_size": "2", "late_penalty": "0"},
     ),
