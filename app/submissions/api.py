@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, File, Query, Response, UploadFile
+from fastapi import APIRouter, File, Query, Request, Response, UploadFile
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 from sqlalchemy import select
@@ -119,10 +119,14 @@ async def list_labs(course: str, api: ApiDb) -> list[LabRead]:
 async def submit(
     course: str,
     lab: str,
-    file: Annotated[UploadFile, File(description="the .cu source file")],
+    file: Annotated[UploadFile, File(description="the .cu source file (exactly one)")],
     api: ApiDb,
     response: Response,
+    request: Request,
 ) -> SubmissionCreated:
+    # The form FastAPI read for `file` (kept by the request): a second part would be dropped.
+    files = len((await request.form()).getlist("file"))
+
     def work(session: Session, user: User) -> SubmissionCreated:
         limit = get_settings().max_upload_bytes
         # Read one byte past the limit: enough to refuse, without holding a huge upload.
@@ -137,6 +141,7 @@ async def submit(
             data=data,
             now=utcnow(),
             size=file.size,
+            files=files,
         )
         # The row must exist before the worker can be told about it: its job goes to this
         # process's sender once the commit lands (app.jobs.sender). A commit that fails
