@@ -62,7 +62,7 @@ async def test_a_late_upload_that_does_not_compile_spends_no_late_days(
     # and that a compile error spends none.
     note = " ".join(page.split('id="late-note">')[1].split("</p>")[0].split())
     assert note.startswith("Submitting now is 1 day late, so it is marked late.")
-    assert "It holds 1 of your late days as soon as it is accepted: 1 of your 2 left remain" in (
+    assert "It holds 1 of your late days as soon as it is accepted: 1 of your 2 left remains" in (
         note
     )
     assert "It spends them only if it compiles and counts for you" in note
