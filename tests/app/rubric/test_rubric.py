@@ -405,6 +405,8 @@ async def test_one_maximum_everywhere_and_items_edited_and_removed_in_the_web_an
         assert f"max {_points(expected)}" in students.text
         api = await client.get(f"/api/v1/courses/{course}/labs/{lab}/students", headers=ta)
         assert {row["max_score"] for row in api.json()} == {expected}
+        listed = await client.get(f"/api/v1/courses/{course}/labs", headers=world.student.auth)
+        assert [x["max_score"] for x in listed.json() if x["slug"] == lab] == [expected]
         canvas = await client.get(
             f"/api/v1/courses/{course}/gradebook.csv?format=canvas", headers=ta
         )
