@@ -18,7 +18,6 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.core.errors import Invalid
 from app.core.timefmt import when_text
-from app.courses.deadlines import deadline_for
 from app.courses.extensions import extensions_of
 from app.courses.models import Course, Enrollment, Lab, LatePolicy, Role, ScorePolicy
 from app.courses.release import late_day_cap, released_at
@@ -38,7 +37,7 @@ from app.courses.service import (
     restore_lab,
 )
 from app.latedays import service as latedays
-from app.latedays.models import LateDayEvent, LateDayReservation
+from app.policy import panels  # noqa: F401  (its parts of the lab and submission pages)
 from app.policy.recount import recount_after_change, recount_state
 from app.policy.rules import (
     check_late_day_cap,
@@ -50,9 +49,6 @@ from app.policy.rules import (
     update_lab_policies,
 )
 from app.policy.settle import adjust
-from app.submissions.models import Status, Submission
-from app.submissions.pages import lab_panels, submission_panels
-from app.submissions.schemas import SubmissionRead
 from app.teams.service import check_team_size
 from app.users.models import User
 from app.users.service import get_user
@@ -61,7 +57,7 @@ from app.web.forms import a_number, back_to, form_time, posted, whole_number
 from app.web.templating import check_csrf, render
 
 if TYPE_CHECKING:
-    from graders.spec import LabSpec
+    pass
 
 router = APIRouter(include_in_schema=False)
 
@@ -453,71 +449,3 @@ async def lab_restore_form(
         return back_to(f"/courses/{found.slug}/labs/{row.slug}/settings", "Restored.")
 
     return await web.run(work)
-
-
-@lab_panels.add
-def late_day_outlook(
-    session: Session, *, user: User, course: Course, lab: Lab, staff: bool
-) -> dict[str, object]:
-    """For a student's lab page after the due date: what an upload now does to their late
-    days, in numbers, before they upload (app.latedays.service.outlook)."""
-    if staff:
-        return {"late_outlook": None}
-    deadline = deadline_for(session, lab=lab, user_id=user.id)
-    return {
-        "late_outlook": latedays.outlook(
-            session, course=course, lab=lab, user_id=user.id, deadline=deadline, now=utcnow()
-        )
-    }
-
-
-@submission_panels.add
-def late_days_of_submission(
-    session: Session,
-    *,
-    submission: Submission,
-    view: SubmissionRead,
-    spec: LabSpec,
-    user: User,
-    staff: bool,
-) -> dict[str, object]:
-    """For a submission's page: what it did to late days, from the ledger (a student: their
-    own; staff: everyone's it counts for), and where it stands now for a student."""
-    query = select(LateDayEvent, User.email).join(User, User.id == LateDayEvent.user_id)
-    query = query.where(LateDayEvent.submission_id == submission.id)
-    if not staff:
-        query = query.where(LateDayEvent.user_id == user.id)
-    events = [(e, email) for e, email in session.execute(query.order_by(LateDayEvent.id))]
-    note = "" if staff or not events else _late_day_note(session, submission=submission, user=user)
-    return {"late_day_events": events, "late_day_note": note}
-
-
-def _late_day_note(session: Session, *, submission: Submission, user: User) -> str:
-    """Where the submission's late days stand now, for a student it counts for."""
-    lab = session.get_one(Lab, submission.lab_id)
-    course = session.get_one(Course, lab.course_id)
-    left = latedays.balance(session, course=course, user_id=user.id).left
-    held = session.scalar(
-        select(LateDayReservation.days).where(
-            LateDayReservation.submission_id == submission.id,
-            LateDayReservation.user_id == user.id,
-        )
-    )
-    if held:
-        return (
-            f"This late submission holds {latedays.days_text(held)} of your late days while it "
-            "is graded: it spends them only if it compiles and counts for you, and gives them "
-            f"back otherwise ({left} left meanwhile)."
-        )
-    charge = latedays.charge_of(session, lab=lab, user_id=user.id)
-    if charge is not None and charge.submission_id == submission.id and charge.days > 0:
-        return (
-            f"It counts for you, and spent {latedays.days_text(charge.days)} of your late days "
-            f"({left} left)."
-        )
-    if submission.status == Status.compile_error.value:
-        return (
-            "It did not compile: a compile error scores 0 and spends no late days; what it "
-            f"held came back ({left} left)."
-        )
-    return f"It spends no late days now ({left} left)."
