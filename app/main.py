@@ -100,6 +100,7 @@ def create_app() -> FastAPI:
         max_body_bytes=settings.max_upload_bytes + FORM_OVERHEAD_BYTES,
         max_upload_bytes=settings.max_upload_bytes,
         respond=_plain_error,
+        reroute=submissions_pages.refused_upload_page,
     )
     app.add_middleware(
         SessionMiddleware,

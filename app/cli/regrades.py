@@ -130,6 +130,62 @@ def rubric_add(
     typer.echo(f"Rubric item {item_id} of {lab}: {title} ({points:g} points).")
 
 
+@rubric_cli.command("edit")
+def rubric_edit(
+    course: str,
+    lab: str,
+    item: Annotated[int, typer.Argument(help="the item's id (rubric list)")],
+    title: Annotated[str | None, typer.Option(help="a new title")] = None,
+    points: Annotated[float | None, typer.Option(help="new points possible")] = None,
+    description: Annotated[str | None, typer.Option(help="what the staff look for")] = None,
+) -> None:
+    """Change a rubric item's title, points or description (the lab's maximum follows)."""
+    from app.core.database import session_scope
+    from app.rubric.service import update_item
+
+    try:
+        with session_scope() as session:
+            _, row = lab_in(session, course, lab)
+            edited, changes = update_item(
+                session,
+                lab=row,
+                item_id=item,
+                title=title,
+                max_points=points,
+                description=description,
+            )
+            said = f"Rubric item {item} of {lab} " + (
+                "; ".join(changes) + "." if changes else f"({edited.title}): nothing changed."
+            )
+    except DomainError as exc:
+        raise fail(exc.message) from None
+    typer.echo(said)
+
+
+@rubric_cli.command("remove")
+def rubric_remove(
+    course: str,
+    lab: str,
+    item: Annotated[int, typer.Argument(help="the item's id (rubric list)")],
+) -> None:
+    """Remove a rubric item and every student's points on it."""
+    from app.core.database import session_scope
+    from app.rubric.service import graded_per_item, remove_item
+
+    try:
+        with session_scope() as session:
+            _, row = lab_in(session, course, lab)
+            graded = graded_per_item(session, lab=row).get(item, 0)
+            gone = remove_item(session, lab=row, item_id=item)
+            said = (
+                f"Removed rubric item {item} of {lab} ({gone.title}) and the points of "
+                f"{graded} student{'s' if graded != 1 else ''} on it."
+            )
+    except DomainError as exc:
+        raise fail(exc.message) from None
+    typer.echo(said)
+
+
 @rubric_cli.command("list")
 def rubric_list(course: str, lab: str) -> None:
     """The lab's rubric items."""

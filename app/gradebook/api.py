@@ -22,6 +22,7 @@ from app.courses.service import (
 )
 from app.gradebook.lab_roster import counted_sources_zip, lab_roster
 from app.gradebook.service import write_canvas_csv, write_gradebook_csv
+from app.policy.counting import points_possible
 from app.submissions.models import Status
 from app.users.models import User
 from app.web.deps import ApiDb
@@ -64,7 +65,7 @@ class StudentRowRead(BaseModel):
     email: str
     name: str
     score: float | None
-    max_score: float
+    max_score: float  # the autograde's points and the rubric's (points_possible)
     counted_submission: int | None
     pending: int
     attempts: int
@@ -97,12 +98,13 @@ async def lab_students(
         found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
         rows = lab_roster(session, lab=row, status=status, late=late, extension=extension, query=q)
+        most = points_possible(session, labs=[row])[row.id]
         return [
             StudentRowRead(
                 email=r.student.email,
                 name=r.student.name,
                 score=r.cell.score,
-                max_score=row.max_score,
+                max_score=most,
                 counted_submission=r.counted.id if r.counted else None,
                 pending=r.cell.pending,
                 attempts=r.attempts,

@@ -18,7 +18,7 @@ from app.core.errors import Invalid
 from app.courses.deadlines import Deadline, deadline_from
 from app.courses.models import Enrollment, Lab, Role
 from app.performance.service import TimedResult, timed_results
-from app.policy.counting import LabCell, Scored, lab_cell, policy_inputs
+from app.policy.counting import LabCell, Scored, lab_cell, points_possible, policy_inputs
 from app.submissions.models import Status, Submission
 from app.submissions.service import LISTED
 from app.teams.models import SubmissionCredit, Team, TeamMember
@@ -128,12 +128,13 @@ def lab_roster(
                 team=teams.get(student.id, ""),
             )
         )
-    return [r for r in rows if _keep(r, lab, status, late, extension, query)]
+    most = points_possible(session, labs=[lab])[lab.id]
+    return [r for r in rows if _keep(r, most, status, late, extension, query)]
 
 
 def _keep(
     row: StudentRow,
-    lab: Lab,
+    most: float,
     status: str | None,
     late: bool | None,
     extension: bool | None,
@@ -144,8 +145,8 @@ def _keep(
         "none": row.attempts == 0,
         "pending": row.cell.pending > 0,
         "scored": score is not None,
-        "full": score is not None and score >= lab.max_score,
-        "not_full": score is None or score < lab.max_score,
+        "full": score is not None and score >= most,
+        "not_full": score is None or score < most,
     }
     if status and not checks[status]:
         return False

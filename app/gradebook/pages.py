@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.deadlines import deadline_for, lab_state
-from app.courses.models import Lab
 from app.courses.release import is_released
 from app.courses.service import (
     courses_of,
@@ -32,7 +31,7 @@ from app.courses.service import (
 from app.gradebook.lab_roster import STATUS_FILTERS, StudentRow, kernel_time_groups, lab_roster
 from app.gradebook.service import gradebook
 from app.latedays.service import balance, grace_days
-from app.policy.counting import best_scores
+from app.policy.counting import best_scores, points_possible
 from app.submissions.service import background_waiting
 from app.teams.service import open_invitations
 from app.users.models import User
@@ -54,6 +53,7 @@ async def course_page(request: Request, course: str, web: WebDb, message: str = 
         # Rubric points count on a student's page once their lab's grades are released.
         shown = {lab.id for lab in labs if role.is_staff or is_released(found, lab, now=now)}
         scores = best_scores(session, user=user, labs=labs, rubric=shown)
+        most = points_possible(session, labs=labs)
         rows = []
         for lab in labs:
             deadline = deadline_for(session, lab=lab, user_id=user.id)
@@ -61,6 +61,7 @@ async def course_page(request: Request, course: str, web: WebDb, message: str = 
                 {
                     "lab": lab,
                     "cell": scores[lab.id],
+                    "most": most[lab.id],
                     "deadline": deadline,
                     "state": lab_state(
                         lab,
@@ -106,6 +107,7 @@ async def gradebook_page(request: Request, course: str, web: WebDb) -> Response:
         found = get_course(session, slug=course)
         require_staff(session, user=user, course=found)
         labs, rows = gradebook(session, course=found)
+        most = points_possible(session, labs=labs)
         return render(
             request,
             "gradebook.html",
@@ -113,7 +115,8 @@ async def gradebook_page(request: Request, course: str, web: WebDb) -> Response:
                 "course": found,
                 "labs": labs,
                 "rows": rows,
-                "total_max": sum(lab.max_score for lab in labs),
+                "most": most,
+                "total_max": sum(most.values()),
             },
         )
 
@@ -135,6 +138,7 @@ async def lab_students_page(
     def page(session: Session, user: User) -> Response:
         found, row = find_lab(session, course=course, lab=lab)
         require_staff(session, user=user, course=found)
+        most = points_possible(session, labs=[row])[row.id]
         # The histograms show the whole class; the filters narrow the table only.
         everyone = lab_roster(session, lab=row)
         rows = lab_roster(
@@ -151,8 +155,9 @@ async def lab_students_page(
             {
                 "course": found,
                 "lab": row,
+                "most": most,
                 "rows": rows,
-                "charts": lab_charts(row, everyone),
+                "charts": lab_charts(most, everyone),
                 "status_filters": STATUS_FILTERS,
                 "filters": {"status": status, "late": late, "extension": extension, "q": q},
                 "waiting": background_waiting(session, lab=row),
@@ -164,9 +169,10 @@ async def lab_students_page(
     return await web.run(page)
 
 
-def lab_charts(lab: Lab, rows: list[StudentRow]) -> dict[str, Markup | list[tuple[str, Markup]]]:
+def lab_charts(most: float, rows: list[StudentRow]) -> dict[str, Markup | list[tuple[str, Markup]]]:
+    """`most`: the lab's maximum (app.policy.counting.points_possible)."""
     scores = [r.cell.score for r in rows if r.cell.score is not None]
-    top = lab.max_score or max(scores, default=1.0) or 1.0
+    top = most or max(scores, default=1.0) or 1.0
     charts: dict[str, Markup | list[tuple[str, Markup]]] = {
         "scores": histogram(
             linear_bins(scores, low=0.0, high=top, count=10),

@@ -15,15 +15,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.csv_out import SafeCsvWriter
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.service import labs_of
 from app.latedays.service import late_days_left
-from app.policy.counting import SCORED_COLUMNS, LabCell, Scored, lab_cell, policy_inputs
-from app.rubric.models import RubricItem
+from app.policy.counting import (
+    SCORED_COLUMNS,
+    LabCell,
+    Scored,
+    lab_cell,
+    points_possible,
+    policy_inputs,
+)
 from app.submissions.models import Submission
 from app.teams.models import SubmissionCredit
 from app.users.models import User
@@ -31,18 +37,6 @@ from app.users.service import Student
 
 # Rows fetched from the database at a time while the gradebook is walked.
 BATCH_ROWS = 2000
-
-
-def rubric_max(session: Session, *, labs: list[Lab]) -> dict[int, float]:
-    """Each lab's rubric points possible (0 where it has no rubric)."""
-    totals = dict.fromkeys([lab.id for lab in labs], 0.0)
-    for lab_id, total in session.execute(
-        select(RubricItem.lab_id, func.sum(RubricItem.max_points))
-        .where(RubricItem.lab_id.in_(list(totals) or [-1]))
-        .group_by(RubricItem.lab_id)
-    ):
-        totals[lab_id] = float(total or 0.0)
-    return totals
 
 
 @dataclass
@@ -175,8 +169,8 @@ def write_canvas_csv(session: Session, *, course: Course, out: IO[str]) -> None:
             *[lab.title for lab in labs],
         ]
     )
-    extra = rubric_max(session, labs=labs)
-    possible = [_number(lab.max_score + extra[lab.id]) for lab in labs]
+    most = points_possible(session, labs=labs)
+    possible = [_number(most[lab.id]) for lab in labs]
     writer.writerow(["Points Possible", "", "", "", "", *possible])
     for row in gradebook_rows(session, course=course, labs=labs):
         scores = ["" if c.score is None else _number(c.score) for c in row.cells]

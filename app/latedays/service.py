@@ -276,6 +276,50 @@ def late_days_left(session: Session, *, course: Course) -> dict[int, int]:
     }
 
 
+@dataclass(frozen=True)
+class Outlook:
+    """What a late upload made now would do to the student's late days: the lab page says it
+    in words before the upload."""
+
+    days_late: int  # started days past the student's due date in force
+    holds: int  # days it would hold at once, and spend only if it compiles and counts
+    already: int  # of those, days the lab holds already (an earlier late upload's)
+    left: int  # the student's days left now, before it
+    cap: int  # the most one lab takes
+    penalty: float  # the lab's percent per late day not covered
+
+    @property
+    def left_after(self) -> int:
+        return self.left - (self.holds - self.already)
+
+    @property
+    def uncovered(self) -> int:
+        return self.days_late - self.holds
+
+
+def outlook(
+    session: Session, *, course: Course, lab: Lab, user_id: int, deadline: Deadline, now: datetime
+) -> Outlook | None:
+    """For a student about to upload late where the course gives late days; None otherwise."""
+    if course.late_days <= 0 or not deadline.is_late(now):
+        return None
+    days_late = deadline.days_late(now)
+    cap = late_day_cap(course, lab)
+    already = lab_hold(
+        charge_of(session, lab=lab, user_id=user_id),
+        reservations_of(session, lab_id=lab.id, user_id=user_id),
+    )
+    holds = min(days_late, cap, available_for(session, course=course, lab=lab, user_id=user_id))
+    return Outlook(
+        days_late=days_late,
+        holds=holds,
+        already=min(already, holds),
+        left=balance(session, course=course, user_id=user_id).left,
+        cap=cap,
+        penalty=lab.late_penalty or 0.0,
+    )
+
+
 def grace_days(
     session: Session, *, course: Course, lab: Lab, user_id: int, deadline: Deadline, now: datetime
 ) -> int:

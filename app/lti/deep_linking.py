@@ -22,6 +22,7 @@ from app.lti.grades import TAG
 from app.lti.launch import DEEP_LINKING, DEPLOYMENT, tool_urls
 from app.lti.models import LtiContext, LtiLineItem, LtiPlatform
 from app.lti.tool import registration_of
+from app.policy.counting import points_possible
 
 
 def response_for(
@@ -46,7 +47,7 @@ def response_for(
         resource.set_lineitem(
             LineItem()
             .set_label(lab.title)
-            .set_score_maximum(lab.max_score)
+            .set_score_maximum(points_possible(session, labs=[lab])[lab.id])
             .set_resource_id(lab.slug)
             .set_tag(TAG)
         )

@@ -1,8 +1,10 @@
 """Which scores go to which LMS grade column: one column per lab and LMS course, one row per
 student in it (app.lti.models.LtiScoreSync) holding the counted score to send.
 
-A row changes only when the counted score (or its maximum) does: a grading that leaves the
-counted score as it was sends nothing. The sending itself is app.lti.grades.
+A score's maximum is the lab's, rubric items included (app.policy.counting.points_possible), as
+on every page and in the CSVs. A row changes only when the counted score (or its maximum) does:
+a grading that leaves the counted score as it was sends nothing.
+The sending itself is app.lti.grades.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from app.core.database import utcnow
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.release import is_released
 from app.lti.models import LtiContext, LtiLineItem, LtiScoreSync, SyncState
-from app.policy.counting import student_cell
+from app.policy.counting import points_possible, student_cell
 from app.submissions.credits import credited_users
 from app.submissions.models import Submission
 from app.users.models import UserIdentity
@@ -51,19 +53,32 @@ def note_grading(session: Session, *, submission: Submission) -> None:
     lab = session.get(Lab, submission.lab_id)
     if lab is None:
         return
-    # Columns of LMS courses still linked to the lab's course: an unlinked one gets nothing.
-    items = list(
+    items = _columns_of(session, lab=lab)
+    if not items:
+        return
+
+    for user_id in credited_users(session, submission_id=submission.id):
+        refresh_scores(session, lab=lab, line_items=items, user_id=user_id)
+
+
+def note_rubric(session: Session, *, lab: Lab, user_id: int | None = None) -> None:
+    """A student's rubric points changed (or, with no `user_id`, the lab's items, and so its
+    maximum, for everyone): their rows of the lab's columns follow. The caller commits."""
+    items = _columns_of(session, lab=lab)
+    if items:
+        refresh_scores(session, lab=lab, line_items=items, user_id=user_id)
+
+
+def _columns_of(session: Session, *, lab: Lab) -> list[LtiLineItem]:
+    """The lab's columns in LMS courses still linked to its course (an unlinked one gets
+    nothing)."""
+    return list(
         session.scalars(
             select(LtiLineItem)
             .join(LtiContext, LtiContext.id == LtiLineItem.context_id)
             .where(LtiLineItem.lab_id == lab.id, LtiContext.course_id == lab.course_id)
         )
     )
-    if not items:
-        return
-
-    for user_id in credited_users(session, submission_id=submission.id):
-        refresh_scores(session, lab=lab, line_items=items, user_id=user_id)
 
 
 def refresh_scores(
@@ -93,6 +108,9 @@ def refresh_scores(
     course = session.get_one(Course, lab.course_id)
     released = is_released(course, lab, now=now)
     cells = {sid: student_cell(session, lab=lab, user_id=sid, rubric=released) for sid in students}
+    # The maximum the pages and CSVs show, rubric items included (before the grades' release
+    # too: the column's points do not move when the rubric points arrive).
+    most = points_possible(session, labs=[lab])[lab.id]
     changed = 0
     for item in line_items:
         context = session.get_one(LtiContext, item.context_id)
@@ -107,7 +125,7 @@ def refresh_scores(
                 user_id=student,
                 lms_id=subjects[student],
                 score=cell.score,
-                max_score=lab.max_score,
+                max_score=most,
                 submitted_at=submitted or now,
                 now=now,
             )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
@@ -37,6 +37,7 @@ from app.courses.service import (
     restore_lab,
 )
 from app.latedays import service as latedays
+from app.policy import panels  # noqa: F401  (its parts of the lab and submission pages)
 from app.policy.recount import recount_after_change, recount_state
 from app.policy.rules import (
     check_late_day_cap,
@@ -54,6 +55,9 @@ from app.users.service import get_user
 from app.web.deps import WebDb
 from app.web.forms import a_number, back_to, form_time, posted, whole_number
 from app.web.templating import check_csrf, render
+
+if TYPE_CHECKING:
+    pass
 
 router = APIRouter(include_in_schema=False)
 

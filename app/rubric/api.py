@@ -24,6 +24,7 @@ from app.rubric.schemas import (
     RubricGradesSet,
     RubricItemCreate,
     RubricItemRead,
+    RubricItemUpdate,
     RubricScoreRead,
 )
 from app.users.models import User
@@ -72,6 +73,29 @@ async def add_rubric_item(
         rubric.add_item(
             session,
             lab=row,
+            title=body.title,
+            max_points=body.max_points,
+            description=body.description,
+        )
+        return _item_reads(session, row, comments=True)
+
+    return await api.run(work)
+
+
+@router.patch("/courses/{course}/labs/{lab}/rubric/items/{item_id}", tags=["rubric"])
+async def update_rubric_item(
+    course: str, lab: str, item_id: RowId, body: RubricItemUpdate, api: ApiDb
+) -> list[RubricItemRead]:
+    """Instructors: change an item's title, points or description (the lab's maximum follows;
+    points below what a student already has on it are refused)."""
+
+    def work(session: Session, user: User) -> list[RubricItemRead]:
+        found, row = find_lab(session, course=course, lab=lab)
+        require_instructor(session, user=user, course=found)
+        rubric.update_item(
+            session,
+            lab=row,
+            item_id=item_id,
             title=body.title,
             max_points=body.max_points,
             description=body.description,

@@ -12,6 +12,7 @@ from app.core.errors import DomainError, Invalid
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.release import is_released
 from app.courses.service import find_lab, require_staff
+from app.policy.counting import points_possible
 from app.rubric import service as rubric
 from app.users.models import User
 from app.users.service import find_user
@@ -38,6 +39,8 @@ def _rubric_context(
         "lab": row,
         "role": role,
         "items": rubric.items_of(session, lab=row),
+        "most": points_possible(session, labs=[row])[row.id],
+        "graded_items": rubric.graded_per_item(session, lab=row),
         "comments": rubric.comments_of(session, lab=row),
         "students": students,
         "graded": rubric.graded_counts(session, lab=row),
@@ -64,8 +67,8 @@ async def rubric_page(
 
 @router.post("/courses/{course}/labs/{lab}/rubric", response_class=HTMLResponse)
 async def rubric_form(request: Request, course: str, lab: str, web: WebDb) -> Response:
-    """Add an item (instructors), a reusable comment, or a student's points (staff). The form's
-    fields are read as sent: one points and one comment field per item."""
+    """Add, edit or remove an item (instructors), a reusable comment, or a student's points
+    (staff). The form's fields are read as sent: one points and one comment field per item."""
     form = await request.form()
     fields = {k: str(v) for k, v in form.items()}
 
@@ -92,9 +95,29 @@ async def rubric_form(request: Request, course: str, lab: str, web: WebDb) -> Re
                     description=fields.get("description", ""),
                 )
                 said = f"Added {item.title} ({item.max_points:g} points)."
+            elif action in ("edit", "remove"):
+                if role is not Role.instructor:
+                    raise Invalid("Only instructors change or remove rubric items.")
+                item_id = _item_id(fields)
+                if action == "remove":
+                    gone = rubric.remove_item(session, lab=row, item_id=item_id)
+                    said = f"Removed {gone.title} and every student's points on it."
+                else:
+                    try:
+                        worth = float(fields.get("max_points", ""))
+                    except ValueError:
+                        raise Invalid("Give the item's points as a number.") from None
+                    item, changes = rubric.update_item(
+                        session,
+                        lab=row,
+                        item_id=item_id,
+                        title=fields.get("title", ""),
+                        max_points=worth,
+                        description=fields.get("description", ""),
+                    )
+                    said = f"{item.title} {'; '.join(changes)}." if changes else "Nothing changed."
             elif action == "comment":
-                item_id = int(fields.get("item", "0") or 0)
-                item = rubric.get_item(session, lab=row, item_id=item_id)
+                item = rubric.get_item(session, lab=row, item_id=_item_id(fields))
                 rubric.add_comment(session, item=item, text=fields.get("text", ""), by=user)
                 said = f"Saved a reusable comment for {item.title}."
             elif action == "grade":
@@ -138,3 +161,10 @@ async def rubric_form(request: Request, course: str, lab: str, web: WebDb) -> Re
         return back_to(back, said)
 
     return await web.run(work)
+
+
+def _item_id(fields: dict[str, str]) -> int:
+    raw = fields.get("item", "")
+    if not raw.isdigit():
+        raise Invalid("That rubric item is not on this page any more; reload it.")
+    return int(raw)

@@ -13,6 +13,14 @@ class RubricItemCreate(BaseModel):
     description: str = ""
 
 
+class RubricItemUpdate(BaseModel):
+    """What changes (a field left out is kept)."""
+
+    title: str | None = None
+    max_points: float | None = Field(None, gt=0)
+    description: str | None = None
+
+
 class RubricItemRead(BaseModel):
     id: int
     title: str

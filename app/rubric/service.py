@@ -1,7 +1,9 @@
 """Rubric points on top of the autograde: a lab's staff-graded items (code quality, a short
 report), reusable comments per item, and each student's points, which the gradebook adds to
 the counted score. Students see theirs once the lab's grades are released
-(app.courses.release)."""
+(app.courses.release). The items' points are part of the lab's maximum
+(app.policy.counting.points_possible); every change here is passed on to the lab's LMS columns
+(app.lti.scores.note_rubric)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from app.core.database import as_dict
 from app.core.errors import Invalid, NotFound
 from app.courses.models import Course, Lab, Role
 from app.courses.service import role_in
+from app.lti.scores import note_rubric
 from app.rubric.models import RubricComment, RubricItem, RubricScore
 from app.users.models import User
 
@@ -39,9 +42,10 @@ def items_of(session: Session, *, lab: Lab) -> list[RubricItem]:
     )
 
 
-def add_item(
-    session: Session, *, lab: Lab, title: str, max_points: float, description: str = ""
-) -> RubricItem:
+def _checked(
+    session: Session, *, lab: Lab, title: str, max_points: float, description: str, item_id: int
+) -> str:
+    """The item's title, tidied, once its fields pass (`item_id`: the item edited, or 0)."""
     name = " ".join(title.split())
     if not name or len(name) > 200:
         raise Invalid("A rubric item needs a title of 1 to 200 characters.")
@@ -52,13 +56,24 @@ def add_item(
         )
     if len(description) > 4000:
         raise Invalid("The description is longer than 4000 characters; shorten it.")
+    if session.scalar(
+        select(RubricItem.id).where(
+            RubricItem.lab_id == lab.id, RubricItem.title == name, RubricItem.id != item_id
+        )
+    ):
+        raise Invalid(f"{lab.slug} already has a rubric item called {name!r}.")
+    return name
+
+
+def add_item(
+    session: Session, *, lab: Lab, title: str, max_points: float, description: str = ""
+) -> RubricItem:
+    name = _checked(
+        session, lab=lab, title=title, max_points=max_points, description=description, item_id=0
+    )
     count = session.scalar(select(func.count()).where(RubricItem.lab_id == lab.id)) or 0
     if count >= MAX_ITEMS:
         raise Invalid(f"{lab.slug} has {MAX_ITEMS} rubric items, the most allowed.")
-    if session.scalar(
-        select(RubricItem.id).where(RubricItem.lab_id == lab.id, RubricItem.title == name)
-    ):
-        raise Invalid(f"{lab.slug} already has a rubric item called {name!r}.")
     item = RubricItem(
         lab_id=lab.id,
         position=int(count),
@@ -68,7 +83,53 @@ def add_item(
     )
     session.add(item)
     session.flush()
+    note_rubric(session, lab=lab)
     return item
+
+
+def update_item(
+    session: Session,
+    *,
+    lab: Lab,
+    item_id: int,
+    title: str | None = None,
+    max_points: float | None = None,
+    description: str | None = None,
+) -> tuple[RubricItem, list[str]]:
+    """Instructors: change an item's title, points or description (None: kept); the item and a
+    sentence per change. Points below what a student already has on it are refused."""
+    item = get_item(session, lab=lab, item_id=item_id)
+    worth = item.max_points if max_points is None else float(max_points)
+    name = _checked(
+        session,
+        lab=lab,
+        title=item.title if title is None else title,
+        max_points=worth,
+        description=item.description if description is None else description,
+        item_id=item.id,
+    )
+    above = session.scalar(
+        select(func.count()).where(RubricScore.item_id == item.id, RubricScore.points > worth)
+    )
+    if above:
+        raise Invalid(
+            f"{above} student{'s have' if above != 1 else ' has'} more than {worth:g} points on "
+            f"{item.title}; lower their points first, or keep at least that many."
+        )
+    changes = []
+    if name != item.title:
+        changes.append(f"is called {name} (was {item.title})")
+        item.title = name
+    if worth != item.max_points:
+        changes.append(f"is worth {worth:g} points (was {item.max_points:g})")
+        item.max_points = worth
+    if description is not None and description.strip() != item.description:
+        item.description = description.strip()
+        changes.append("has a new description")
+    session.flush()
+    if changes:
+        note_rubric(session, lab=lab)
+    return item, changes
 
 
 def get_item(session: Session, *, lab: Lab, item_id: int) -> RubricItem:
@@ -78,10 +139,13 @@ def get_item(session: Session, *, lab: Lab, item_id: int) -> RubricItem:
     return item
 
 
-def remove_item(session: Session, *, lab: Lab, item_id: int) -> None:
-    """Remove an item and every student's points on it."""
-    session.delete(get_item(session, lab=lab, item_id=item_id))
+def remove_item(session: Session, *, lab: Lab, item_id: int) -> RubricItem:
+    """Remove an item and every student's points on it; the item removed."""
+    item = get_item(session, lab=lab, item_id=item_id)
+    session.delete(item)  # its points go with it (the foreign key's cascade)
     session.flush()
+    note_rubric(session, lab=lab)
+    return item
 
 
 def add_comment(session: Session, *, item: RubricItem, text: str, by: User | None) -> RubricComment:
@@ -160,6 +224,7 @@ def grade(
         row.updated_at = now
         saved.append(row)
     session.flush()
+    note_rubric(session, lab=lab, user_id=student.id)
     return saved
 
 
@@ -180,5 +245,16 @@ def graded_counts(session: Session, *, lab: Lab) -> dict[int, int]:
             select(RubricScore.user_id, func.count())
             .where(RubricScore.lab_id == lab.id)
             .group_by(RubricScore.user_id)
+        )
+    )
+
+
+def graded_per_item(session: Session, *, lab: Lab) -> dict[int, int]:
+    """Per item: how many students have points on it (what removing it takes away)."""
+    return as_dict(
+        session.execute(
+            select(RubricScore.item_id, func.count())
+            .where(RubricScore.lab_id == lab.id)
+            .group_by(RubricScore.item_id)
         )
     )

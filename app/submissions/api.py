@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, File, Query, Response, UploadFile
+from fastapi import APIRouter, File, Query, Request, Response, UploadFile
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 from sqlalchemy import select
@@ -25,6 +25,7 @@ from app.courses.deadlines import deadline_for, lab_state
 from app.courses.models import Lab, LatePolicy
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
 from app.latedays.service import available_for
+from app.policy.counting import points_possible
 from app.submissions.models import Status
 from app.submissions.quota import submission_quota
 from app.submissions.schemas import SubmissionCreated, SubmissionRead, submission_read
@@ -53,6 +54,7 @@ class LabRead(BaseModel):
     extended: bool
     score_policy: str
     late_policy: str
+    # The lab's maximum: its autograde's points and its rubric items' (points_possible).
     max_score: float
     open: bool
     submit_url: str
@@ -79,7 +81,9 @@ async def list_labs(course: str, api: ApiDb) -> list[LabRead]:
         role = require_member(session, user=user, course=found)
         now = utcnow()
         labs = []
-        for lab in labs_of(session, course=found):
+        listed = labs_of(session, course=found)
+        most = points_possible(session, labs=listed)
+        for lab in listed:
             deadline = deadline_for(session, lab=lab, user_id=user.id)
             # A lab refusing late work stays open while the caller's late days cover it.
             grace = 0
@@ -95,7 +99,7 @@ async def list_labs(course: str, api: ApiDb) -> list[LabRead]:
                     extended=deadline.extended,
                     score_policy=lab.score_policy,
                     late_policy=lab.late_policy,
-                    max_score=lab.max_score,
+                    max_score=most[lab.id],
                     open=lab_state(
                         lab, deadline, now=now, staff=role.is_staff, late_days=grace
                     ).accepts,
@@ -119,10 +123,14 @@ async def list_labs(course: str, api: ApiDb) -> list[LabRead]:
 async def submit(
     course: str,
     lab: str,
-    file: Annotated[UploadFile, File(description="the .cu source file")],
+    file: Annotated[UploadFile, File(description="the .cu source file (exactly one)")],
     api: ApiDb,
     response: Response,
+    request: Request,
 ) -> SubmissionCreated:
+    # The form FastAPI read for `file` (kept by the request): a second part would be dropped.
+    files = len((await request.form()).getlist("file"))
+
     def work(session: Session, user: User) -> SubmissionCreated:
         limit = get_settings().max_upload_bytes
         # Read one byte past the limit: enough to refuse, without holding a huge upload.
@@ -137,6 +145,7 @@ async def submit(
             data=data,
             now=utcnow(),
             size=file.size,
+            files=files,
         )
         # The row must exist before the worker can be told about it: its job goes to this
         # process's sender once the commit lands (app.jobs.sender). A commit that fails

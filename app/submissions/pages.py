@@ -8,6 +8,7 @@ added by those features as parts (app.web.panels): `submission_panels` and `lab_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Protocol
 
@@ -15,9 +16,11 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from starlette.types import Scope
 
 from app.core.database import utcnow
 from app.core.errors import DomainError, RateLimited
+from app.core.limits import REFUSED_UPLOAD
 from app.core.overload import commit_or_confirm
 from app.core.settings import get_settings
 from app.courses.deadlines import deadline_for, lab_state
@@ -166,10 +169,29 @@ def _sanitizer_rule(spec: LabSpec) -> str:
 
 @router.get("/courses/{course}/labs/{lab}", response_class=HTMLResponse)
 async def lab_page(request: Request, course: str, lab: str, web: WebDb) -> Response:
+    # An upload refused unread (app.core.limits) is answered with this page and its sentence.
+    refused = getattr(request.state, REFUSED_UPLOAD, None)
+
     def page(session: Session, user: User) -> Response:
-        return render(request, "lab.html", _lab_context(session, user, course, lab))
+        context = _lab_context(session, user, course, lab)
+        if refused is None:
+            return render(request, "lab.html", context)
+        context["error"] = refused
+        return render(request, "lab.html", context, status_code=413)
 
     return await web.run(page)
+
+
+UPLOAD_FORM = re.compile(r"/courses/([^/]+)/labs/([^/]+)/submissions")
+
+
+def refused_upload_page(scope: Scope) -> Scope | None:
+    """The lab page, as a request, for its upload form's body refused unread (too large)."""
+    found = UPLOAD_FORM.fullmatch(scope.get("path", ""))
+    if scope.get("method") != "POST" or found is None:
+        return None
+    path = f"/courses/{found[1]}/labs/{found[2]}"
+    return {**scope, "method": "GET", "path": path, "raw_path": path.encode(), "query_string": b""}
 
 
 @router.post("/courses/{course}/labs/{lab}/submissions", response_class=HTMLResponse)
@@ -181,6 +203,9 @@ async def submit_form(
     file: Annotated[UploadFile, File()],
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
+    # The form FastAPI read for `file` (kept by the request): a second part would be dropped.
+    files = len((await request.form()).getlist("file"))
+
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
         limit = get_settings().max_upload_bytes
@@ -196,6 +221,7 @@ async def submit_form(
                 data=data,
                 now=utcnow(),
                 size=file.size,
+                files=files,
             )
         except DomainError as exc:
             session.rollback()

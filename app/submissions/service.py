@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, defer, load_only
 
 from app.core.database import utcnow
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
+from app.core.limits import size_words
 from app.core.settings import get_settings
 from app.core.timefmt import when_text
 from app.courses.deadlines import Availability, deadline_for, lab_state
@@ -84,19 +85,15 @@ def compile_name(filename: str) -> str:
     return name if name.endswith(".cu") else "submission.cu"
 
 
-def _kib(size: int) -> str:
-    return f"{size / 1024:.0f} KiB"
-
-
 def check_source(data: bytes, *, limit: int, size: int | None = None) -> str:
     """The upload as text, or a sentence why not. `data` is read one byte past the limit at
     most; `size`, where known, is the whole upload's, so a refusal names the real size."""
     if len(data) > limit:
         if size is not None and size > limit:
-            told = f"The file is {size} bytes ({_kib(size)}), over the limit of {limit} bytes"
+            told = f"The file is {size} bytes ({size_words(size)}), over the limit of {limit} bytes"
         else:
             told = f"The file is larger than the limit of {limit} bytes"
-        raise TooLarge(f"{told} ({_kib(limit)}); submit only the kernel's .cu source file.")
+        raise TooLarge(f"{told} ({size_words(limit)}); submit only the kernel's .cu source file.")
     if not data.strip():
         raise Invalid("The file is empty; choose the .cu file that holds your kernel.")
     try:
@@ -109,6 +106,15 @@ def check_source(data: bytes, *, limit: int, size: int | None = None) -> str:
     if "\x00" in text:
         raise Invalid("The file contains NUL bytes, so it is not source text; submit the .cu file.")
     return text
+
+
+def check_one_file(parts: int) -> None:
+    """An upload is one file: a form with two `file` parts is refused, not read as its last."""
+    if parts != 1:
+        raise Invalid(
+            f"The upload holds {parts} files (form parts named 'file'); send exactly one .cu "
+            "file per submission, and each of the others as a submission of its own."
+        )
 
 
 def check_filename(filename: str | None) -> None:
@@ -154,9 +160,12 @@ def create_submission(
     data: bytes,
     now: datetime,
     size: int | None = None,
+    files: int = 1,
 ) -> Intake:
-    """Check and store a submission with a queued grading job, sent once the caller commits."""
+    """Check and store a submission with a queued grading job, sent once the caller commits.
+    `files`: how many file parts the upload held (one is taken, and only one)."""
     role = require_member(session, user=user, course=course)
+    check_one_file(files)
     deadline = deadline_for(session, lab=lab, user_id=user.id)
     team = team_of(session, lab=lab, user_id=user.id) if lab.team_size > 1 else None
     # A late upload holds the late days it needs from now on (reserve_for_upload, below):

@@ -10,10 +10,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.courses.service import add_lab
-from app.gradebook.service import rubric_max
 from app.latedays.models import LateDayCharge, LateDayEvent
 from app.latedays.service import late_days_left
-from app.policy.counting import policy_inputs
+from app.policy.counting import points_possible, policy_inputs
 from app.rubric.models import RubricItem, RubricScore
 from tests.app.conftest import World, make_world
 
@@ -84,12 +83,13 @@ def test_rubric_points_are_summed_per_lab_and_student(session: Session, world: W
     mine = policy_inputs(session, labs=labs, user_id=bob)
     assert mine.rubric == {(world.lab.id, bob): 2.0}
     third = add_lab(session, course=world.course, ref="array-sum")
-    assert rubric_max(session, labs=[*labs, third]) == {
-        world.lab.id: 5.0,
-        second.id: 4.0,
-        third.id: 0.0,
+    # The one maximum: the autograde's points plus the rubric items'.
+    assert points_possible(session, labs=[*labs, third]) == {
+        world.lab.id: world.lab.max_score + 5.0,
+        second.id: second.max_score + 4.0,
+        third.id: third.max_score,
     }
-    assert rubric_max(session, labs=[]) == {}
+    assert points_possible(session, labs=[]) == {}
 
 
 def test_a_students_cells_hold_their_own_submissions_extension_and_rubric(

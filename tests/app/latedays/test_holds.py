@@ -58,19 +58,42 @@ async def test_a_late_upload_that_does_not_compile_spends_no_late_days(
 
     await login(client, world.student)
     page = (await client.get(f"/courses/{world.course.slug}/labs/{world.lab.slug}")).text
-    assert "a compile error spends no late days" in page
-    note = page.split('id="late-note"')[1].split("</p>")[0]
-    assert "holds the late days it needs" in note and "a compile error spends no late days" in note
+    # Before the upload, in numbers: how late, what it holds at once, what is left meanwhile,
+    # and that a compile error spends none.
+    note = " ".join(page.split('id="late-note">')[1].split("</p>")[0].split())
+    assert note.startswith("Submitting now is 1 day late, so it is marked late.")
+    assert "It holds 1 of your late days as soon as it is accepted: 1 of your 2 left remains" in (
+        note
+    )
+    assert "It spends them only if it compiles and counts for you" in note
+    assert "a compile error scores 0 and spends no late days" in note
     r = await _post(client, _upload(world, world.lab, world.student.auth, SYNTAX_ERROR))
     assert r.status_code == 202, r.text
     mine = await _mine(client, world, world.student.auth)
     assert (mine["spent"], mine["left"]) == (0, 1) and mine["held"] == 1
-    job = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == r.json()["id"]))
-    assert grade.apply(args=[r.json()["id"], job.one()]).get() == "compile_error"
+    # After it, on its page: what it holds while it is graded.
+    sid = r.json()["id"]
+    told = " ".join((await client.get(f"/submissions/{sid}")).text.split())
+    assert (
+        '<p class="note" id="late-day-note">This late submission holds 1 day of your late days '
+        "while it is graded: it spends them only if it compiles and counts for you, and gives "
+        "them back otherwise (1 left meanwhile)." in told
+    )
+    job = session.scalars(select(GradingJob.id).where(GradingJob.submission_id == sid))
+    assert grade.apply(args=[sid, job.one()]).get() == "compile_error"
     mine = await _mine(client, world, world.student.auth)
     assert (mine["spent"], mine["left"]) == (0, 2) and mine["held"] == 0
     assert [e["kind"] for e in mine["history"]] == ["release", "hold"]
     assert "did not compile" in mine["history"][0]["reason"]
+    # And once it did not compile: nothing spent, the held day back, each step of the ledger.
+    told = " ".join((await client.get(f"/submissions/{sid}")).text.split())
+    assert (
+        "It did not compile: a compile error scores 0 and spends no late days; what it held "
+        "came back (2 left)." in told
+    )
+    events = told.split('id="late-day-events">')[1].split("</ul>")[0]
+    assert "held 1 for a late upload" in events and "got 1 back from" in events
+    assert "(1 left)" in events and "(2 left)" in events
     # It still counts, as 0 points and late (nothing covered it).
     book = await client.get(
         f"/api/v1/courses/{world.course.slug}/gradebook.csv", headers=world.instructor.auth

@@ -14,7 +14,7 @@ from app.courses.models import Lab
 from app.lti.grades import send_due_scores
 from app.lti.models import LtiScoreSync, SyncState
 from app.lti.scores import note_grading
-from app.rubric.service import add_item, grade
+from app.rubric.service import add_item, grade, remove_item, update_item
 from app.users.models import User
 from tests.app.conftest import World
 from tests.app.factories import make_submission
@@ -51,7 +51,37 @@ def test_the_score_sent_is_the_gradebooks_late_penalty_taken_and_rubric_points_a
     assert len(send_due_scores(course_id=world.course.id).sent) == 1
     item = next(iter(course.line_items.values()))
     assert item.grades == {ada.sub: 9.2}
-    assert item.received[-1]["scoreMaximum"] == world.lab.max_score
+    # Out of the lab's maximum as the gradebook and both CSVs have it: the 5-point item in it.
+    assert item.received[-1]["scoreMaximum"] == world.lab.max_score + 5
+
+
+def test_the_maximum_sent_follows_the_rubric_items_added_edited_and_removed(
+    session: Session, world: World, lms: TestPlatform, browsers: object
+) -> None:
+    teacher, ada, course, link, student = _setup(session, world, lms, browsers)
+    user = _user(session, ada.email)
+    _grade(session, world, user, 6.0)
+    assert len(send_due_scores(course_id=world.course.id).sent) == 1
+    column = next(iter(course.line_items.values()))
+    assert column.received[-1]["scoreMaximum"] == world.lab.max_score
+    # No grading in between: the item alone moves the maximum, and the score goes again.
+    item = add_item(session, lab=world.lab, title="Report", max_points=5)
+    session.commit()
+    assert len(send_due_scores(course_id=world.course.id).sent) == 1
+    assert column.received[-1]["scoreMaximum"] == world.lab.max_score + 5
+    update_item(session, lab=world.lab, item_id=item.id, max_points=7.5)
+    session.commit()
+    assert len(send_due_scores(course_id=world.course.id).sent) == 1
+    assert column.received[-1]["scoreMaximum"] == world.lab.max_score + 7.5
+    # A title alone leaves the maximum: nothing to send.
+    update_item(session, lab=world.lab, item_id=item.id, title="Written report")
+    session.commit()
+    assert send_due_scores(course_id=world.course.id).sent == []
+    remove_item(session, lab=world.lab, item_id=item.id)
+    session.commit()
+    assert len(send_due_scores(course_id=world.course.id).sent) == 1
+    assert column.received[-1]["scoreMaximum"] == world.lab.max_score
+    assert column.grades == {ada.sub: 6.0}
 
 
 def test_rubric_points_are_sent_only_once_the_grades_are_released(

@@ -17,11 +17,11 @@ from sqlalchemy.orm import Session
 from app.core.database import utcnow
 from app.courses.service import add_lab
 from app.gradebook.service import gradebook_csv
-from app.rubric.models import RubricComment, RubricScore
+from app.rubric.models import RubricComment, RubricItem, RubricScore
 from tests.app.conftest import World, make_world
 from tests.app.factories import make_submission
 from tests.app.test_cli_course import fails, run
-from tests.app.web.test_routes import login
+from tests.app.web.test_routes import csrf_of, login
 
 pytestmark = pytest.mark.anyio
 
@@ -367,3 +367,100 @@ async def test_who_gave_each_point_and_comment_is_recorded(
     session.expire_all()
     again = session.scalars(select(RubricScore).where(RubricScore.item_id == item)).one()
     assert (again.graded_by_id, again.points) == (world.instructor.user.id, 4.0)
+
+
+def _points(value: float) -> str:
+    return f"{value:g}"
+
+
+async def test_one_maximum_everywhere_and_items_edited_and_removed_in_the_web_and_the_cli(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    """Issue 36, item 6: a 5-point item makes the lab out of its points plus 5 on the
+    gradebook page (and its total), the student's course page, the staff's list, its API and
+    Canvas's Points Possible; editing and removing the item (web, then CLI) moves them all."""
+    world = make_world(session, due_at=utcnow() - timedelta(days=1))
+    world.lab.grades_released_at = utcnow() - timedelta(hours=1)
+    make_submission(session, user=world.student.user, lab=world.lab, score=4)
+    session.commit()
+    autograde = world.lab.max_score
+    course, lab = world.course.slug, world.lab.slug
+    rubric_path = f"/courses/{course}/labs/{lab}/rubric"
+
+    async def form(action: str, **fields: str) -> httpx.Response:
+        page = await client.get(rubric_path)
+        return await client.post(
+            rubric_path, data={"csrf_token": csrf_of(page.text), "action": action, **fields}
+        )
+
+    async def maxima(expected: float) -> None:
+        await login(client, world.instructor)
+        book = await client.get(f"/courses/{course}/gradebook")
+        head = book.text.split('<span class="muted lab-max">', 1)[1].split("</span>", 1)[0]
+        assert head == f"/{_points(expected)}"
+        assert f'id="total-head">Total<br><span class="muted">/{_points(expected)}</span>' in (
+            book.text
+        )
+        students = await client.get(f"/courses/{course}/labs/{lab}/students")
+        assert f"max {_points(expected)}" in students.text
+        api = await client.get(f"/api/v1/courses/{course}/labs/{lab}/students", headers=ta)
+        assert {row["max_score"] for row in api.json()} == {expected}
+        listed = await client.get(f"/api/v1/courses/{course}/labs", headers=world.student.auth)
+        assert [x["max_score"] for x in listed.json() if x["slug"] == lab] == [expected]
+        canvas = await client.get(
+            f"/api/v1/courses/{course}/gradebook.csv?format=canvas", headers=ta
+        )
+        possible = list(csv.reader(io.StringIO(canvas.text)))[1]
+        assert possible[0] == "Points Possible" and possible[5] == _points(expected)
+        await login(client, world.student)
+        mine = await client.get(f"/courses/{course}")
+        assert f'<span class="muted"> / {_points(expected)}</span>' in mine.text
+
+    ta = world.ta.auth
+    await login(client, world.instructor)
+    page = await client.get(rubric_path)
+    assert '<h2 id="add-item-heading">Add an item</h2>' in page.text
+    r = await form("item", title="Code quality", max_points="5", description="names")
+    assert r.status_code == 303
+    item = session.scalars(select(RubricItem).where(RubricItem.lab_id == world.lab.id)).one()
+    await _grade(client, world, [{"item": item.id, "points": 5}])
+    await maxima(autograde + 5)
+    # Edited in the web: below the 5 points a student has is refused in a sentence, as is a TA.
+    await login(client, world.instructor)
+    r = await form("edit", item=str(item.id), title="Code quality", max_points="3")
+    assert r.status_code == 422
+    assert "1 student has more than 3 points on Code quality; lower their points first" in r.text
+    r = await form("edit", item=str(item.id), title="Readable code", max_points="8")
+    assert r.status_code == 303
+    page = await client.get(r.headers["location"])
+    assert "Readable code is called Readable code (was Code quality); is worth 8 points" in (
+        page.text
+    )
+    await maxima(autograde + 8)
+    await login(client, world.ta)
+    r = await form("remove", item=str(item.id))
+    assert r.status_code == 422 and "Only instructors change or remove rubric items." in r.text
+    await login(client, world.instructor)
+    r = await form("remove", item=str(item.id))
+    assert r.status_code == 303
+    assert (
+        session.scalars(select(RubricScore).where(RubricScore.lab_id == world.lab.id)).all() == []
+    )
+    await maxima(autograde)
+    # The CLI: add, edit (points below a student's refused), remove.
+    out = run("rubric", "add", course, lab, "Report", "4")
+    added = int(out.split()[2])
+    await _grade(client, world, [{"item": added, "points": 4}])
+    assert "lower their points first" in fails(
+        "rubric", "edit", course, lab, str(added), "--points", "2"
+    )
+    out = run("rubric", "edit", course, lab, str(added), "--points", "6", "--title", "Short report")
+    assert "is called Short report (was Report); is worth 6 points (was 4)." in out
+    await maxima(autograde + 6)
+    out = run("rubric", "remove", course, lab, str(added))
+    assert (
+        out.strip()
+        == f"Removed rubric item {added} of {lab} (Short report) and the points of 1 student on it."
+    )
+    await maxima(autograde)
+    assert "has no rubric item" in fails("rubric", "remove", course, lab, str(added))

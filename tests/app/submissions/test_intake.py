@@ -15,6 +15,7 @@ from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm import Session
 
 from app.core.errors import Closed, Conflict, Forbidden, Invalid, NotFound, TooLarge
+from app.core.limits import size_words
 from app.core.timefmt import when_text
 from app.courses.models import LatePolicy, Role
 from app.courses.service import add_lab, enroll
@@ -439,12 +440,16 @@ def test_an_intake_whose_job_is_gone_is_not_stored(session: Session, world: Worl
     assert not intake.stored(session)
 
 
-def test_sizes_are_shown_in_whole_kib_rounded() -> None:
-    assert [service._kib(n) for n in (1024, 1536, 2047, 262144)] == [
+def test_sizes_are_shown_in_whole_kib_rounded_and_mib_past_one() -> None:
+    sizes = (1024, 1536, 2047, 262144, 1024 * 1024 - 1, 1024 * 1024, 20 * 1024 * 1024 + 300)
+    assert [size_words(n) for n in sizes] == [
         "1 KiB",
         "2 KiB",
         "2 KiB",
         "256 KiB",
+        "1024 KiB",
+        "1.0 MiB",
+        "20.0 MiB",
     ]
 
 
