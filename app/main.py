@@ -40,6 +40,7 @@ from app.gradebook import pages as gradebook_pages
 from app.grading import api as grading_api
 from app.grading import pages as grading_pages
 from app.jobs.sender import job_sender
+from app.lti.scores import follow_rubric
 from app.people import pages as courses_pages
 from app.performance import api as performance_api
 from app.performance import pages as performance_pages
@@ -87,6 +88,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def create_app() -> FastAPI:
     settings = get_settings()
+    follow_rubric()  # rubric changes reach the LMS's columns
     app = FastAPI(
         lifespan=_lifespan,
         title="kernelgrader",

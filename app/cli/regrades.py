@@ -19,6 +19,13 @@ request_cli = typer.Typer(help="Regrade requests.", no_args_is_help=True)
 rubric_cli = typer.Typer(help="Rubric points on top of the autograde.", no_args_is_help=True)
 
 
+def _rubric_followed() -> None:
+    """A rubric change made here reaches the LMS's columns, as one made in the web app does."""
+    from app.lti.scores import follow_rubric
+
+    follow_rubric()
+
+
 def _staff(session: Session, course: str, email: str) -> User:
     from app.courses.service import get_course, require_staff
     from app.users.service import get_user
@@ -118,6 +125,7 @@ def rubric_add(
     from app.core.database import session_scope
     from app.rubric.service import add_item
 
+    _rubric_followed()
     try:
         with session_scope() as session:
             _, row = lab_in(session, course, lab)
@@ -143,6 +151,7 @@ def rubric_edit(
     from app.core.database import session_scope
     from app.rubric.service import update_item
 
+    _rubric_followed()
     try:
         with session_scope() as session:
             _, row = lab_in(session, course, lab)
@@ -172,6 +181,7 @@ def rubric_remove(
     from app.core.database import session_scope
     from app.rubric.service import graded_per_item, remove_item
 
+    _rubric_followed()
     try:
         with session_scope() as session:
             _, row = lab_in(session, course, lab)
@@ -217,6 +227,7 @@ def rubric_grade(
     from app.rubric.service import grade
     from app.users.service import get_user
 
+    _rubric_followed()
     try:
         with session_scope() as session:
             found, row = lab_in(session, course, lab)

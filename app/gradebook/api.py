@@ -22,7 +22,7 @@ from app.courses.service import (
 )
 from app.gradebook.lab_roster import counted_sources_zip, lab_roster
 from app.gradebook.service import write_canvas_csv, write_gradebook_csv
-from app.policy.counting import points_possible
+from app.rubric.service import points_possible
 from app.submissions.models import Status
 from app.users.models import User
 from app.web.deps import ApiDb

@@ -18,7 +18,8 @@ from app.core.errors import Invalid
 from app.courses.deadlines import Deadline, deadline_from
 from app.courses.models import Enrollment, Lab, Role
 from app.performance.service import TimedResult, timed_results
-from app.policy.counting import LabCell, Scored, lab_cell, points_possible, policy_inputs
+from app.policy.counting import LabCell, Scored, lab_cell, policy_inputs
+from app.rubric.service import points_possible
 from app.submissions.models import Status, Submission
 from app.submissions.service import LISTED
 from app.teams.models import SubmissionCredit, Team, TeamMember

@@ -31,7 +31,8 @@ from app.courses.service import (
 from app.gradebook.lab_roster import STATUS_FILTERS, StudentRow, kernel_time_groups, lab_roster
 from app.gradebook.service import gradebook
 from app.latedays.service import balance, grace_days
-from app.policy.counting import best_scores, points_possible
+from app.policy.counting import best_scores
+from app.rubric.service import points_possible
 from app.submissions.service import background_waiting
 from app.teams.service import open_invitations
 from app.users.models import User
@@ -170,7 +171,7 @@ async def lab_students_page(
 
 
 def lab_charts(most: float, rows: list[StudentRow]) -> dict[str, Markup | list[tuple[str, Markup]]]:
-    """`most`: the lab's maximum (app.policy.counting.points_possible)."""
+    """`most`: the lab's maximum (app.rubric.service.points_possible)."""
     scores = [r.cell.score for r in rows if r.cell.score is not None]
     top = most or max(scores, default=1.0) or 1.0
     charts: dict[str, Markup | list[tuple[str, Markup]]] = {

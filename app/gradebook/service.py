@@ -27,9 +27,9 @@ from app.policy.counting import (
     LabCell,
     Scored,
     lab_cell,
-    points_possible,
     policy_inputs,
 )
+from app.rubric.service import points_possible
 from app.submissions.models import Submission
 from app.teams.models import SubmissionCredit
 from app.users.models import User

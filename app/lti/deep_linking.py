@@ -22,7 +22,7 @@ from app.lti.grades import TAG
 from app.lti.launch import DEEP_LINKING, DEPLOYMENT, tool_urls
 from app.lti.models import LtiContext, LtiLineItem, LtiPlatform
 from app.lti.tool import registration_of
-from app.policy.counting import points_possible
+from app.rubric.service import points_possible
 
 
 def response_for(

@@ -1,7 +1,7 @@
 """Which scores go to which LMS grade column: one column per lab and LMS course, one row per
 student in it (app.lti.models.LtiScoreSync) holding the counted score to send.
 
-A score's maximum is the lab's, rubric items included (app.policy.counting.points_possible), as
+A score's maximum is the lab's, rubric items included (app.rubric.service.points_possible), as
 on every page and in the CSVs. A row changes only when the counted score (or its maximum) does:
 a grading that leaves the counted score as it was sends nothing.
 The sending itself is app.lti.grades.
@@ -18,7 +18,9 @@ from app.core.database import utcnow
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.release import is_released
 from app.lti.models import LtiContext, LtiLineItem, LtiScoreSync, SyncState
-from app.policy.counting import points_possible, student_cell
+from app.policy.counting import student_cell
+from app.rubric.service import followers as rubric_followers
+from app.rubric.service import points_possible
 from app.submissions.credits import credited_users
 from app.submissions.models import Submission
 from app.users.models import UserIdentity
@@ -59,6 +61,13 @@ def note_grading(session: Session, *, submission: Submission) -> None:
 
     for user_id in credited_users(session, submission_id=submission.id):
         refresh_scores(session, lab=lab, line_items=items, user_id=user_id)
+
+
+def follow_rubric() -> None:
+    """Rubric changes reach the LMS's columns (app.rubric.service.followers): called by the
+    web app and the CLI as they start; calling it again adds nothing."""
+    if note_rubric not in rubric_followers:
+        rubric_followers.append(note_rubric)
 
 
 def note_rubric(session: Session, *, lab: Lab, user_id: int | None = None) -> None:

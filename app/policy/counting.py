@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from app.courses.deadlines import deadline_from
 from app.courses.models import Extension, Lab, ScorePolicy
 from app.latedays.models import LateDayCharge
-from app.rubric.models import RubricItem, RubricScore
+from app.rubric.models import RubricScore
 from app.submissions.credits import credited_pairs
 from app.submissions.models import Submission
 from app.submissions.service import FINAL
@@ -237,19 +237,6 @@ def policy_inputs(
             (lab_id, uid): float(total) for lab_id, uid, total in session.execute(sums)
         }
     return inputs
-
-
-def points_possible(session: Session, *, labs: list[Lab]) -> dict[int, float]:
-    """Each lab's maximum, the one every page, both CSVs and the LMS's column show: the
-    autograde's points (lab.toml) plus its rubric items' (a cell's score adds both)."""
-    totals = {lab.id: float(lab.max_score) for lab in labs}
-    for lab_id, extra in session.execute(
-        select(RubricItem.lab_id, func.sum(RubricItem.max_points))
-        .where(RubricItem.lab_id.in_(list(totals) or [-1]))
-        .group_by(RubricItem.lab_id)
-    ):
-        totals[lab_id] += float(extra or 0.0)
-    return totals
 
 
 def lab_cell(lab: Lab, submissions: list[Scored]) -> LabCell:

@@ -12,8 +12,8 @@ from app.core.errors import DomainError, Invalid
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.release import is_released
 from app.courses.service import find_lab, require_staff
-from app.policy.counting import points_possible
 from app.rubric import service as rubric
+from app.rubric.service import points_possible
 from app.users.models import User
 from app.users.service import find_user
 from app.web.deps import WebDb

@@ -2,11 +2,12 @@
 report), reusable comments per item, and each student's points, which the gradebook adds to
 the counted score. Students see theirs once the lab's grades are released
 (app.courses.release). The items' points are part of the lab's maximum
-(app.policy.counting.points_possible); every change here is passed on to the lab's LMS columns
-(app.lti.scores.note_rubric)."""
+(`points_possible`); every change here is passed on to those who follow it (`followers`: the
+lab's LMS columns, app.lti.scores), which add themselves from above, so rubric imports none."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,13 +18,36 @@ from app.core.database import as_dict
 from app.core.errors import Invalid, NotFound
 from app.courses.models import Course, Lab, Role
 from app.courses.service import role_in
-from app.lti.scores import note_rubric
 from app.rubric.models import RubricComment, RubricItem, RubricScore
 from app.users.models import User
 
 MAX_ITEM_POINTS = 1000.0
 MAX_COMMENT = 500
 MAX_ITEMS = 50
+
+# Called after any change of a lab's items (user_id None: the lab's maximum changed for
+# everyone) or of one student's points, in the changing transaction: app.lti.scores adds
+# itself (follow_rubric), called by the web app and the CLI when they start.
+Follower = Callable[..., None]
+followers: list[Follower] = []
+
+
+def _changed(session: Session, *, lab: Lab, user_id: int | None = None) -> None:
+    for follower in followers:
+        follower(session, lab=lab, user_id=user_id)
+
+
+def points_possible(session: Session, *, labs: list[Lab]) -> dict[int, float]:
+    """Each lab's maximum, the one every page, both CSVs and the LMS's column show: the
+    autograde's points (lab.toml) plus its rubric items' (a cell's score adds both)."""
+    totals = {lab.id: float(lab.max_score) for lab in labs}
+    for lab_id, extra in session.execute(
+        select(RubricItem.lab_id, func.sum(RubricItem.max_points))
+        .where(RubricItem.lab_id.in_(list(totals) or [-1]))
+        .group_by(RubricItem.lab_id)
+    ):
+        totals[lab_id] += float(extra or 0.0)
+    return totals
 
 
 @dataclass(frozen=True)
@@ -83,7 +107,7 @@ def add_item(
     )
     session.add(item)
     session.flush()
-    note_rubric(session, lab=lab)
+    _changed(session, lab=lab)
     return item
 
 
@@ -128,7 +152,7 @@ def update_item(
         changes.append("has a new description")
     session.flush()
     if changes:
-        note_rubric(session, lab=lab)
+        _changed(session, lab=lab)
     return item, changes
 
 
@@ -144,7 +168,7 @@ def remove_item(session: Session, *, lab: Lab, item_id: int) -> RubricItem:
     item = get_item(session, lab=lab, item_id=item_id)
     session.delete(item)  # its points go with it (the foreign key's cascade)
     session.flush()
-    note_rubric(session, lab=lab)
+    _changed(session, lab=lab)
     return item
 
 
@@ -224,7 +248,7 @@ def grade(
         row.updated_at = now
         saved.append(row)
     session.flush()
-    note_rubric(session, lab=lab, user_id=student.id)
+    _changed(session, lab=lab, user_id=student.id)
     return saved
 
 

@@ -25,7 +25,7 @@ from app.courses.deadlines import deadline_for, lab_state
 from app.courses.models import Lab, LatePolicy
 from app.courses.service import get_course, get_lab, labs_of, require_member, require_staff
 from app.latedays.service import available_for
-from app.policy.counting import points_possible
+from app.rubric.service import points_possible
 from app.submissions.models import Status
 from app.submissions.quota import submission_quota
 from app.submissions.schemas import SubmissionCreated, SubmissionRead, submission_read

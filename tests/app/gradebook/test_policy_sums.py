@@ -12,8 +12,9 @@ from sqlalchemy.orm import Session
 from app.courses.service import add_lab
 from app.latedays.models import LateDayCharge, LateDayEvent
 from app.latedays.service import late_days_left
-from app.policy.counting import points_possible, policy_inputs
+from app.policy.counting import policy_inputs
 from app.rubric.models import RubricItem, RubricScore
+from app.rubric.service import points_possible
 from tests.app.conftest import World, make_world
 
 
