@@ -22,6 +22,7 @@ from app.api.docs import add_offline_docs
 from app.auth import api as auth_api
 from app.auth import pages as auth_pages
 from app.auth.pages import MISSING, installed
+from app.catalog import pages as catalog_pages
 from app.core.errors import DomainError, NotAuthenticated, NotFound, RateLimited, ServerBusy
 from app.core.http_security import SecurityHeadersMiddleware
 from app.core.limits import FORM_OVERHEAD_BYTES, BodySizeLimit
@@ -211,6 +212,8 @@ def create_app() -> FastAPI:
         submissions_pages.router,
         auth_pages.router,
         courses_pages.router,
+        # Before the gradebook's pages: /courses/new is not /courses/{course}.
+        catalog_pages.router,
         gradebook_pages.router,
         policy_pages.router,
         performance_pages.router,

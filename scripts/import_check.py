@@ -51,6 +51,11 @@ FLOORS: list[tuple[str, str]] = [
     ("people", "a course's people as its staff manage them: enrolment, roles, rosters, invites"),
     ("teams", "teams and their invitations; the credit rows a team's submission makes"),
     ("rubric", "rubric items and the staff's points"),
+    (
+        "catalog",
+        "courses made in the web, archived and restored, and copied to a new term with their "
+        "labs' settings and rubric items (so above rubric)",
+    ),
     ("latedays", "the late-day ledger: charges, holds and events, budgets and balances"),
     (
         "submissions",

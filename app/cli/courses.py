@@ -27,16 +27,133 @@ def _labs_need_the_database(ctx: typer.Context) -> None:
 
 @course_cli.command("create")
 def course_create(
-    slug: str, title: Annotated[str, typer.Option(help="the course's full name")] = ""
+    slug: str,
+    title: Annotated[str, typer.Option(help="the course's full name")] = "",
+    instructor: Annotated[
+        str | None,
+        typer.Option(help="the email of an account that becomes the course's instructor"),
+    ] = None,
 ) -> None:
-    """Create a course."""
+    """Create a course (with its instructor, who can then open it in the web)."""
     from app.core.database import session_scope
+    from app.courses.lifecycle import create_course_for
     from app.courses.service import create_course
+    from app.users.service import get_user
 
     try:
         with session_scope() as session:
-            course = create_course(session, slug=slug, title=title or slug)
+            if instructor:
+                teacher = get_user(session, email=instructor)
+                course = create_course_for(
+                    session, slug=slug, title=title or slug, instructor=teacher
+                )
+            else:
+                course = create_course(session, slug=slug, title=title or slug)
             typer.echo(f"Created course {course.slug}: {course.title}")
+            if instructor:
+                typer.echo(f"{teacher.email} is its instructor.")
+            else:
+                typer.echo(
+                    "It has no instructor yet: `kernelgrader user add EMAIL --role instructor "
+                    f"--course {course.slug}` makes one (or pass --instructor EMAIL)."
+                )
+    except DomainError as exc:
+        raise fail(exc.message) from None
+
+
+@course_cli.command("list")
+def course_list() -> None:
+    """Every course, with its instructors; archived ones marked."""
+    from sqlalchemy import select
+
+    from app.core.database import session_scope
+    from app.core.timefmt import when_text
+    from app.courses.models import Course, Enrollment, Role
+    from app.users.models import User
+
+    with session_scope() as session:
+        for course in session.scalars(select(Course).order_by(Course.slug)):
+            teachers = session.scalars(
+                select(User.email)
+                .join(Enrollment, Enrollment.user_id == User.id)
+                .where(
+                    Enrollment.course_id == course.id,
+                    Enrollment.role == Role.instructor.value,
+                )
+                .order_by(User.email)
+            ).all()
+            archived = f" (archived {when_text(course.archived_at)})" if course.archived_at else ""
+            who = ", ".join(teachers) or "no instructor"
+            typer.echo(f"{course.slug}: {course.title}{archived}; {who}")
+
+
+@course_cli.command("archive")
+def course_archive(slug: str) -> None:
+    """Archive a course: gone from everyone's list of courses, closed for uploads; everything
+    in it is kept, and `course restore` brings it back."""
+    from app.core.database import session_scope, utcnow
+    from app.courses.lifecycle import archive_course
+    from app.courses.service import get_course
+
+    try:
+        with session_scope() as session:
+            done = archive_course(session, course=get_course(session, slug=slug), now=utcnow())
+    except DomainError as exc:
+        raise fail(exc.message) from None
+    typer.echo(
+        f"Archived {slug}: it is gone from everyone's list of courses and takes no uploads; "
+        f"everything in it is kept (`kernelgrader course restore {slug}` brings it back)."
+        if done
+        else f"{slug} was archived already; nothing changed."
+    )
+
+
+@course_cli.command("restore")
+def course_restore(slug: str) -> None:
+    """Bring back an archived course, as it was."""
+    from app.core.database import session_scope
+    from app.courses.lifecycle import restore_course
+    from app.courses.service import get_course
+
+    try:
+        with session_scope() as session:
+            done = restore_course(session, course=get_course(session, slug=slug))
+    except DomainError as exc:
+        raise fail(exc.message) from None
+    typer.echo(f"Restored {slug}." if done else f"{slug} was not archived; nothing changed.")
+
+
+@course_cli.command("copy")
+def course_copy(
+    source: Annotated[str, typer.Argument(help="the course to copy")],
+    slug: Annotated[str, typer.Argument(help="the new course's slug")],
+    instructor: Annotated[
+        str, typer.Option(help="the email of an account that becomes the new course's instructor")
+    ],
+    title: Annotated[str, typer.Option(help="the new course's full name")] = "",
+) -> None:
+    """Copy a course to a new term: its labs with their settings and policies, rubric items,
+    late-day and regrade policies; no people, submissions, grades or dates."""
+    from app.catalog.service import copy_course
+    from app.core.database import session_scope
+    from app.courses.service import get_course
+    from app.users.service import get_user
+
+    try:
+        with session_scope() as session:
+            old = get_course(session, slug=source)
+            done = copy_course(
+                session,
+                source=old,
+                slug=slug,
+                title=title or slug,
+                instructor=get_user(session, email=instructor),
+            )
+            typer.echo(
+                f"Copied {source} to {done.course.slug}: {done.labs} labs, "
+                f"{done.rubric_items} rubric items. Set each lab's dates with `kernelgrader "
+                f"lab update {done.course.slug} LAB --release ... --due ...`."
+            )
     except DomainError as exc:
         raise fail(exc.message) from None
 

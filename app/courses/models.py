@@ -49,6 +49,10 @@ class Course(Base):
     late_days_recount_at: Mapped[datetime | None] = mapped_column(default=None)
     # Students (by id) up to this one are recounted already.
     late_days_recounted_to: Mapped[int] = mapped_column(default=0, server_default="0")
+    # Archived by its instructors (a term that is over): gone from everyone's list of courses
+    # and closed for uploads; its labs, people, submissions and grades all stay, and restoring
+    # it brings it back as it was.
+    archived_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class Enrollment(Base):

@@ -20,17 +20,32 @@ from app.users.models import User
 from app.users.service import ensure_user
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# Course slugs that are page addresses of their own (/courses/new).
+RESERVED_SLUGS = frozenset({"new"})
+
+
+def course_problems(session: Session, *, slug: str, title: str) -> dict[str, str]:
+    """What is wrong with a new course's slug and title, a sentence per field ({}: nothing)."""
+    problems = {}
+    if not _SLUG.match(slug):
+        problems["slug"] = (
+            f"'{slug}' is not a course slug; use lower-case letters, digits, '-' and '_' "
+            "(at most 64, starting with a letter or digit)."
+        )
+    elif slug in RESERVED_SLUGS:
+        problems["slug"] = f"'{slug}' is the address of the new-course page; pick another slug."
+    elif session.scalar(select(Course.id).where(Course.slug == slug)) is not None:
+        problems["slug"] = f"A course named {slug} already exists; pick another slug."
+    if len(title.strip()) > 200:
+        problems["title"] = "The course title is longer than 200 characters; shorten it."
+    return problems
 
 
 def create_course(session: Session, *, slug: str, title: str) -> Course:
-    if not _SLUG.match(slug):
-        raise Invalid(
-            f"'{slug}' is not a course slug; use lower-case letters, digits, '-' and '_'."
-        )
-    if len(title.strip()) > 200:
-        raise Invalid("The course title is longer than 200 characters; shorten it.")
-    if session.scalar(select(Course).where(Course.slug == slug)) is not None:
-        raise Conflict(f"A course named {slug} already exists; pick another slug.")
+    problems = course_problems(session, slug=slug, title=title)
+    if problems:
+        taken = list(problems) == ["slug"] and _SLUG.match(slug)
+        raise (Conflict if taken else Invalid)(" ".join(problems.values()))
     course = Course(slug=slug, title=title.strip() or slug)
     session.add(course)
     session.flush()
@@ -100,11 +115,16 @@ def enroll(session: Session, *, user: User, course: Course, role: Role) -> Enrol
     return row
 
 
-def courses_of(session: Session, *, user: User) -> list[tuple[Course, Role]]:
+def courses_of(
+    session: Session, *, user: User, archived: bool = False
+) -> list[tuple[Course, Role]]:
+    """The courses the user is enrolled in, with their role: those running, or only the
+    archived ones when `archived` is true."""
+    kept = Course.archived_at.is_not(None) if archived else Course.archived_at.is_(None)
     rows = session.execute(
         select(Course, Enrollment.role)
         .join(Enrollment, Enrollment.course_id == Course.id)
-        .where(Enrollment.user_id == user.id)
+        .where(Enrollment.user_id == user.id, kept)
         .order_by(Course.slug)
     ).all()
     return [(course, Role(role)) for course, role in rows]

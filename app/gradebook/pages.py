@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
 from app.courses.deadlines import deadline_for, lab_state
+from app.courses.lifecycle import may_create_courses
 from app.courses.release import is_released
 from app.courses.service import (
     courses_of,
@@ -199,9 +200,25 @@ def lab_charts(most: float, rows: list[StudentRow]) -> dict[str, Markup | list[t
 async def home(request: Request, web: WebDb) -> Response:
     def page(session: Session, user: User) -> Response:
         courses = courses_of(session, user=user)
-        if len(courses) == 1:
+        # Archived courses are listed apart, for their staff only (to open or restore one).
+        archived = [
+            (course, role)
+            for course, role in courses_of(session, user=user, archived=True)
+            if role.is_staff
+        ]
+        may_create = may_create_courses(session, user=user)
+        # Straight to the one course, for someone with nothing else to do on this page.
+        if len(courses) == 1 and not archived and not may_create:
             return RedirectResponse(f"/courses/{courses[0][0].slug}", status_code=303)
-        return render(request, "home.html", {"courses": courses})
+        return render(
+            request,
+            "home.html",
+            {
+                "courses": courses,
+                "archived": archived,
+                "may_create": may_create,
+            },
+        )
 
     return await web.run(page)
 

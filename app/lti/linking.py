@@ -18,18 +18,22 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, Forbidden, NotFound
 from app.courses.models import Course, Enrollment, Role
-from app.courses.service import create_course, enroll, get_course
+from app.courses.service import RESERVED_SLUGS, create_course, enroll, get_course
 from app.lti.models import LtiContext, LtiPlatform
 from app.users.models import User
 
 
 def staff_courses(session: Session, *, user: User) -> list[Course]:
-    """Courses a person may link an LMS course to: those they teach."""
+    """Courses a person may link an LMS course to: those they teach, not archived."""
     return list(
         session.scalars(
             select(Course)
             .join(Enrollment, Enrollment.course_id == Course.id)
-            .where(Enrollment.user_id == user.id, Enrollment.role == Role.instructor.value)
+            .where(
+                Enrollment.user_id == user.id,
+                Enrollment.role == Role.instructor.value,
+                Course.archived_at.is_(None),
+            )
             .order_by(Course.slug)
         )
     )
@@ -99,7 +103,7 @@ def _free_slug(session: Session, title: str) -> str:
     if not base[0].isalnum():
         base = "c" + base
     slug, n = base, 1
-    while session.scalar(select(Course.id).where(Course.slug == slug)):
+    while slug in RESERVED_SLUGS or session.scalar(select(Course.id).where(Course.slug == slug)):
         n += 1
         slug = f"{base}-{n}"
     return slug

@@ -23,6 +23,7 @@ from app.auth.problems import SignInRefused
 from app.core import outbound
 from app.core.database import utcnow
 from app.core.errors import Forbidden, NotFound
+from app.core.public_address import public_address_problem
 from app.core.settings import get_settings
 from app.courses.models import Course, Role
 from app.courses.service import get_course, labs_of, require_instructor, require_staff
@@ -326,6 +327,7 @@ async def course_lti_page(
                 "role": role,
                 "urls": launches.tool_urls(),
                 "keep_days": get_settings().sign_in_problem_days,
+                "address_problem": public_address_problem(get_settings().public_url),
                 "message": message,
                 "error": error,
                 **overview(session, course=found),

@@ -53,46 +53,112 @@ class RegistrationValues:
     auth_audience: str = ""
 
 
-def _url(value: str, what: str) -> str:
-    value = value.strip()
+# The fields a site administrator fills in, as the form names them, with what they are called.
+FIELDS = {
+    "name": "name",
+    "issuer": "issuer",
+    "client_id": "client id",
+    "deployment_ids": "deployment ids",
+    "auth_login_url": "OIDC authentication URL",
+    "auth_token_url": "access token URL",
+    "key_set_url": "key set URL",
+    "auth_audience": "token audience",
+}
+
+
+# How the sentences of a name or an issuer already taken read (a Conflict, not bad input).
+_TAKEN, _OWNS = "exists already", "owns the issuer"
+
+
+def _url_problem(value: str, what: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc or len(value) > 1000:
-        raise Invalid(f"The {what} '{value}' is not a web address; copy it from the LMS.")
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        return f"The {what} '{shown}' is not a web address; copy it from the LMS."
     if parts.scheme == "http" and get_settings().env == "production":
-        raise Invalid(f"The {what} must start with https://; kernelgrader calls LMSs over TLS.")
-    return value
+        return f"The {what} must start with https://; kernelgrader calls LMSs over TLS."
+    return ""
 
 
-def _checked(values: RegistrationValues) -> dict[str, object]:
+def _deployments(values: RegistrationValues) -> list[str]:
+    return [d for d in re.split(r"[\s,]+", values.deployment_ids.strip()) if d]
+
+
+def registration_problems(
+    session: Session,
+    *,
+    values: RegistrationValues,
+    slug: str | None = None,
+    platform: LtiPlatform | None = None,
+) -> dict[str, str]:
+    """Every problem with what was typed, a sentence per field ({}: none). `slug`: a new
+    registration's name; `platform`: the registration being changed."""
+    problems: dict[str, str] = {}
+    if slug is not None:
+        if not _SLUG.match(slug):
+            problems["slug"] = (
+                f"'{slug[:80]}' is not a registration name; use lower-case letters, digits, "
+                "'-' and '_' (it is part of the key set URL)."
+            )
+        elif session.scalar(select(LtiPlatform.id).where(LtiPlatform.slug == slug)):
+            problems["slug"] = f"A registration named {slug} {_TAKEN}; pick another name."
+    if len(values.name.strip()) > 200:
+        problems["name"] = "The name is longer than 200 characters; shorten it."
     issuer, client_id = values.issuer.strip(), values.client_id.strip()
     if not issuer or len(issuer) > 500:
-        raise Invalid("The issuer is missing; copy it from the LMS (see the hints below).")
+        problems["issuer"] = (
+            "The issuer is missing; copy it from the LMS (see the hints below)."
+            if not issuer
+            else "The issuer is longer than 500 characters; copy it from the LMS."
+        )
+    else:
+        owner = session.scalar(select(LtiPlatform).where(LtiPlatform.issuer == issuer))
+        if owner is not None and (platform is None or owner.id != platform.id):
+            problems["issuer"] = (
+                f"The registration {owner.slug} {_OWNS} {issuer}; one issuer belongs "
+                "to one registration. Add this deployment's id there, or change that one."
+            )
     if not client_id or len(client_id) > 500:
-        raise Invalid("The client id is missing; copy it from the LMS's registration of the tool.")
-    deployments = [d for d in re.split(r"[\s,]+", values.deployment_ids.strip()) if d]
-    if not deployments:
-        raise Invalid("Give at least one deployment id; the LMS shows it once the tool is added.")
+        problems["client_id"] = (
+            "The client id is missing; copy it from the LMS's registration of the tool."
+            if not client_id
+            else "The client id is longer than 500 characters; copy it from the LMS."
+        )
+    if not _deployments(values):
+        problems["deployment_ids"] = (
+            "Give at least one deployment id; the LMS shows it once the tool is added."
+        )
+    for field in ("auth_login_url", "auth_token_url", "key_set_url", "auth_audience"):
+        value = str(getattr(values, field)).strip()
+        if field == "auth_audience" and not value:
+            continue
+        if problem := _url_problem(value, FIELDS[field]):
+            problems[field] = problem
+    return problems
+
+
+def _checked(
+    session: Session,
+    values: RegistrationValues,
+    *,
+    slug: str | None = None,
+    platform: LtiPlatform | None = None,
+) -> dict[str, object]:
+    problems = registration_problems(session, values=values, slug=slug, platform=platform)
+    if problems:
+        taken = all(_TAKEN in text or _OWNS in text for text in problems.values())
+        raise (Conflict if taken else Invalid)(" ".join(problems.values()))
+    issuer = values.issuer.strip()
     return {
         "name": (values.name.strip() or urlsplit(issuer).netloc or issuer)[:200],
         "issuer": issuer,
-        "client_id": client_id,
-        "deployment_ids": deployments,
-        "auth_login_url": _url(values.auth_login_url, "OIDC authentication URL"),
-        "auth_token_url": _url(values.auth_token_url, "access token URL"),
-        "key_set_url": _url(values.key_set_url, "key set URL"),
-        "auth_audience": (
-            _url(values.auth_audience, "token audience") if values.auth_audience.strip() else ""
-        ),
+        "client_id": values.client_id.strip(),
+        "deployment_ids": _deployments(values),
+        "auth_login_url": values.auth_login_url.strip(),
+        "auth_token_url": values.auth_token_url.strip(),
+        "key_set_url": values.key_set_url.strip(),
+        "auth_audience": values.auth_audience.strip(),
     }
-
-
-def _issuer_free(session: Session, issuer: str, *, but: int | None = None) -> None:
-    owner = session.scalar(select(LtiPlatform).where(LtiPlatform.issuer == issuer))
-    if owner is not None and owner.id != but:
-        raise Conflict(
-            f"The registration {owner.slug} owns the issuer {issuer}; one issuer belongs to "
-            "one registration. Add this deployment's id there, or change that one."
-        )
 
 
 def create_registration(
@@ -100,15 +166,7 @@ def create_registration(
 ) -> LtiPlatform:
     """A new registration with its own signing key."""
     slug = slug.strip().lower()
-    if not _SLUG.match(slug):
-        raise Invalid(
-            f"'{slug}' is not a registration name; use lower-case letters, digits, '-' and '_' "
-            "(it is part of the key set URL)."
-        )
-    if session.scalar(select(LtiPlatform.id).where(LtiPlatform.slug == slug)):
-        raise Conflict(f"A registration named {slug} exists already; pick another name.")
-    checked = _checked(values)
-    _issuer_free(session, str(checked["issuer"]))
+    checked = _checked(session, values, slug=slug)
     platform = LtiPlatform(slug=slug, created_by_id=by.id if by else None, **checked)
     session.add(platform)
     session.flush()
@@ -120,8 +178,7 @@ def update_registration(
     session: Session, *, platform: LtiPlatform, values: RegistrationValues
 ) -> LtiPlatform:
     """Change what the LMS gave; its users, contexts and key stay."""
-    checked = _checked(values)
-    _issuer_free(session, str(checked["issuer"]), but=platform.id)
+    checked = _checked(session, values, platform=platform)
     if checked["issuer"] != platform.issuer:
         # Identities are keyed by registration; their issuer is kept for reading.
         session.execute(

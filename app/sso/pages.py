@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from app.auth import states
 from app.auth.pages import refused_page, safe_next, sign_in_ways
 from app.auth.problems import SignInRefused, recent
+from app.core.public_address import public_address_problem
 from app.core.settings import get_settings
 from app.courses.models import Course
 from app.sso.service import ProviderView, get_provider, map_attributes, providers, sign_in, urls
@@ -239,6 +240,7 @@ async def admin_page(request: Request, web: WebDb) -> Response:
                     ).all()
                 ),
                 "keep_days": get_settings().sign_in_problem_days,
+                "address_problem": public_address_problem(get_settings().public_url),
             },
         )
 

@@ -166,6 +166,11 @@ def create_submission(
     `files`: how many file parts the upload held (one is taken, and only one)."""
     role = require_member(session, user=user, course=course)
     check_one_file(files)
+    if course.archived_at is not None:
+        raise Closed(
+            f"{course.title} was archived on {when_text(course.archived_at)}, so it takes no "
+            "more submissions; your earlier submissions are kept."
+        )
     deadline = deadline_for(session, lab=lab, user_id=user.id)
     team = team_of(session, lab=lab, user_id=user.id) if lab.team_size > 1 else None
     # A late upload holds the late days it needs from now on (reserve_for_upload, below):

@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.core.database import session_scope
-from app.courses.models import Course, Lab
+from app.courses.models import Course, Lab, Role
+from app.courses.service import get_course, labs_of, role_in
 from app.submissions.models import GradingJob, Priority
-from app.users.service import authenticate, find_user
+from app.users.service import authenticate, ensure_user, find_user
 from tests.app.conftest import TEST_LAB, unique
 from tests.app.factories import make_submission
 
@@ -277,3 +278,44 @@ def test_roster_import_writes_no_link_for_an_account_another_course_enrols(
     out = run("roster", "import", course, str(roster), "--invites", str(links))
     assert "Wrote 0 invite links" in out and "accounts already in use got none" in out
     assert links.read_text(encoding="utf-8").splitlines() == ["email,name,link,expires_at"]
+
+
+def test_course_create_names_its_instructor_who_can_then_open_it() -> None:
+    email = f"{unique('teacher')}@uni.edu"
+    slug = unique("made")
+    assert f"No user with email {email} exists" in fails(
+        "course", "create", slug, "--instructor", email
+    )
+    with session_scope() as session:
+        assert session.scalar(select(Course).where(Course.slug == slug)) is None  # nothing made
+        ensure_user(session, email=email, name="Teacher")
+    out = run("course", "create", slug, "--title", "GPU 2027", "--instructor", email)
+    assert f"Created course {slug}: GPU 2027" in out and f"{email} is its instructor." in out
+    with session_scope() as session:
+        teacher = find_user(session, email=email)
+        assert teacher is not None
+        course = get_course(session, slug=slug)
+        assert role_in(session, user=teacher, course=course) is Role.instructor
+    bare = unique("bare")
+    assert "It has no instructor yet" in run("course", "create", bare)
+    assert f"{slug}: GPU 2027; {email}" in run("course", "list")
+    assert f"{bare}: {bare}; no instructor" in run("course", "list")
+
+
+def test_course_archive_restore_and_copy(course: str) -> None:
+    email = f"{unique('next')}@uni.edu"
+    with session_scope() as session:
+        ensure_user(session, email=email)
+    assert "gone from everyone's list" in run("course", "archive", course)
+    assert "archived already; nothing changed" in run("course", "archive", course)
+    assert f"{course}: " in run("course", "list") and "(archived 20" in run("course", "list")
+    assert f"Restored {course}." in run("course", "restore", course)
+    assert "was not archived" in run("course", "restore", course)
+    new = unique("copy")
+    out = run("course", "copy", course, new, "--instructor", email, "--title", "Next term")
+    assert f"Copied {course} to {new}: 1 labs, 0 rubric items." in out
+    assert "already exists" in fails("course", "copy", course, new, "--instructor", email)
+    with session_scope() as session:
+        [lab] = labs_of(session, course=get_course(session, slug=new))
+        assert lab.slug == "scale-test" and lab.due_at is None
+        assert lab_row(course).due_at is not None

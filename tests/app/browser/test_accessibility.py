@@ -46,6 +46,14 @@ PAGES = [
     ("instructor", "/courses/demo"),
     ("instructor", "/courses/demo/labs/matmul-tiled/settings"),
     ("instructor", "/courses/demo/people"),
+    # Issue 36: courses made and copied in the web; the LMS and sign-in section (the demo's
+    # instructor is the site administrator too).
+    ("instructor", "/"),
+    ("instructor", "/courses/new"),
+    ("instructor", "/courses/demo/copy"),
+    ("instructor", "/courses/demo/lti"),
+    ("instructor", "/admin/lti"),
+    ("instructor", "/admin/sign-in"),
     ("instructor", "/no/such/page"),
 ]
 

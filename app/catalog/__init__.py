@@ -1,0 +1,1 @@
+"""The course catalog: courses made in the web, archived and restored, copied to a new term."""
