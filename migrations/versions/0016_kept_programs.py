@@ -1,6 +1,6 @@
 """compiled programs kept for the GPU worker that runs a waiting job (issue 35)
 
-Revision ID: 0021
+Revision ID: 0016
 Revises: 0015
 Create Date: 2026-11-29 11:00:00.000000
 """
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 
-revision: str = '0021'
+revision: str = '0016'
 down_revision: str | None = '0015'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

@@ -1,7 +1,7 @@
 """a course archived by its instructors (issue 36): hidden from course lists, nothing deleted
 
-Revision ID: 0016
-Revises: 0021
+Revision ID: 0017
+Revises: 0016
 Create Date: 2026-11-29 10:40:00.000000
 """
 
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 
 
-revision: str = '0016'
-down_revision: str | None = '0021'
+revision: str = '0017'
+down_revision: str | None = '0016'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
