@@ -258,6 +258,11 @@ def test_a_similarity_report_computed_by_the_worker(
         # Two students hand in the lab's own reference: invisible to the pairs (boilerplate).
         for who in ("donald@uni.edu", "edsger@uni.edu"):
             _graded(session, people[who], lab, reference, utcnow() - timedelta(hours=1), 9)
+        # The team's kernel summing integers: copydetect's shared ranges start inside "float".
+        frances = people["frances@uni.edu"]
+        _graded(
+            session, frances, lab, DOT.replace("float", "int"), utcnow() - timedelta(hours=1), 5
+        )
         session.commit()
     ta = visitor()
     ta.login(server.people.ta)
@@ -291,7 +296,7 @@ def test_a_similarity_report_computed_by_the_worker(
     ta.shot("similarity-pair-desktop")
     # A pair that shares part of its code: the highlights start and end on whole words.
     ta.go(sim)
-    partial = ta.page.locator("#pairs tr", has_text="claude@uni.edu").first
+    partial = ta.page.locator("#pairs tr", has_text="frances@uni.edu").first
     partial.locator("a").click()
     ta.page.wait_for_selector("#side-a mark")
     assert ta.page.evaluate(CUT_WORDS) == []
