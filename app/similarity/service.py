@@ -194,14 +194,14 @@ def _word(char: str) -> bool:
 
 
 def _on_tokens(text: str, start: int, end: int) -> tuple[int, int]:
-    """The range widened to whole words and trimmed of space: copydetect's ranges come from
-    k-grams of code with its spaces taken out, so they can start or end in the middle of a
-    name."""
-    while 0 < start < len(text) and _word(text[start - 1]) and _word(text[start]):
-        start -= 1
-    while 0 < end < len(text) and _word(text[end - 1]) and _word(text[end]):
-        end += 1
-    # Nor is the space at either end shared code: a highlight starts and ends on a token.
+    """The range narrowed to whole words, without space at its ends: copydetect's ranges come
+    from k-grams of code with its spaces taken out, so one can start in the last letter of a
+    type that differs ("floa|t" against "in|t"). A word cut at an edge is not shared whole, so
+    it is left out rather than taken in."""
+    while 0 < start < end and _word(text[start - 1]) and _word(text[start]):
+        start += 1
+    while start < end < len(text) and _word(text[end - 1]) and _word(text[end]):
+        end -= 1
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():

@@ -224,20 +224,20 @@ def test_the_sweep_sends_a_report_whose_send_failed(session: Session) -> None:
 
 
 def test_highlights_start_and_end_on_whole_words_past_the_space() -> None:
-    """copydetect's ranges can cut a name in two (its k-grams skip spaces): a passage is
-    widened to whole words, and trimmed of the space at its ends."""
+    """copydetect's ranges can cut a name in two (its k-grams skip spaces): a passage keeps
+    only the whole words in its range, without the space at its ends."""
     text = "    float partial = mine;\n    int k = 0;\n"
     # From inside "float" to inside "mine", and a range of only the indent before "int".
     shown = [(p.text, p.shared) for p in _passages(text, [[7, 22], [26, 30]])]
     assert shown == [
+        ("    float ", False),
+        ("partial =", True),
+        (" mine;\n    int k = 0;\n", False),
+    ]
+    # Ranges that overlap are one passage; a range that ends on a word's end keeps the word.
+    shown = [(p.text, p.shared) for p in _passages(text, [[4, 17], [10, 24]])]
+    assert shown == [
         ("    ", False),
         ("float partial = mine", True),
         (";\n    int k = 0;\n", False),
-    ]
-    # Ranges that overlap once widened are one passage.
-    shown = [(p.text, p.shared) for p in _passages(text, [[4, 12], [13, 18]])]
-    assert shown == [
-        ("    ", False),
-        ("float partial", True),
-        (" = mine;\n    int k = 0;\n", False),
     ]
