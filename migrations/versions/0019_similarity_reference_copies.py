@@ -1,7 +1,7 @@
 """similarity reports list the submissions that are (nearly) a reference kernel (issue 36, item 8)
 
 Revision ID: 0019
-Revises: 0021
+Revises: 0017
 Create Date: 2026-11-29 10:45:00.000000
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 
 
 revision: str = '0019'
-down_revision: str | None = '0021'
+down_revision: str | None = '0017'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
