@@ -16,6 +16,7 @@ from app.similarity.models import SimilarityReport
 from app.similarity.schemas import (
     EarlierOfferingRead,
     PassageRead,
+    ReferenceCopyRead,
     SimilarityAsk,
     SimilarityPairDetail,
     SimilarityPairRead,
@@ -57,6 +58,18 @@ def report_read(
         stats=report.stats or {},
         url=f"/api/v1/similarity/{report.id}",
         pairs=[_pair_read(report, p) for p in similarity.pairs_of(session, report=report)]
+        if pairs
+        else [],
+        reference_copies=[
+            ReferenceCopyRead(
+                submission=c.submission_id,
+                label=c.label,
+                reference=c.reference,
+                share=c.share,
+                overlap_tokens=c.overlap_tokens,
+            )
+            for c in similarity.reference_copies_of(session, report=report)
+        ]
         if pairs
         else [],
     )

@@ -5,7 +5,9 @@ counts yet), a team's once; with `include_past`, also the same lab's submissions
 earlier offerings (app.similarity.offerings: linked by an instructor of both, and over), each
 author's latest graded one, against this course's only. What is left out as boilerplate: every
 fingerprint of the lab's own files, its reference kernels and any starter code (the `.cu`/`.cuh`
-files at the top of the lab folder and in `starter/`).
+files at the top of the lab folder and in `starter/`). Since that leaves a verbatim copy of a
+reference invisible to the pairs, a submission that is (nearly) one of the references is listed
+on its own.
 
 Run as the task `similarity.compute(report_id)`: it claims the report, computes, and writes
 the pairs in one transaction, replacing any of an earlier attempt, so a job delivered twice
@@ -28,7 +30,7 @@ from app.core.database import as_dict, session_scope, utcnow
 from app.courses.models import Course, Enrollment, Lab, Role
 from app.courses.specs import folder_of
 from app.gradebook.lab_roster import lab_roster
-from app.similarity.models import ReportState, SimilarityPair, SimilarityReport
+from app.similarity.models import ReferenceCopy, ReportState, SimilarityPair, SimilarityReport
 from app.similarity.offerings import past_labs
 from app.similarity.service import claim
 from app.submissions.models import Submission
@@ -42,6 +44,9 @@ GUARANTEE = 25
 TOP_PAIRS = 50
 # Pairs sharing less than this share of both files are not listed.
 LIST_AT_LEAST = 0.10
+# A submission this much of whose code is found in one of the lab's reference kernels is listed
+# as a copy of that reference: "identical, or nearly" (a renamed variable, a dropped comment).
+NEARLY_REFERENCE = 0.80
 
 
 @dataclass
@@ -73,16 +78,58 @@ def boilerplate_files(lab: Lab) -> list[Path]:
     return files
 
 
-def _boilerplate(lab: Lab) -> tuple[Any, int]:
-    hashes: list[int] = []
+@dataclass
+class LabFile:
+    name: str
+    text: str
+    reference: bool  # a reference kernel (the lab folder's top), not starter code
+
+
+def _lab_files(lab: Lab) -> tuple[list[LabFile], int]:
+    """The lab's readable boilerplate files, and how many there are, readable or not."""
     files = boilerplate_files(lab)
+    top = folder_of(lab)
+    read = []
     for path in files:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        hashes.extend(_fingerprint(text, path.name).hashes)
-    return np.unique(np.array(hashes, dtype=np.int64)), len(files)
+        read.append(LabFile(path.name, text, reference=path.parent == top))
+    return read, len(files)
+
+
+def _boilerplate(files: list[LabFile]) -> Any:
+    hashes: list[int] = []
+    for file in files:
+        hashes.extend(_fingerprint(file.text, file.name).hashes)
+    return np.unique(np.array(hashes, dtype=np.int64))
+
+
+@dataclass
+class CopyFound:
+    entry: Entry
+    reference: str
+    share: float  # of the entry's fingerprinted code, the share found in the reference
+    overlap: int
+
+
+def reference_copies(entries: list[Entry], references: list[LabFile]) -> list[CopyFound]:
+    """The entries that are (nearly) one of the references, each with the one it is most."""
+    from copydetect import compare_files
+
+    prints = [(ref.name, _fingerprint(ref.text, ref.name)) for ref in references]
+    found = []
+    for entry in entries:
+        own = _fingerprint(entry.source)
+        best: CopyFound | None = None
+        for name, reference in prints:
+            overlap, (share, _), _ = compare_files(own, reference)
+            if share >= NEARLY_REFERENCE and (best is None or share > best.share):
+                best = CopyFound(entry, name, float(share), int(overlap))
+        if best is not None:
+            found.append(best)
+    return found
 
 
 def _entries(session: Session, lab: Lab) -> list[Entry]:
@@ -203,9 +250,22 @@ def compute_report(report_id: int) -> str:
             lab = session.get_one(Lab, report.lab_id)
             entries = _entries(session, lab)
             past = _past_entries(session, lab) if report.include_past else []
-            boilerplate, files = _boilerplate(lab)
-            pairs = compute_pairs(entries, past, boilerplate)
+            lab_files, files = _lab_files(lab)
+            pairs = compute_pairs(entries, past, _boilerplate(lab_files))
+            copies = reference_copies(entries, [f for f in lab_files if f.reference])
             session.execute(delete(SimilarityPair).where(SimilarityPair.report_id == report.id))
+            session.execute(delete(ReferenceCopy).where(ReferenceCopy.report_id == report.id))
+            for copy in copies:
+                session.add(
+                    ReferenceCopy(
+                        report_id=report.id,
+                        submission_id=copy.entry.submission_id,
+                        label=copy.entry.label[:400],
+                        reference=copy.reference[:200],
+                        share=copy.share,
+                        overlap_tokens=copy.overlap,
+                    )
+                )
             for rank, pair in enumerate(pairs, start=1):
                 session.add(
                     SimilarityPair(
@@ -230,6 +290,7 @@ def compute_report(report_id: int) -> str:
                 "past_submissions": len(past),
                 "boilerplate_files": files,
                 "pairs_listed": len(pairs),
+                "reference_copies": len(copies),
             }
         return ReportState.done.value
     except Exception as exc:

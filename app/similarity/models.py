@@ -63,6 +63,24 @@ class SimilarityPair(Base):
     b_slices: Mapped[list[Any]] = mapped_column(JSON, default=list)
 
 
+class ReferenceCopy(Base):
+    """A submission that is (nearly) one of the lab's own reference kernels. The references are
+    boilerplate to the pairs, so two students who both hand one in share nothing there: each
+    such submission is listed on its own."""
+
+    __tablename__ = "similarity_reference_copies"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    report_id: Mapped[int] = mapped_column(
+        ForeignKey("similarity_reports.id", ondelete="CASCADE"), index=True
+    )
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
+    label: Mapped[str] = mapped_column(String(400))
+    reference: Mapped[str] = mapped_column(String(200))  # the reference file's name
+    share: Mapped[float]  # of the submission's fingerprinted code, the share found in it
+    overlap_tokens: Mapped[int]
+
+
 class EarlierOffering(Base):
     """A course's earlier offering (the same course in an earlier term), linked by someone who
     teaches both: the one thing that lets one course's similarity reports read another

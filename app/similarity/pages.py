@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
@@ -42,8 +42,11 @@ async def similarity_page(
                 "reports": reports,
                 "latest": latest,
                 "pairs": similarity.pairs_of(session, report=latest) if latest else [],
+                "copies": similarity.reference_copies_of(session, report=latest) if latest else [],
                 "offerings": offerings.links_of(session, course=found, user=user),
-                "busy": any(r.state in ("queued", "running") for r in reports),
+                # The page words the state of a report in the making from the database, not
+                # from the address it was sent to: a reload shows where it is now.
+                "busy": next((r for r in reports if r.state in ("queued", "running")), None),
                 "message": message[:300],
             },
         )
@@ -63,14 +66,11 @@ async def similarity_form(
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
         found, row = find_lab(session, course=course, lab=lab)
-        report = similarity.request_report(
+        similarity.request_report(
             session, course=found, lab=row, user=user, include_past=bool(include_past), now=utcnow()
         )
-        report_id = report.id
-        return back_to(
-            f"/courses/{found.slug}/labs/{row.slug}/similarity",
-            f"Report {report_id} is queued; a worker computes it (reload to see it).",
-        )
+        # No sentence in the address: the page says the report's state as it stands.
+        return RedirectResponse(f"/courses/{found.slug}/labs/{row.slug}/similarity", 303)
 
     return await web.run(work)
 

@@ -27,6 +27,16 @@ class SimilarityPairRead(BaseModel):
     url: str
 
 
+class ReferenceCopyRead(BaseModel):
+    """A submission that is (nearly) one of the lab's reference kernels, listed on its own."""
+
+    submission: int
+    label: str
+    reference: str  # the reference file's name
+    share: float
+    overlap_tokens: int
+
+
 class SimilarityReportRead(BaseModel):
     id: int
     lab: str
@@ -38,6 +48,7 @@ class SimilarityReportRead(BaseModel):
     stats: dict[str, Any]
     url: str
     pairs: list[SimilarityPairRead] = []
+    reference_copies: list[ReferenceCopyRead] = []
 
 
 class PassageRead(BaseModel):

@@ -19,7 +19,13 @@ from app.courses.service import require_staff
 from app.jobs.celery_app import QUEUE, SIMILARITY_TASK
 from app.jobs.send import Send
 from app.jobs.sender import send_after_commit
-from app.similarity.models import REPORTS, ReportState, SimilarityPair, SimilarityReport
+from app.similarity.models import (
+    REPORTS,
+    ReferenceCopy,
+    ReportState,
+    SimilarityPair,
+    SimilarityReport,
+)
 from app.similarity.offerings import earlier_course_ids
 from app.submissions.models import Submission
 from app.users.models import User
@@ -172,13 +178,49 @@ def pairs_of(session: Session, *, report: SimilarityReport) -> list[ShownPair]:
     return _screen(session, report, pairs)
 
 
+def reference_copies_of(session: Session, *, report: SimilarityReport) -> list[ReferenceCopy]:
+    """The report's submissions that are (nearly) a reference kernel, the closest first."""
+    return list(
+        session.scalars(
+            select(ReferenceCopy)
+            .where(ReferenceCopy.report_id == report.id)
+            .order_by(ReferenceCopy.share.desc(), ReferenceCopy.id)
+        )
+    )
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _on_tokens(text: str, start: int, end: int) -> tuple[int, int]:
+    """The range narrowed to whole words, without space at its ends: copydetect's ranges come
+    from k-grams of code with its spaces taken out, so one can start in the last letter of a
+    type that differs ("floa|t" against "in|t"). A word cut at an edge is not shared whole, so
+    it is left out rather than taken in."""
+    while 0 < start < end and _word(text[start - 1]) and _word(text[start]):
+        start += 1
+    while start < end < len(text) and _word(text[end - 1]) and _word(text[end]):
+        end -= 1
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
 def _passages(text: str, slices: list[list[int]]) -> list[Passage]:
-    out, at = [], 0
-    for start, end in sorted((max(0, s), min(len(text), e)) for s, e in slices):
-        if start < at:
-            start = at
+    spans: list[list[int]] = []
+    for s, e in sorted((max(0, s), min(len(text), e)) for s, e in slices):
+        start, end = _on_tokens(text, s, e)
         if start >= end:
             continue
+        if spans and start <= spans[-1][1]:  # overlapping or touching: one passage
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    out, at = [], 0
+    for start, end in spans:
         if start > at:
             out.append(Passage(text[at:start], False))
         out.append(Passage(text[start:end], True))

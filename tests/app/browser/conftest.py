@@ -209,10 +209,20 @@ def browser(server: Server) -> Iterator[Any]:
 class Visitor:
     """One person in their own browser context (cookies), with helpers the tests share."""
 
-    def __init__(self, browser: Any, server: Server, *, width: int = 1280, height: int = 900):
+    def __init__(
+        self,
+        browser: Any,
+        server: Server,
+        *,
+        width: int = 1280,
+        height: int = 900,
+        javascript: bool = True,
+    ):
         self.server = server
         self.context = browser.new_context(
-            viewport={"width": width, "height": height}, accept_downloads=True
+            viewport={"width": width, "height": height},
+            accept_downloads=True,
+            java_script_enabled=javascript,
         )
         self.outside: list[str] = []
         # Anything the pages fetch from elsewhere is refused and recorded: nothing may need it.

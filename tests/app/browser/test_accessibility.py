@@ -33,6 +33,8 @@ PAGES = [
     ("student", "/submissions/{ada_matmul}"),
     ("student", "/courses/demo/labs/matmul-tiled/leaderboard"),
     ("student", "/account"),
+    ("student", "/courses/demo/labs/matrix-transpose/history"),
+    ("student", "/submissions/compare?a={ada_transpose_naive}&b={ada_transpose_padded}"),
     ("student", "/courses/demo/gradebook"),  # refused: the error page
     ("ta", "/"),
     ("ta", "/submissions/{grace_matmul}"),
@@ -41,6 +43,8 @@ PAGES = [
     ("ta", "/courses/demo/labs/matmul-tiled/submissions"),
     ("ta", "/courses/demo/extensions"),
     ("ta", "/courses/demo/people"),
+    ("ta", "/courses/demo/labs/matrix-transpose/profiles"),
+    ("ta", "/courses/demo/labs/matmul-tiled/similarity"),
     ("ta", "/admin/system"),
     ("ta", "/admin/fleet"),
     ("instructor", "/courses/demo"),

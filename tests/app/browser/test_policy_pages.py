@@ -5,6 +5,7 @@ and read side by side. Screenshots: teams-*, late-days-*, regrade-*, similarity-
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from app.grading.record import record_report
 from app.policy.rules import update_lab
 from app.policy.settle import adjust
 from app.rubric.service import add_item, grade
+from app.similarity.models import SimilarityReport
 from app.submissions.credits import credit_submission
 from app.submissions.models import GradingJob, JobState, Status, Submission
 from app.submissions.service import set_status
@@ -25,6 +27,8 @@ from graders.results import GradeReport
 from tests.app.browser.conftest import Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+REFERENCES = Path(__file__).resolve().parents[3] / "reference_kernels"
 
 DOT = """\
 // dot product: one partial sum per block, then an atomic add
@@ -231,23 +235,58 @@ def test_a_regrade_request_asked_and_answered(visitor: Any, server: Server, poli
     ada.shot("regrade-answer-on-submission-desktop")
 
 
+# Whether a highlight starts or ends inside a name or a number: the letters on both sides of
+# each of its edges.
+CUT_WORDS = """() => [...document.querySelectorAll("#side-a mark, #side-b mark")].flatMap(m => {
+    const before = (m.previousSibling && m.previousSibling.textContent) || "";
+    const after = (m.nextSibling && m.nextSibling.textContent) || "";
+    const word = c => /[A-Za-z0-9_]/.test(c || "");
+    const text = m.textContent, cuts = [];
+    if (word(before.slice(-1)) && word(text[0])) cuts.push(before.slice(-8) + "|" + text);
+    if (word(text.slice(-1)) && word(after[0])) cuts.push(text + "|" + after.slice(0, 8));
+    return cuts;
+})"""
+
+
 def test_a_similarity_report_computed_by_the_worker(
     visitor: Any, server: Server, policies: dict
 ) -> None:
+    reference = (REFERENCES / "dot-product" / "tiled_dot.cu").read_text(encoding="utf-8")
+    with server.session() as session:
+        lab = get_lab(session, course=get_course(session, slug="demo"), slug="dot-product")
+        people = {u.email: u for u in session.scalars(select(User))}
+        # Two students hand in the lab's own reference: invisible to the pairs (boilerplate).
+        for who in ("donald@uni.edu", "edsger@uni.edu"):
+            _graded(session, people[who], lab, reference, utcnow() - timedelta(hours=1), 9)
+        # The team's kernel summing integers: copydetect's shared ranges start inside "float".
+        frances = people["frances@uni.edu"]
+        _graded(
+            session, frances, lab, DOT.replace("float", "int"), utcnow() - timedelta(hours=1), 5
+        )
+        session.commit()
     ta = visitor()
     ta.login(server.people.ta)
-    ta.go("/courses/demo/labs/dot-product/similarity")
-    ta.page.click("#run button[type=submit]")
-    ta.page.wait_for_selector("#message")
-    # The server's local worker takes the job; the page shows the pairs once it is done.
-    for _ in range(60):
-        ta.go("/courses/demo/labs/dot-product/similarity")
-        if ta.page.locator("#pairs").count():
-            break
-        ta.page.wait_for_timeout(1000)
+    sim = "/courses/demo/labs/dot-product/similarity"
+    ta.go(sim)
+    with ta.page.expect_navigation():
+        ta.page.click("#run button[type=submit]")
+    # The server's local worker takes the job; the page follows it and shows the pairs once it
+    # is done, with no reload by hand.
+    ta.page.wait_for_selector("#pairs", timeout=60_000)
     # The team's copy heads the list; Claude's own kernel shares only the algorithm's shape.
     top = ta.page.inner_text("#pairs tr >> nth=1")
     assert "barbara@uni.edu" in top and "ada@uni.edu, alan@uni.edu" in top and "100%" in top
+    copies = ta.page.locator("#reference-copies li")
+    assert copies.count() == 2, ta.page.inner_text("main")
+    for i, who in enumerate(("donald@uni.edu", "edsger@uni.edu")):
+        line = copies.nth(i).inner_text()
+        assert who in line and "100%" in line and "tiled_dot.cu" in line, line
+    # A reload says where the report stands now: done, never the "queued" of the moment it was
+    # asked for.
+    ta.page.reload()
+    assert "queued" not in ta.page.inner_text("main")
+    assert ta.page.locator("#report-state").count() == 0
+    assert ta.axe() == []
     ta.shot("similarity-report-desktop")
     ta.page.click("#pairs a >> nth=0")
     ta.page.wait_for_selector("#side-a mark")
@@ -255,7 +294,51 @@ def test_a_similarity_report_computed_by_the_worker(
         "#side-a mark >> nth=0"
     ) + ta.page.inner_text("#side-a")
     ta.shot("similarity-pair-desktop")
+    # A pair that shares part of its code: the highlights start and end on whole words.
+    ta.go(sim)
+    partial = ta.page.locator("#pairs tr", has_text="frances@uni.edu").first
+    partial.locator("a").click()
+    ta.page.wait_for_selector("#side-a mark")
+    assert ta.page.evaluate(CUT_WORDS) == []
+    ta.shot("similarity-pair-partial-desktop")
+    assert ta.axe() == []
+    phone = visitor(width=390, height=844)
+    phone.login(server.people.ta)
+    for path in (sim, ta.page.url.removeprefix(server.base)):
+        phone.go(path)
+        assert phone.axe() == [], path
+        assert phone.sideways_overflow() == 0, path
+        phone.shot("similarity-" + ("report" if path == sim else "pair") + "-390")
     student = visitor()
     student.login(server.people.student)
-    response = student.page.goto(server.base + "/courses/demo/labs/dot-product/similarity")
+    response = student.page.goto(server.base + sim)
     assert response is not None and response.status == 403
+
+
+def test_a_similarity_report_state_without_javascript(visitor: Any, server: Server) -> None:
+    """Without JavaScript the page shows the report's real state on each load, and says to
+    reload it."""
+    with server.session() as session:
+        lab = get_lab(session, course=get_course(session, slug="demo"), slug="hadamard")
+        # Queued, and sent just now: no worker computes it, so it stays queued meanwhile.
+        report = SimilarityReport(lab_id=lab.id, created_at=utcnow(), sent_at=utcnow())
+        session.add(report)
+        session.commit()
+        report_id = report.id
+    ta = visitor(javascript=False)
+    ta.login(server.people.ta)
+    ta.go("/courses/demo/labs/hadamard/similarity")
+    state = ta.page.inner_text("#report-state")
+    assert f"Report {report_id} is queued for a worker" in state and "reload it to see" in state
+    assert "by itself" not in state
+    assert ta.page.locator("#run button[type=submit]").is_disabled()
+    with server.session() as session:
+        done = session.get_one(SimilarityReport, report_id)
+        done.state = "done"
+        done.finished_at = utcnow()
+        done.stats = {"submissions": 0, "past_submissions": 0, "boilerplate_files": 1}
+        session.commit()
+    ta.go("/courses/demo/labs/hadamard/similarity")
+    assert ta.page.locator("#report-state").count() == 0
+    assert f"Report {report_id}: done" in ta.page.inner_text("#reports")
+    assert "No pair shares" in ta.page.inner_text("#pairs")

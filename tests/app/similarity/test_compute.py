@@ -155,6 +155,36 @@ async def test_the_labs_files_and_starter_code_are_boilerplate_past_an_unreadabl
     report = await _report(client, world, lab)
     assert report["stats"]["boilerplate_files"] == 4  # the three .cu and the starter's .cuh
     assert report["pairs"] == [], report["pairs"]
+    # The two copies of the reference are listed on their own; the starter's helper is not a
+    # reference, so its users are not.
+    copies = {c["label"]: c for c in report["reference_copies"]}
+    assert set(copies) == {world.student.email, world.other_student.email}, copies
+    assert {c["reference"] for c in copies.values()} == {"one_per_thread.cu"}
+    assert all(c["share"] == 1.0 for c in copies.values())
+
+
+# The reference with its one-statement `if` written without braces: nearly all of it (90%).
+NEARLY = _reference("one_per_thread.cu").replace(
+    "{\n        dst[i] = src[i] * factor;\n    }", "dst[i] = src[i] * factor;"
+)
+# The reference and a helper of the student's own: 79% of it, under the "nearly" line of 80%.
+PARTLY = _reference("one_per_thread.cu") + "\n__device__ float twice(float v) { return v + v; }\n"
+
+
+async def test_a_submission_nearly_a_reference_is_listed_and_one_partly_a_reference_is_not(
+    client: httpx.AsyncClient, session: Session
+) -> None:
+    world, lab = vector_world(session)
+    third = make_member(session, world.course, Role.student)
+    _hand_in(session, lab, world.student.user, NEARLY)
+    _hand_in(session, lab, world.other_student.user, PARTLY)
+    _hand_in(session, lab, third.user, SHARED)
+    session.commit()
+    report = await _report(client, world, lab)
+    (copy,) = report["reference_copies"]
+    assert copy["label"] == world.student.email and copy["reference"] == "one_per_thread.cu"
+    assert similarity_compute.NEARLY_REFERENCE <= copy["share"] < 1.0, copy
+    assert report["stats"]["reference_copies"] == 1
 
 
 async def test_earlier_terms_give_their_students_latest_graded_work_only(

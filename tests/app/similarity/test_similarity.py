@@ -15,6 +15,7 @@ from app.core.database import utcnow
 from app.courses.models import Lab, Role
 from app.courses.service import add_lab, create_course
 from app.similarity.models import EarlierOffering, ReportState, SimilarityReport
+from app.similarity.service import _passages
 from app.similarity.sweep import reports_to_send
 from app.similarity.tasks import compute
 from app.submissions.models import Submission
@@ -220,3 +221,23 @@ def test_the_sweep_sends_a_report_whose_send_failed(session: Session) -> None:
     )
     # Stamped: the next sweep does not send them again at once.
     assert not {s.job_id for s in reports_to_send(session, now=utcnow())} & {report.id, stuck.id}
+
+
+def test_highlights_start_and_end_on_whole_words_past_the_space() -> None:
+    """copydetect's ranges can cut a name in two (its k-grams skip spaces): a passage keeps
+    only the whole words in its range, without the space at its ends."""
+    text = "    float partial = mine;\n    int k = 0;\n"
+    # From inside "float" to inside "mine", and a range of only the indent before "int".
+    shown = [(p.text, p.shared) for p in _passages(text, [[7, 22], [26, 30]])]
+    assert shown == [
+        ("    float ", False),
+        ("partial =", True),
+        (" mine;\n    int k = 0;\n", False),
+    ]
+    # Ranges that overlap are one passage; a range that ends on a word's end keeps the word.
+    shown = [(p.text, p.shared) for p in _passages(text, [[4, 17], [10, 24]])]
+    assert shown == [
+        ("    ", False),
+        ("float partial = mine", True),
+        (";\n    int k = 0;\n", False),
+    ]

@@ -183,12 +183,16 @@ async def test_rubric_and_similarity_pages_for_staff(
     assert "Compute a new report" in page.text
     r = await client.post(sim, data={"csrf_token": csrf_of(page.text)})
     assert r.status_code == 303
-    queued = await client.get(sim)
+    queued = await client.get(r.headers["location"])
     assert "queued" in queued.text and 'id="pairs"' not in queued.text
+    assert 'id="report-state"' in queued.text
     report_id = int(queued.text.split("<li>Report ")[1].split(":")[0])
     # The worker's task (sent to the broker by the page), run here; the page lists the pair.
     assert compute.apply(args=[report_id]).get() == "done"
-    done = await client.get(sim)
+    # The address the form sent the browser to, loaded again, says the report is done: its
+    # state comes from the database, never from the address.
+    done = await client.get(r.headers["location"])
+    assert "queued" not in done.text and 'id="report-state"' not in done.text
     pairs = done.text.split('id="pairs"')[1].split("</table>")[0]
     rows = pairs.split("<tr><td")[1:]
     assert len(rows) == 1, pairs
