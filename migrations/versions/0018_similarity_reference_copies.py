@@ -1,6 +1,6 @@
 """similarity reports list the submissions that are (nearly) a reference kernel (issue 36, item 8)
 
-Revision ID: 0019
+Revision ID: 0018
 Revises: 0017
 Create Date: 2026-11-29 10:45:00.000000
 """
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 
-revision: str = '0019'
+revision: str = '0018'
 down_revision: str | None = '0017'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
