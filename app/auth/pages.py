@@ -28,6 +28,7 @@ from app.auth import new_tokens
 from app.auth.problems import SignInRefused, record
 from app.core.database import utcnow
 from app.core.errors import DomainError, Invalid
+from app.core.overload import database_unavailable
 from app.core.settings import get_settings
 from app.people.links import accept_link, live_invite
 from app.users.invites import change_password
@@ -121,7 +122,13 @@ sign_in_ways: Panels[SignInWay] = Panels("login")
 
 
 async def _ways(db: PublicDb) -> dict[str, object]:
-    return await db.run(lambda session: sign_in_ways.context(session=session))
+    try:
+        return await db.run(lambda session: sign_in_ways.context(session=session))
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
+        # The login page needs no database: while it is away, the password form alone.
+        return {}
 
 
 @router.get("/login", response_class=HTMLResponse)
