@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app.core.database import session_scope, utcnow
+from app.core.overload import database_unavailable
 from app.core.settings import get_settings
 from app.grading import programs
 from app.grading.bulk import background_jobs_to_send
@@ -412,9 +413,17 @@ class SweeperThread(threading.Thread):
     def run(self) -> None:
         every = get_settings().sweep_seconds
         while not self.stopped.wait(every):
-            try:
-                report = sweep(has_gpu=self.has_gpu, gpu_model=self.gpu_model)
-                if report:
-                    log.info("sweep: %s", report)
-            except Exception:
+            self.sweep_once(every)
+
+    def sweep_once(self, every: float) -> None:
+        try:
+            report = sweep(has_gpu=self.has_gpu, gpu_model=self.gpu_model)
+            if report:
+                log.info("sweep: %s", report)
+        except Exception as exc:
+            if database_unavailable(exc):
+                # Away for now (a locked SQLite, a PostgreSQL restarting): a line, not a bug's
+                # traceback; the next sweep does what this one could not.
+                log.warning("sweep: the database is away (%s); trying again in %s s", exc, every)
+            else:
                 log.exception("sweep failed; trying again in %s s", every)

@@ -367,3 +367,27 @@ def _publish(job: GradingJob) -> None:
             submission_id=job.submission_id, job_id=job.id, queue=QUEUE, stamped_at=utcnow()
         )
     )
+
+
+def test_a_sweep_while_the_database_is_locked_logs_a_line_not_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+    import sqlite3
+
+    from app.grading.sweeper import SweeperThread
+
+    path = get_settings().sqlite_file()
+    if path is None:
+        pytest.skip("needs the SQLite test database: the test locks its file")
+    locker = sqlite3.connect(path, timeout=0)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        with caplog.at_level(logging.INFO, logger="app.grading.sweeper"):
+            SweeperThread(has_gpu=False).sweep_once(0.5)
+    finally:
+        locker.rollback()
+        locker.close()
+    said = [r for r in caplog.records if r.name == "app.grading.sweeper"]
+    assert [r.levelno for r in said] == [logging.WARNING], [r.getMessage() for r in said]
+    assert said[0].exc_info is None and "the database is away" in said[0].getMessage()
