@@ -3,7 +3,8 @@ restored. A form that fails is shown again with what was typed and every problem
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
@@ -11,7 +12,6 @@ from sqlalchemy.orm import Session
 
 from app.catalog.service import copy_course
 from app.core.database import utcnow
-from app.core.errors import DomainError
 from app.courses.lifecycle import (
     archive_course,
     create_course_for,
@@ -22,49 +22,40 @@ from app.courses.models import Course
 from app.courses.service import course_problems, get_course, require_instructor
 from app.users.models import User
 from app.web.deps import WebDb
-from app.web.forms import back_to
+from app.web.forms import PostedForm, back_to
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
 
 Text = Annotated[str, Form(max_length=1000)]
+_PAGE = "catalog/course_form.html"
 
 
-def _form(
-    request: Request,
-    *,
-    source: Course | None,
-    values: dict[str, str],
-    errors: dict[str, str],
-    status_code: int = 200,
-) -> Response:
-    return render(
-        request,
-        "catalog/course_form.html",
-        {"source": source, "values": values, "errors": errors},
-        status_code=status_code,
-    )
+def _form(request: Request, *, source: Course | None) -> Response:
+    return render(request, _PAGE, {"source": source})
 
 
 def _made(
-    request: Request, session: Session, source: Course | None, values: dict[str, str], make: Any
+    request: Request,
+    session: Session,
+    source: Course | None,
+    form: PostedForm,
+    make: Callable[[], Response],
 ) -> Response:
     """Make the course (`make()`), or show the form again with every problem of its fields."""
-    errors = course_problems(session, slug=values["slug"], title=values["title"])
-    if not errors:
-        try:
-            return make()  # type: ignore[no-any-return]
-        except DomainError as exc:
-            session.rollback()
-            errors = {"form": exc.message}
-    return _form(request, source=source, values=values, errors=errors, status_code=422)
+    slug, title = form.text("slug").strip(), form.text("title").strip()
+    form.refuse_all(course_problems(session, slug=slug, title=title))
+    made = form.attempt(make) if form.ok else None
+    if made is None:
+        return form.refused(request, session, _PAGE, lambda: {"source": source})
+    return made
 
 
 @router.get("/courses/new", response_class=HTMLResponse)
 async def new_course_page(request: Request, web: WebDb) -> Response:
     def page(session: Session, user: User) -> Response:
         require_course_maker(session, user=user)
-        return _form(request, source=None, values={"slug": "", "title": ""}, errors={})
+        return _form(request, source=None)
 
     return await web.run(page)
 
@@ -73,7 +64,7 @@ async def new_course_page(request: Request, web: WebDb) -> Response:
 async def new_course(
     request: Request, web: WebDb, slug: Text = "", title: Text = "", csrf_token: Text = ""
 ) -> Response:
-    values = {"slug": slug.strip(), "title": title.strip()}
+    form = PostedForm({"slug": slug, "title": title})
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
@@ -81,7 +72,7 @@ async def new_course(
 
         def make() -> Response:
             course = create_course_for(
-                session, slug=values["slug"], title=values["title"], instructor=user, maker=user
+                session, slug=slug.strip(), title=title.strip(), instructor=user, maker=user
             )
             return back_to(
                 f"/courses/{course.slug}",
@@ -89,7 +80,7 @@ async def new_course(
                 f"add {course.slug} LAB`, and people on its People page.",
             )
 
-        return _made(request, session, None, values, make)
+        return _made(request, session, None, form, make)
 
     return await web.run(work)
 
@@ -99,8 +90,7 @@ async def copy_page(request: Request, course: str, web: WebDb) -> Response:
     def page(session: Session, user: User) -> Response:
         found = get_course(session, slug=course)
         require_instructor(session, user=user, course=found)
-        values = {"slug": "", "title": found.title}
-        return _form(request, source=found, values=values, errors={})
+        return _form(request, source=found)
 
     return await web.run(page)
 
@@ -114,7 +104,7 @@ async def copy(
     title: Text = "",
     csrf_token: Text = "",
 ) -> Response:
-    values = {"slug": slug.strip(), "title": title.strip()}
+    form = PostedForm({"slug": slug, "title": title})
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
@@ -125,8 +115,8 @@ async def copy(
             done = copy_course(
                 session,
                 source=found,
-                slug=values["slug"],
-                title=values["title"],
+                slug=slug.strip(),
+                title=title.strip(),
                 instructor=user,
                 maker=user,
             )
@@ -138,7 +128,7 @@ async def copy(
                 "People page.",
             )
 
-        return _made(request, session, found, values, make)
+        return _made(request, session, found, form, make)
 
     return await web.run(work)
 

@@ -4,7 +4,7 @@ keys rotated). A course's staff see only which LMSs exist, on their course's LMS
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Form, Request
@@ -31,11 +31,13 @@ from app.lti.registrations import (
 from app.users.models import User
 from app.users.site_admins import require_site_admin
 from app.web.deps import WebDb
+from app.web.forms import PostedForm
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
 
 PAGE = "/admin/lti"
+_TEMPLATE = "lti/admin.html"
 
 
 def _back(message: str = "", error: str = "") -> RedirectResponse:
@@ -43,26 +45,16 @@ def _back(message: str = "", error: str = "") -> RedirectResponse:
     return RedirectResponse(PAGE + query, status_code=303)
 
 
-def _typed(platform: LtiPlatform) -> dict[str, str]:
-    """A registration's fields as its "Change" form shows them."""
+def _current(platform: LtiPlatform) -> dict[str, str]:
+    """A registration's fields as its "Change" form shows them until one is typed."""
     return {
         **{name: str(getattr(platform, name)) for name in FIELDS if name != "deployment_ids"},
         "deployment_ids": ", ".join(platform.deployment_ids),
     }
 
 
-def _page(
-    request: Request,
-    session: Session,
-    *,
-    message: str = "",
-    error: str = "",
-    typed: dict[str, str] | None = None,
-    errors: dict[str, str] | None = None,
-    changing: str = "",
-) -> Response:
-    """The page; a form that failed is shown again with what was typed and every problem
-    (`changing`: the registration whose "Change" form it was, "" for "Register an LMS")."""
+def _context(session: Session) -> dict[str, Any]:
+    """The page: each registration with its "Change" form as it stands, and the new one's."""
     linked = dict(
         session.execute(
             select(LtiContext.platform_id, func.count())
@@ -71,37 +63,21 @@ def _page(
         ).all()
     )
     rows = registrations(session)
-    Shown = tuple[dict[str, str], dict[str, str]]  # what a form shows, and its problems
-    forms: dict[str, Shown] = {p.slug: (_typed(p), {}) for p in rows}
-    new: Shown = ({}, {})
-    if errors:
-        if changing:
-            forms[changing] = (typed or {}, errors)
-        else:
-            new = (typed or {}, errors)
-    return render(
-        request,
-        "lti/admin.html",
-        {
-            "registrations": [(p, tool_urls(p.slug), linked.get(p.id, 0)) for p in rows],
-            "forms": forms,
-            "new": new,
-            "changing": changing,
-            "urls": tool_urls(),
-            "address_problem": public_address_problem(get_settings().public_url),
-            "lmss": LMSS,
-            "message": message,
-            "error": error,
-        },
-        status_code=422 if errors else 200,
-    )
+    return {
+        "registrations": [(p, tool_urls(p.slug), linked.get(p.id, 0)) for p in rows],
+        "current": {p.slug: _current(p) for p in rows},
+        "urls": tool_urls(),
+        "address_problem": public_address_problem(get_settings().public_url),
+        "lmss": LMSS,
+    }
 
 
 @router.get(PAGE, response_class=HTMLResponse)
 async def page(request: Request, web: WebDb, message: str = "", error: str = "") -> Response:
     def work(session: Session, user: User) -> Response:
         require_site_admin(user)
-        return _page(request, session, message=message, error=error)
+        context = {**_context(session), "message": message, "error": error}
+        return render(request, _TEMPLATE, context)
 
     return await web.run(work)
 
@@ -142,11 +118,15 @@ async def create(
         check_csrf(request, csrf_token)
         require_site_admin(user)
         wanted = slug.strip().lower()
-        problems = registration_problems(session, values=values, slug=wanted)
-        if problems:
-            typed = {**asdict(values), "slug": slug}
-            return _page(request, session, typed=typed, errors=problems)
-        made = create_registration(session, slug=wanted, values=values, by=user)
+        form = PostedForm({**asdict(values), "slug": slug}, prefix="new-")
+        form.refuse_all(registration_problems(session, values=values, slug=wanted))
+        made = (
+            form.attempt(lambda: create_registration(session, slug=wanted, values=values, by=user))
+            if form.ok
+            else None
+        )
+        if made is None:
+            return form.refused(request, session, _TEMPLATE, lambda: _context(session))
         return _back(
             message=f"Registered {made.name}; give its LMS the key set URL "
             f"{tool_urls(made.slug)['jwks']}. LMS courses open a course once an instructor "
@@ -164,12 +144,15 @@ async def change(
         check_csrf(request, csrf_token)
         require_site_admin(user)
         platform = get_registration(session, slug=slug)
-        problems = registration_problems(session, values=values, platform=platform)
-        if problems:
-            return _page(
-                request, session, typed=asdict(values), errors=problems, changing=platform.slug
-            )
-        update_registration(session, platform=platform, values=values)
+        form = PostedForm(asdict(values), prefix=f"change-{platform.slug}-")
+        form.refuse_all(registration_problems(session, values=values, platform=platform))
+        changed = (
+            form.attempt(lambda: update_registration(session, platform=platform, values=values))
+            if form.ok
+            else None
+        )
+        if changed is None:
+            return form.refused(request, session, _TEMPLATE, lambda: _context(session))
         return _back(message=f"Changed {slug}.")
 
     return await web.run(work)

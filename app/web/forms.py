@@ -64,6 +64,11 @@ class PostedForm:
         key = self.prefix + field if field else ""
         self.errors.setdefault(key, message)
 
+    def refuse_all(self, problems: Mapping[str, str]) -> None:
+        """A sentence per field, as a service's `*_problems` check lists them."""
+        for field, message in problems.items():
+            self.refuse(field, message)
+
     def take(self, exc: DomainError, *, field: str = "", fields: Mapping[str, str] = {}) -> None:
         """A service's refusal, beside the field it names (a keyword argument, renamed through
         `fields` where the form calls it otherwise), else `field`."""

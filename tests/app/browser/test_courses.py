@@ -36,14 +36,15 @@ def test_an_instructor_makes_copies_and_archives_a_course(
     v.page.fill("#slug", "GPU 27!")
     v.page.fill("#title", long_title)
     v.page.click("#course-form button[type=submit]")
-    v.page.wait_for_selector("#errors")
-    errors = v.page.inner_text("#errors")
-    assert "2 things to fix; nothing was made" in errors
+    v.page.wait_for_selector("#error")
+    errors = v.page.inner_text("#error")
+    assert "2 problems to fix:" in errors  # the summary every form has (app.web.forms)
     assert "'GPU 27!' is not a course slug" in errors
     assert "The course title is longer than 200 characters" in errors
     assert v.page.input_value("#slug") == "GPU 27!"
     assert v.page.input_value("#title") == long_title
     assert v.page.get_attribute("#slug", "aria-invalid") == "true"
+    assert "'GPU 27!' is not a course slug" in v.page.inner_text("#slug-error")
     _clean(v, "new course with its problems")
     v.shot(f"36-course-new-errors-{width}")
 
@@ -61,6 +62,18 @@ def test_an_instructor_makes_copies_and_archives_a_course(
     v.page.wait_for_url("**/courses/demo/copy")
     _clean(v, "copy")
     assert v.page.input_value("#title") == "Demo course"
+    v.page.fill("#slug", "demo")
+    v.page.fill("#title", long_title)
+    v.page.click("#course-form button[type=submit]")
+    v.page.wait_for_selector("#error")
+    assert "2 problems to fix:" in v.page.inner_text("#error")
+    assert "A course named demo already exists" in v.page.inner_text("#slug-error")
+    assert "longer than 200 characters" in v.page.inner_text("#title-error")
+    assert (v.page.input_value("#slug"), v.page.input_value("#title")) == ("demo", long_title)
+    v.page.click("#error a[href='#title']")  # the summary's link takes the keyboard there
+    assert v.page.evaluate("document.activeElement.id") == "title"
+    _clean(v, "copy with its problems")
+    v.shot(f"36-course-copy-errors-{width}")
     v.page.fill("#slug", f"demo-next-{width}")
     title = f"Demo course, next term ({width} px)"
     v.page.fill("#title", title)
@@ -132,9 +145,9 @@ def test_the_lms_and_sign_in_section_registers_changes_and_removes_an_lms(
     for name, value in typed.items():
         v.page.fill(f"#new-{name}", value)
     v.page.click("#register button[type=submit]")
-    v.page.wait_for_selector("#new-errors")
-    errors = v.page.inner_text("#new-errors")
-    assert "2 things to fix; nothing was saved" in errors
+    v.page.wait_for_selector("#error")
+    errors = v.page.inner_text("#error")
+    assert "2 problems to fix:" in errors
     assert "The client id is missing" in errors and "key set URL" in errors
     for name, value in typed.items():
         assert v.page.input_value(f"#new-{name}") == value, name
@@ -150,8 +163,21 @@ def test_the_lms_and_sign_in_section_registers_changes_and_removes_an_lms(
 
     card = f"#registration-{slug}"
     v.page.click(f"{card} summary")
-    v.page.fill(f"#change-{slug}-deployment_ids", "3, 4")
+    v.page.fill(f"#change-{slug}-deployment_ids", " , ")
     v.page.fill(f"#change-{slug}-name", "Moodle (main campus)")
+    v.page.fill(f"#change-{slug}-auth_token_url", "ftp://x")
+    v.page.click(f"{card} form[action='/admin/lti/{slug}'] button[type=submit]")
+    v.page.wait_for_selector("#error")
+    assert "2 problems to fix:" in v.page.inner_text("#error")
+    assert v.page.is_visible(f"#change-{slug}-auth_token_url-error")  # its "Change" opened
+    assert v.page.is_visible(f"#change-{slug}-deployment_ids-error")
+    assert v.page.input_value(f"#change-{slug}-name") == "Moodle (main campus)"
+    assert v.page.input_value(f"#change-{slug}-auth_token_url") == "ftp://x"
+    assert "University Moodle" in v.page.inner_text(f"{card} h2")  # nothing saved
+    _clean(v, "a registration's Change form with its problems")
+    v.shot(f"36-admin-lti-change-errors-{width}")
+    v.page.fill(f"#change-{slug}-deployment_ids", "3, 4")
+    v.page.fill(f"#change-{slug}-auth_token_url", f"{site}/mod/lti/token.php")
     v.page.click(f"{card} form[action='/admin/lti/{slug}'] button[type=submit]")
     v.page.wait_for_selector("#message")
     assert f"Changed {slug}." in v.page.inner_text("#message")

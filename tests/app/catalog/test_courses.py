@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
@@ -49,9 +49,14 @@ async def test_an_instructor_makes_a_course_in_the_web_and_opens_it(
     bad = await _post(client, "/courses/new", slug="GPU 27!", title=long_title)
     assert bad.status_code == 422
     page = html.unescape(bad.text)
-    assert "2 things to fix; nothing was made" in page
-    assert "'GPU 27!' is not a course slug" in page
-    assert "The course title is longer than 200 characters" in page
+    # The summary every form has (app.web.forms), each sentence linking to its field and
+    # beside it, the field's hint still describing it.
+    assert "2 problems to fix:" in page
+    assert "<a href=\"#slug\">'GPU 27!' is not a course slug" in page
+    assert '<a href="#title">The course title is longer than 200 characters' in page
+    assert "id=\"slug-error\">'GPU 27!' is not a course slug" in page
+    assert 'id="title-error">The course title is longer than 200 characters' in page
+    assert 'aria-invalid="true" aria-describedby="slug-hint slug-error"' in page
     assert 'value="GPU 27!"' in page and f'value="{long_title}"' in page
     for taken, why in (
         ("new", "the address of the new-course page"),
@@ -185,11 +190,17 @@ async def test_a_course_copied_to_a_new_term_takes_its_labs_and_policies_not_its
     assert (await _post(client, path, slug=unique("theirs"), title="Theirs")).status_code == 403
 
     await _as(client, world.instructor)
+    courses = session.scalar(select(func.count()).select_from(Course))
     form = html.unescape((await client.get(path)).text)
     assert 'value="Test course"' in form and "no dates" in form
-    bad = await _post(client, path, slug=course.slug, title="Again")
-    assert bad.status_code == 422 and "already exists" in html.unescape(bad.text)
-    assert 'value="Again"' in bad.text
+    bad = await _post(client, path, slug=course.slug, title="Again " * 40)
+    assert bad.status_code == 422
+    page = html.unescape(bad.text)
+    assert "2 problems to fix:" in page
+    assert f'id="slug-error">A course named {course.slug} already exists' in page
+    assert 'id="title-error">The course title is longer than 200 characters' in page
+    assert f'value="{course.slug}"' in page and f'value="{"Again " * 40}"' in page
+    assert session.scalar(select(func.count()).select_from(Course)) == courses
     slug = unique("next-term")
     done = await _post(client, path, slug=slug, title="Test course, next term")
     assert done.status_code == 303

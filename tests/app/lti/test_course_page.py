@@ -221,7 +221,7 @@ def test_the_registration_form_keeps_all_eight_fields_and_names_every_problem(
     )
     assert answer.status_code == 422
     page = html.unescape(answer.text)
-    assert "4 things to fix; nothing was saved" in page
+    assert "4 problems to fix:" in page  # the summary every form has (app.web.forms)
     for sentence in (
         "'bad name' is not a registration name",
         "The client id is missing",
@@ -234,6 +234,8 @@ def test_the_registration_form_keeps_all_eight_fields_and_names_every_problem(
         assert f'id="new-{name}" name="{name}" value="{value}"' in page, name
     for name in ("slug", "client_id", "auth_login_url", "key_set_url"):
         assert f'aria-describedby="new-{name}-error"' in page, name
+        assert f'<a href="#new-{name}">' in page, name
+    assert 'id="new-client_id-error">The client id is missing' in page
     assert 'id="new-issuer-error"' not in page
     session.expire_all()
     assert session.scalar(select(LtiPlatform).where(LtiPlatform.issuer == lms.issuer)) is None
@@ -246,8 +248,13 @@ def test_the_registration_form_keeps_all_eight_fields_and_names_every_problem(
     )
     assert answer.status_code == 422
     page = html.unescape(answer.text)
-    assert "2 things to fix; nothing was saved" in page and "<details open>" in page
-    assert f'id="change-{lms.slug}-auth_token_url" name="auth_token_url" value="ftp://x"' in page
+    assert "2 problems to fix:" in page and page.count("<details open>") == 1
+    for name, value in changed.items():
+        assert f'id="change-{lms.slug}-{name}" name="{name}" value="{value}"' in page, name
+    for name in ("deployment_ids", "auth_token_url"):
+        assert f'<a href="#change-{lms.slug}-{name}">' in page, name
+        assert f'id="change-{lms.slug}-{name}-error"' in page, name
+    assert 'id="new-auth_token_url" name="auth_token_url" value=""' in page  # the other form
     session.expire_all()
     kept = session.scalar(select(LtiPlatform).where(LtiPlatform.slug == lms.slug))
     assert kept is not None and kept.auth_token_url == lms.values()["auth_token_url"]
