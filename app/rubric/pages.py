@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
@@ -17,7 +19,7 @@ from app.rubric.service import points_possible
 from app.users.models import User
 from app.users.service import find_user
 from app.web.deps import WebDb
-from app.web.forms import back_to, refused
+from app.web.forms import PostedForm, a_number, back_to
 from app.web.templating import check_csrf, render
 
 router = APIRouter(include_in_schema=False)
@@ -68,57 +70,71 @@ async def rubric_page(
 @router.post("/courses/{course}/labs/{lab}/rubric", response_class=HTMLResponse)
 async def rubric_form(request: Request, course: str, lab: str, web: WebDb) -> Response:
     """Add, edit or remove an item (instructors), a reusable comment, or a student's points
-    (staff). The form's fields are read as sent: one points and one comment field per item."""
-    form = await request.form()
-    fields = {k: str(v) for k, v in form.items()}
+    (staff). The form's fields are read as sent: one points and one comment field per item.
+    A refused form comes back with what was typed and every problem beside its field."""
+    fields = {k: str(v) for k, v in (await request.form()).items()}
+    action = fields.get("action", "")
+    item_key = fields.get("item", "")
+    # The page has a form per item: each one's field ids start with its own prefix.
+    prefix = {"item": "add-", "edit": f"edit-{item_key}-", "comment": f"comment-{item_key}-"}
+    form = PostedForm(fields, prefix=prefix.get(action, ""))
 
     def work(session: Session, user: User) -> Response:
         check_csrf(request, fields.get("csrf_token", ""))
         found, row = find_lab(session, course=course, lab=lab)
         email = fields.get("email", "")
         back = f"/courses/{found.slug}/labs/{row.slug}/rubric"
+
+        def again() -> Response:
+            return form.refused(
+                request,
+                session,
+                "rubric.html",
+                lambda: _rubric_context(session, user, found, row, email),
+            )
+
         try:
             role = require_staff(session, user=user, course=found)
-            action = fields.get("action", "")
-            if action == "item":
-                if role is not Role.instructor:
-                    raise Invalid("Only instructors add rubric items.")
-                try:
-                    worth = float(fields.get("max_points", ""))
-                except ValueError:
-                    raise Invalid("Give the item's points as a number.") from None
-                item = rubric.add_item(
-                    session,
-                    lab=row,
-                    title=fields.get("title", ""),
-                    max_points=worth,
-                    description=fields.get("description", ""),
-                )
-                said = f"Added {item.title} ({item.max_points:g} points)."
-            elif action in ("edit", "remove"):
-                if role is not Role.instructor:
-                    raise Invalid("Only instructors change or remove rubric items.")
-                item_id = _item_id(fields)
-                if action == "remove":
-                    gone = rubric.remove_item(session, lab=row, item_id=item_id)
-                    said = f"Removed {gone.title} and every student's points on it."
+            if action == "item" and role is not Role.instructor:
+                raise Invalid("Only instructors add rubric items.")
+            if action in ("edit", "remove") and role is not Role.instructor:
+                raise Invalid("Only instructors change or remove rubric items.")
+            if action in ("item", "edit"):
+                worth = form.read("max_points", lambda t: a_number(t, "The item's points"))
+                if not form.ok or worth is None:
+                    return again()
+                if action == "item":
+                    item = rubric.add_item(
+                        session,
+                        lab=row,
+                        title=fields.get("title", ""),
+                        max_points=worth,
+                        description=fields.get("description", ""),
+                    )
+                    said = f"Added {item.title} ({item.max_points:g} points)."
                 else:
-                    try:
-                        worth = float(fields.get("max_points", ""))
-                    except ValueError:
-                        raise Invalid("Give the item's points as a number.") from None
                     item, changes = rubric.update_item(
                         session,
                         lab=row,
-                        item_id=item_id,
+                        item_id=_item_id(fields),
                         title=fields.get("title", ""),
                         max_points=worth,
                         description=fields.get("description", ""),
                     )
                     said = f"{item.title} {'; '.join(changes)}." if changes else "Nothing changed."
+            elif action == "remove":
+                gone = rubric.remove_item(session, lab=row, item_id=_item_id(fields))
+                said = f"Removed {gone.title} and every student's points on it."
             elif action == "comment":
                 item = rubric.get_item(session, lab=row, item_id=_item_id(fields))
-                rubric.add_comment(session, item=item, text=fields.get("text", ""), by=user)
+                form.attempt(
+                    lambda: rubric.add_comment(
+                        session, item=item, text=fields.get("text", ""), by=user
+                    ),
+                    field="text",
+                )
+                if not form.ok:
+                    return again()
                 said = f"Saved a reusable comment for {item.title}."
             elif action == "grade":
                 student = find_user(session, email=email)
@@ -126,16 +142,20 @@ async def rubric_form(request: Request, course: str, lab: str, web: WebDb) -> Re
                     raise Invalid("Choose a student to grade.")
                 scores: dict[int, tuple[float | None, str]] = {}
                 for item in rubric.items_of(session, lab=row):
-                    raw = fields.get(f"points_{item.id}", "").strip()
                     comment = fields.get(f"comment_{item.id}", "").strip()
                     reuse = fields.get(f"reuse_{item.id}", "").strip()
                     if reuse:
                         comment = (reuse + ("\n" + comment if comment else "")).strip()
-                    try:
-                        points = float(raw) if raw else None
-                    except ValueError:
-                        raise Invalid(f"{item.title}: {raw!r} is not a number.") from None
+                    # An empty points field clears the item.
+                    name = f"points_{item.id}"
+                    points = (
+                        form.read(name, partial(a_number, what=f"{item.title}: the points"))
+                        if form.text(name).strip()
+                        else None
+                    )
                     scores[item.id] = (points, comment)
+                if not form.ok:
+                    return again()
                 rubric.grade(
                     session,
                     course=found,
@@ -151,13 +171,8 @@ async def rubric_form(request: Request, course: str, lab: str, web: WebDb) -> Re
             else:
                 raise Invalid("That is not something this page does; reload it.")
         except DomainError as exc:
-            return refused(
-                request,
-                session,
-                exc,
-                "rubric.html",
-                lambda: _rubric_context(session, user, found, row, email),
-            )
+            form.take(exc)
+            return again()
         return back_to(back, said)
 
     return await web.run(work)

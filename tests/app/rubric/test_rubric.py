@@ -464,3 +464,56 @@ async def test_one_maximum_everywhere_and_items_edited_and_removed_in_the_web_an
     )
     await maxima(autograde)
     assert "has no rubric item" in fails("rubric", "remove", course, lab, str(added))
+
+
+async def test_a_refused_rubric_form_keeps_what_was_typed_and_names_every_problem(
+    client: httpx.AsyncClient, world: World, session: Session
+) -> None:
+    quality = RubricItem(lab_id=world.lab.id, position=0, title="Quality", max_points=5.0)
+    report = RubricItem(lab_id=world.lab.id, position=1, title="Report", max_points=3.0)
+    session.add_all([quality, report])
+    session.commit()
+    path = f"/courses/{world.course.slug}/labs/{world.lab.slug}/rubric"
+    await login(client, world.instructor)
+
+    async def post(action: str, **fields: str) -> httpx.Response:
+        page = await client.get(f"{path}?email={world.student.email}")
+        data = {"csrf_token": csrf_of(page.text), "action": action, **fields}
+        return await client.post(path, data=data)
+
+    # Two points fields that are not numbers: both named beside their fields, the comments kept.
+    graded = await post(
+        "grade",
+        email=world.student.email,
+        **{
+            f"points_{quality.id}": "four",
+            f"comment_{quality.id}": "Clear names; one loop could go.",
+            f"points_{report.id}": "3x",
+            f"comment_{report.id}": "Short but right.",
+        },
+    )
+    assert graded.status_code == 422, graded.text
+    assert "2 problems to fix" in graded.text
+    for item, typed in ((quality, "four"), (report, "3x")):
+        assert f'<a href="#points_{item.id}">' in graded.text
+        assert f'id="points_{item.id}-error"' in graded.text
+        assert f'value="{typed}"' in graded.text
+    assert "Clear names; one loop could go.</textarea>" in graded.text
+    assert "Short but right.</textarea>" in graded.text
+    mine = select(RubricScore).where(RubricScore.user_id == world.student.user.id)
+    assert session.scalars(mine).all() == []  # nothing saved
+    # A new item whose points are not a number: its title and description stay typed.
+    added = await post("item", title="Tests", max_points="lots", description="Edge sizes")
+    assert added.status_code == 422
+    assert 'id="add-max_points-error"' in added.text
+    assert 'id="add-title" name="title" maxlength="200" required value="Tests"' in added.text
+    assert 'value="Edge sizes"' in added.text
+    # An item's edit refused by the service: that item's form opens with what was typed.
+    edited = await post("edit", item=str(report.id), title="Quality", max_points="2")
+    assert edited.status_code == 422
+    assert "already has a rubric item called &#39;Quality&#39;" in edited.text
+    assert (
+        f'id="edit-{report.id}-title" name="title" maxlength="200" required value="Quality"'
+        in edited.text
+    )
+    assert edited.text.count('<details class="item-edit" open>') == 1
