@@ -11,18 +11,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.database import utcnow
-from app.core.errors import DomainError
 from app.courses.models import Course, Lab
 from app.courses.release import regrade_requests_close_at
 from app.courses.service import find_lab
 from app.regrades import service as regrades
 from app.regrades.models import RegradeRequest
 from app.submissions.models import Submission
-from app.submissions.pages import lab_panels, submission_panels
+from app.submissions.pages import lab_panels, submission_context, submission_panels
 from app.submissions.schemas import SubmissionRead
 from app.users.models import User
 from app.web.deps import RowId, WebDb
-from app.web.forms import a_number, back_to, posted
+from app.web.forms import PostedForm, a_number, back_to, posted
 from app.web.templating import check_csrf, render
 
 if TYPE_CHECKING:
@@ -40,19 +39,23 @@ async def ask_regrade_form(
     case: Annotated[str, Form()] = "",
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
+    # The fields' ids on the submission's page start with "regrade-".
+    form = PostedForm({"text": text, "case": case}, prefix="regrade-")
+
     def work(session: Session, user: User) -> Response:
         check_csrf(request, csrf_token)
-        try:
-            made = regrades.ask(
+        made = form.attempt(
+            lambda: regrades.ask(
                 session, user=user, submission_id=submission_id, text=text, case=case, now=utcnow()
             )
-        except DomainError as exc:
-            session.rollback()
-            return render(
+        )
+        if made is None:
+            # The submission's page again, the student's words kept, the sentence at the top.
+            return form.refused(
                 request,
-                "error.html",
-                {"message": exc.message, "back": f"/submissions/{submission_id}"},
-                status_code=exc.status_code,
+                session,
+                "submission.html",
+                lambda: submission_context(session, user, submission_id),
             )
         return RedirectResponse(f"/regrade-requests/{made.id}", status_code=303)
 

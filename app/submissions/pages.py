@@ -241,32 +241,33 @@ async def submit_form(
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
 async def submission_page(request: Request, submission_id: RowId, web: WebDb) -> Response:
     def page(session: Session, user: User) -> Response:
-        submission, staff = visible_submission(session, user=user, submission_id=submission_id)
-        view = submission_read(session, submission=submission, viewer_is_staff=staff)
-        lab = session.get_one(Lab, submission.lab_id)  # read with the view: no query
-        spec = spec_for(lab)
-        return render(
-            request,
-            "submission.html",
-            {
-                "s": view,
-                "course_title": session.get_one(Course, lab.course_id).title,
-                "lab_title": lab.title,
-                "source_lines": source_lines(source_text_of(session, submission=submission)),
-                "staff": staff,
-                "pending": is_pending(submission),
-                **submission_panels.context(
-                    session=session,
-                    submission=submission,
-                    view=view,
-                    spec=spec,
-                    user=user,
-                    staff=staff,
-                ),
-            },
-        )
+        return render(request, "submission.html", submission_context(session, user, submission_id))
 
     return await web.run(page)
+
+
+def submission_context(session: Session, user: User, submission_id: int) -> dict[str, object]:
+    """What the submission's page shows this user (a form on it, refused, shows it again)."""
+    submission, staff = visible_submission(session, user=user, submission_id=submission_id)
+    view = submission_read(session, submission=submission, viewer_is_staff=staff)
+    lab = session.get_one(Lab, submission.lab_id)  # read with the view: no query
+    spec = spec_for(lab)
+    return {
+        "s": view,
+        "course_title": session.get_one(Course, lab.course_id).title,
+        "lab_title": lab.title,
+        "source_lines": source_lines(source_text_of(session, submission=submission)),
+        "staff": staff,
+        "pending": is_pending(submission),
+        **submission_panels.context(
+            session=session,
+            submission=submission,
+            view=view,
+            spec=spec,
+            user=user,
+            staff=staff,
+        ),
+    }
 
 
 def source_lines(text: str) -> list[str]:

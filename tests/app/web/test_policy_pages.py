@@ -95,6 +95,16 @@ async def test_a_regrade_request_through_the_pages(
     request_url = r.headers["location"]
     mine = await client.get(request_url)
     assert "The second case looks wrong." in mine.text and "Withdraw" in mine.text
+    # A second request while the first is open is refused on the submission's own page, with
+    # the sentence at the top and the student's words still in the box.
+    page = await client.get(f"/submissions/{sub.id}")
+    again = await client.post(
+        f"/submissions/{sub.id}/regrade-requests",
+        data={"csrf_token": csrf_of(page.text), "text": "And the first case, too."},
+    )
+    assert again.status_code >= 400 and f"Submission {sub.id}" in again.text
+    assert 'id="error" role="alert"' in again.text
+    assert ">And the first case, too.</textarea>" in again.text
     staff = httpx.AsyncClient(transport=client._transport, base_url="http://testserver")
     async with staff:
         await login(staff, world.instructor)
