@@ -73,12 +73,19 @@ def forget(session: Session, *, job_id: int) -> None:
 
 
 def forget_finished(session: Session) -> None:
-    """Programs of jobs that ended without their report (a regrade replaced a waiting job, say)."""
-    ended = select(GradingJob.id).where(
-        GradingJob.state.in_([JobState.done.value, JobState.failed.value])
+    """Programs of jobs that ended without their report (a regrade replaced a waiting job, say).
+    Read first: a sweep runs every few seconds, and a delete that finds nothing would still take
+    SQLite's write lock each time."""
+    ended = list(
+        session.scalars(
+            select(KeptProgram.job_id)
+            .join(GradingJob, GradingJob.id == KeptProgram.job_id)
+            .where(GradingJob.state.in_([JobState.done.value, JobState.failed.value]))
+        )
     )
-    session.execute(
-        delete(KeptProgram)
-        .where(KeptProgram.job_id.in_(ended))
-        .execution_options(synchronize_session=False)
-    )
+    if ended:
+        session.execute(
+            delete(KeptProgram)
+            .where(KeptProgram.job_id.in_(ended))
+            .execution_options(synchronize_session=False)
+        )

@@ -375,11 +375,23 @@ def test_a_sweep_while_the_database_is_locked_logs_a_line_not_a_traceback(
     import logging
     import sqlite3
 
+    from app.core.database import session_scope
+    from app.grading import programs
+    from app.grading.models import KeptProgram
     from app.grading.sweeper import SweeperThread
+    from graders.results import CompileResult
 
     path = get_settings().sqlite_file()
     if path is None:
         pytest.skip("needs the SQLite test database: the test locks its file")
+    # Something the sweep must write: the kept program of a job that has ended.
+    with session_scope() as session:
+        world = make_world(session)
+        _, job = make_submission(
+            session, user=world.student.user, lab=world.lab, job_state=JobState.failed
+        )
+        kept = CompileResult(ok=True, message="Compiled.", arch="sm_90", cubin=b"\x7fELF")
+        assert programs.keep(session, job_id=job.id, result=kept, recipe="r")
     locker = sqlite3.connect(path, timeout=0)
     locker.execute("BEGIN EXCLUSIVE")
     try:
@@ -390,4 +402,7 @@ def test_a_sweep_while_the_database_is_locked_logs_a_line_not_a_traceback(
         locker.close()
     said = [r for r in caplog.records if r.name == "app.grading.sweeper"]
     assert [r.levelno for r in said] == [logging.WARNING], [r.getMessage() for r in said]
+    SweeperThread(has_gpu=False).sweep_once(0.5)  # the database back: the next sweep does it
+    with session_scope() as session:
+        assert session.get(KeptProgram, job.id) is None
     assert said[0].exc_info is None and "the database is away" in said[0].getMessage()
